@@ -1,0 +1,65 @@
+# The two commands a user needs are `make demo` and `make test`; everything else is for developers.
+# Each target installs what it needs first (tools/bootstrap.sh is idempotent).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+CTEST_ARGS ?=
+export CCACHE_DIR ?= $(HOME)/.cache/ccache
+
+.PHONY: bootstrap build build-asan build-cuda demo test test-default test-asan test-slow \
+        cuda format format-check lint bench clean
+
+bootstrap:
+	@tools/bootstrap.sh
+
+build/build.ninja:
+	cmake --preset default >/dev/null
+
+build: bootstrap build/build.ninja
+	cmake --build --preset default
+
+build-asan/build.ninja:
+	cmake --preset asan >/dev/null
+
+build-asan: bootstrap build-asan/build.ninja
+	cmake --build --preset asan
+
+build-cuda/build.ninja:
+	cmake --preset cuda >/dev/null
+
+build-cuda: bootstrap build-cuda/build.ninja
+	cmake --build --preset cuda
+
+cuda: build-cuda
+
+# The main job on the embedded defaults.
+demo: build
+	@tools/demo.sh
+
+# The whole default suite: every label but `slow` and `gpu` in the release build, then the unit,
+# integration and fuzz labels again under ASan+UBSan (which also runs the libFuzzer smoke runs).
+test: test-default test-asan
+
+test-default: build
+	ctest --test-dir build --output-on-failure -LE 'slow|gpu' $(CTEST_ARGS)
+
+test-asan: build-asan
+	ctest --test-dir build-asan --output-on-failure -L 'unit|integration|fuzz' $(CTEST_ARGS)
+
+test-slow: build
+	ctest --test-dir build --output-on-failure -L slow $(CTEST_ARGS)
+
+format:
+	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror
+
+lint: build format-check
+	@tools/lint.sh
+
+bench: build
+	@bench/http/run.sh
+
+clean:
+	rm -rf build build-asan build-cuda

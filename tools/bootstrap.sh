@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs every Debian and npm package that the build, the demo and the tests need.
+# Idempotent: installs only what is missing, and runs `apt-get update` at most once, only when it
+# must install something. Safe to run on every `make`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# One package per line; keep sorted. Why each is here is in docs/dependencies.md.
+debian_packages=(
+  bubblewrap
+  ca-certificates
+  ccache
+  clang
+  clang-format
+  clang-tidy
+  cmake
+  curl
+  g++
+  libboost-system1.74-dev
+  libboost1.74-dev
+  libclang-rt-14-dev
+  libgtest-dev
+  libgmock-dev
+  libpugixml-dev
+  libsqlite3-dev
+  libssl-dev
+  make
+  nginx-light
+  ninja-build
+  nlohmann-json3-dev
+  openssl
+  procps
+  python3
+  wrk
+)
+
+missing=()
+for package in "${debian_packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "bootstrap: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# npm packages (real clients used by the end-to-end tests) are pinned by package-lock.json.
+if [[ -f package-lock.json ]]; then
+  if [[ ! -d node_modules ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+    if ! command -v npm >/dev/null; then
+      echo "bootstrap: npm is required for the end-to-end tests; install Node.js 20+" >&2
+      exit 1
+    fi
+    echo "bootstrap: npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
+fi
