@@ -41,8 +41,8 @@ echo "  REST API, panel, /health, /metrics  $api_url"
 echo "  S3                                  $s3_url"
 echo "  admin credentials                   $data_dir/admin.json (mode $(stat -c %a "$data_dir/admin.json"))"
 echo
-echo "\$ curl $api_url/metrics | grep ^sovai_"
-curl -fsS "$api_url/metrics" | grep '^sovai_' | head -12
+echo "\$ curl $api_url/metrics | grep -E "^sovai_(build_info|uptime|http_open|http_requests_total)""
+curl -fsS "$api_url/metrics" | grep -E '^sovai_(build_info|uptime|http_open|http_requests_total)'
 echo
 echo "== stopping the server (SIGTERM)"
 kill -TERM "$server_pid"

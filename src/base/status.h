@@ -119,8 +119,8 @@ class [[nodiscard]] Result {
   template <typename U>
   requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, Status> &&
            !std::is_same_v<std::decay_t<U>, T> && !std::is_same_v<std::decay_t<U>, Result>)
-      Result(U&& value)
-      : storage_(T(std::forward<U>(value))) {}  // NOLINT
+      Result(U&& value)  // NOLINT(google-explicit-constructor): implicit, like the others
+      : storage_(T(std::forward<U>(value))) {}
 
   bool ok() const { return std::holds_alternative<T>(storage_); }
 

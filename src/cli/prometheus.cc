@@ -1,0 +1,87 @@
+#include "cli/prometheus.h"
+
+#include <cstdio>
+
+namespace sovai::cli {
+namespace {
+
+void Header(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void PerServer(std::string& out, const char* name, const char* type, const char* help,
+               const std::vector<NamedServerStats>& servers,
+               uint64_t (*value)(const net::ServerStats&)) {
+  Header(out, name, type, help);
+  for (const auto& [server, stats] : servers) {
+    out += name;
+    out += "{server=\"" + EscapeLabelValue(server) + "\"} " + std::to_string(value(stats)) + "\n";
+  }
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
+                                    const std::vector<NamedServerStats>& servers) {
+  std::string out;
+  Header(out, "sovai_build_info", "gauge", "Always 1; the version label says which build runs.");
+  out += "sovai_build_info{version=\"" + EscapeLabelValue(version) + "\"} 1\n";
+
+  Header(out, "sovai_uptime_seconds", "gauge", "Seconds since the server started.");
+  char uptime[64];
+  std::snprintf(uptime, sizeof uptime, "%.3f", uptime_s);
+  out += "sovai_uptime_seconds " + std::string(uptime) + "\n";
+
+  PerServer(out, "sovai_http_open_connections", "gauge", "HTTP connections open now.", servers,
+            [](const net::ServerStats& s) { return s.open_connections; });
+  PerServer(out, "sovai_http_connections_total", "counter", "HTTP connections accepted.", servers,
+            [](const net::ServerStats& s) { return s.total_connections; });
+  PerServer(out, "sovai_http_rejected_connections_total", "counter",
+            "HTTP connections refused because max_connections was reached.", servers,
+            [](const net::ServerStats& s) { return s.rejected_connections; });
+  PerServer(out, "sovai_http_active_requests", "gauge", "HTTP requests being handled now.",
+            servers, [](const net::ServerStats& s) { return s.active_requests; });
+  PerServer(out, "sovai_http_received_bytes_total", "counter", "Bytes read from HTTP sockets.",
+            servers, [](const net::ServerStats& s) { return s.bytes_in; });
+  PerServer(out, "sovai_http_sent_bytes_total", "counter", "Bytes written to HTTP sockets.",
+            servers, [](const net::ServerStats& s) { return s.bytes_out; });
+
+  Header(out, "sovai_http_requests_total", "counter",
+         "HTTP requests answered, by route pattern, method and status.");
+  for (const auto& [server, stats] : servers) {
+    for (const net::RequestCount& count : stats.requests) {
+      out += "sovai_http_requests_total{server=\"" + EscapeLabelValue(server) + "\",route=\"" +
+             EscapeLabelValue(count.pattern) + "\",method=\"" + EscapeLabelValue(count.method) +
+             "\",status=\"" + std::to_string(count.status) + "\"} " +
+             std::to_string(count.count) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace sovai::cli

@@ -1,0 +1,303 @@
+#include "cli/server.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "base/json.h"
+#include "base/log.h"
+#include "base/time.h"
+#include "cli/flags.h"
+#include "cli/prometheus.h"
+#include "cli/version.h"
+#include "net/http.h"
+
+namespace sovai::cli {
+namespace {
+
+constexpr char kLockFile[] = "LOCK";
+constexpr char kServerJsonFile[] = "server.json";
+
+// An S3-format error body; the S3 front end has its own table of these once it lands.
+std::string S3ErrorXml(std::string_view code, std::string_view message, std::string_view resource) {
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + std::string(code) +
+         "</Code><Message>" + std::string(message) + "</Message><Resource>" +
+         std::string(resource) + "</Resource></Error>\n";
+}
+
+// Holds an exclusive flock on <data-dir>/LOCK for the server's lifetime: one server per
+// directory. The kernel drops the lock when the process dies, so a crash never wedges it.
+class DataDirLock {
+ public:
+  static base::Result<std::unique_ptr<DataDirLock>> Acquire(const std::string& data_dir) {
+    const std::string path = base::JoinPath(data_dir, kLockFile);
+    base::UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!fd.valid()) return base::ErrnoToStatus(errno, "open '" + path + "'");
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) {
+        std::string holder = "another process";
+        char buf[32] = {};
+        if (pread(fd.get(), buf, sizeof buf - 1, 0) > 0) holder = "pid " + std::string(buf);
+        while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) {
+          holder.pop_back();
+        }
+        return base::FailedPreconditionError("data directory " + data_dir +
+                                             " is in use by another sovai server (" + holder +
+                                             "); stop it or choose another --data-dir");
+      }
+      return base::ErrnoToStatus(errno, "flock '" + path + "'");
+    }
+    std::string pid = std::to_string(getpid()) + "\n";
+    if (ftruncate(fd.get(), 0) != 0 || pwrite(fd.get(), pid.data(), pid.size(), 0) < 0) {
+      return base::ErrnoToStatus(errno, "write '" + path + "'");
+    }
+    return std::unique_ptr<DataDirLock>(new DataDirLock(std::move(fd)));
+  }
+
+ private:
+  explicit DataDirLock(base::UniqueFd fd) : fd_(std::move(fd)) {}
+  base::UniqueFd fd_;  // closing it releases the lock
+};
+
+std::string UrlOf(const std::string& address, bool tls) {
+  return (tls ? "https://" : "http://") + address;
+}
+
+}  // namespace
+
+base::Status ValidateRegion(std::string_view region) {
+  bool ok = region.size() >= 2 && region.size() <= 32 && region[0] >= 'A' && region[0] <= 'Z';
+  for (char c : region) ok = ok && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-');
+  if (!ok) {
+    return base::InvalidArgumentError("region '" + std::string(region) +
+                                      "' must be 2 to 32 characters of A-Z, 0-9 and '-', "
+                                      "starting with a letter (e.g. EU-WEST-LOCAL)");
+  }
+  return base::Status();
+}
+
+struct PlatformServer::Impl {
+  base::Env& env;
+  ServerConfig config;
+  std::unique_ptr<DataDirLock> lock;
+  control::AdminCredentials admin;
+  int64_t started_monotonic_micros = 0;
+  std::unique_ptr<net::Server> api;
+  std::unique_ptr<net::Server> s3;
+  std::string api_url;
+  std::string s3_url;
+  bool stopped = false;
+
+  Impl(base::Env& e, ServerConfig c) : env(e), config(std::move(c)) {}
+
+  double UptimeSeconds() const {
+    return static_cast<double>(env.NowMonotonicMicros() - started_monotonic_micros) / 1e6;
+  }
+
+  net::Router ApiRouter() {
+    net::Router router;
+    router.Get(
+        "/health",
+        [this](net::Request&) {
+          nlohmann::json body = {{"status", "ok"},
+                                 {"version", Version()},
+                                 {"region", config.region},
+                                 {"uptime_s", UptimeSeconds()}};
+          return net::Response::Json(200, base::DumpJson(body) + "\n");
+        },
+        {.inline_handler = true});
+    router.Get(
+        "/metrics",
+        [this](net::Request&) {
+          std::vector<NamedServerStats> stats;
+          stats.emplace_back("api", api->Stats());
+          if (s3) stats.emplace_back("s3", s3->Stats());
+          return net::Response::Text(200, RenderPrometheusMetrics(Version(), UptimeSeconds(), stats),
+                                     "text/plain; version=0.0.4; charset=utf-8");
+        },
+        {.inline_handler = true});
+    return router;
+  }
+
+  net::Router S3Router() {
+    net::Router router;
+    // Until the object store lands, every S3 request gets a well-formed S3 error, so S3 clients
+    // report a clear message instead of failing to parse the response.
+    router.SetFallback(
+        [](net::Request& request) {
+          net::Response response = net::Response::Text(
+              501,
+              S3ErrorXml("NotImplemented", "This Sovai server does not serve the S3 API yet.",
+                         request.raw_path()),
+              "application/xml");
+          return response;
+        },
+        {.inline_handler = true});
+    return router;
+  }
+
+  net::ServerOptions Options(const std::string& listen) const {
+    net::ServerOptions options;
+    options.listen = listen;
+    options.io_threads = config.io_threads;
+    options.tls_cert_file = config.tls_cert_file;
+    options.tls_key_file = config.tls_key_file;
+    options.shutdown_grace = kServerShutdownGrace;
+    options.access_log = [](const net::AccessLogEntry& entry) {
+      SOVAI_LOG(DEBUG)
+              .With("method", entry.method)
+              .With("path", entry.path)
+              .With("status", std::to_string(entry.status))
+              .With("duration_us", std::to_string(entry.duration.count()))
+          << "request";
+    };
+    return options;
+  }
+
+  base::Status WriteServerJson() {
+    std::error_code ec;
+    std::string absolute = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
+    if (ec) absolute = config.data_dir;
+    if (!absolute.empty() && absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+    nlohmann::json doc = {{"version", Version()},
+                          {"pid", static_cast<int64_t>(getpid())},
+                          {"region", config.region},
+                          {"data_dir", absolute},
+                          {"api_url", api_url},
+                          {"s3_url", s3_url},
+                          {"started_at", base::FormatRfc3339(env.NowUnixMicros())}};
+    return env.WriteFileAtomically(base::JoinPath(config.data_dir, kServerJsonFile),
+                                   base::DumpJson(doc, 2) + "\n");
+  }
+};
+
+PlatformServer::PlatformServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+PlatformServer::~PlatformServer() { Shutdown(kServerShutdownGrace); }
+
+base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
+    base::Env& env, ServerConfig config, control::AdminOverrides overrides) {
+  SOVAI_RETURN_IF_ERROR(ValidateRegion(config.region));
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
+    return base::InvalidArgumentError("--tls-cert and --tls-key must be given together");
+  }
+  SOVAI_RETURN_IF_ERROR(env.CreateDirs(config.data_dir));
+
+  auto impl = std::make_unique<Impl>(env, std::move(config));
+  impl->started_monotonic_micros = env.NowMonotonicMicros();
+  SOVAI_ASSIGN_OR_RETURN(impl->lock, DataDirLock::Acquire(impl->config.data_dir));
+  SOVAI_ASSIGN_OR_RETURN(impl->admin,
+                         control::BootstrapAdmin(env, impl->config.data_dir, overrides));
+
+  const bool tls = !impl->config.tls_cert_file.empty();
+  impl->api = std::make_unique<net::Server>(impl->ApiRouter());
+  SOVAI_RETURN_IF_ERROR(impl->api->Start(impl->Options(impl->config.listen_api))
+                            .WithContext("--listen-api " + impl->config.listen_api));
+  impl->s3 = std::make_unique<net::Server>(impl->S3Router());
+  SOVAI_RETURN_IF_ERROR(impl->s3->Start(impl->Options(impl->config.listen_s3))
+                            .WithContext("--listen-s3 " + impl->config.listen_s3));
+  impl->api_url = UrlOf(impl->api->address(), tls);
+  impl->s3_url = UrlOf(impl->s3->address(), tls);
+  SOVAI_RETURN_IF_ERROR(impl->WriteServerJson());
+  return std::unique_ptr<PlatformServer>(new PlatformServer(std::move(impl)));
+}
+
+void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
+  if (impl_ == nullptr || impl_->stopped) return;
+  impl_->stopped = true;
+  // Stop the API listener last: /health answers while the S3 side drains.
+  if (impl_->s3) impl_->s3->Shutdown(grace);
+  if (impl_->api) impl_->api->Shutdown(grace);
+  impl_->env.DeleteFile(base::JoinPath(impl_->config.data_dir, kServerJsonFile)).IgnoreError();
+  impl_->lock.reset();
+}
+
+const std::string& PlatformServer::api_url() const { return impl_->api_url; }
+const std::string& PlatformServer::s3_url() const { return impl_->s3_url; }
+const std::string& PlatformServer::data_dir() const { return impl_->config.data_dir; }
+
+int RunServerCommand(const std::vector<std::string>& args) {
+  ServerConfig config;
+  std::string log_format = "human";
+  std::string log_level = "info";
+  int64_t io_threads = 0;
+  FlagSet flags("sovai server",
+                "Runs the Sovai platform daemon: REST API, web panel and /health, /metrics on\n"
+                "--listen-api; the S3 API on --listen-s3. Port 0 picks a free port; the chosen\n"
+                "addresses are printed and written to <data-dir>/server.json.");
+  flags.String("data-dir", &config.data_dir, "directory that holds all state");
+  flags.String("listen-api", &config.listen_api, "HOST:PORT of the REST API and panel");
+  flags.String("listen-s3", &config.listen_s3, "HOST:PORT of the S3 API");
+  flags.String("region", &config.region, "this server's region name");
+  flags.String("tls-cert", &config.tls_cert_file, "PEM certificate: serve HTTPS");
+  flags.String("tls-key", &config.tls_key_file, "PEM private key for --tls-cert");
+  flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");
+  flags.String("log-format", &log_format, "human or json");
+  flags.String("log-level", &log_level, "debug, info, warning or error");
+  if (base::Status parsed = flags.Parse(args); !parsed.ok()) {
+    std::fprintf(stderr, "sovai server: %s\n", parsed.message().c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (!flags.positional().empty()) {
+    std::fprintf(stderr, "sovai server: unexpected argument '%s'\n", flags.positional()[0].c_str());
+    return 2;
+  }
+  base::LogOptions log_options;
+  auto format = base::ParseLogFormat(log_format);
+  if (!format.ok()) {
+    std::fprintf(stderr, "sovai server: --log-format: %s\n", format.status().message().c_str());
+    return 2;
+  }
+  log_options.format = *format;
+  auto level = base::ParseLogLevel(log_level);
+  if (!level.ok()) {
+    std::fprintf(stderr, "sovai server: --log-level: %s\n", level.status().message().c_str());
+    return 2;
+  }
+  log_options.level = *level;
+  base::ConfigureLogging(log_options);
+  config.io_threads = static_cast<int>(io_threads);
+
+  // Block the stop signals in every thread (the server's threads inherit this mask) and wait
+  // for them here, so shutdown runs on this thread and never inside a signal handler.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto server = PlatformServer::Start(base::Env::Default(), config,
+                                      control::AdminOverridesFromEnvironment());
+  if (!server.ok()) {
+    SOVAI_LOG(ERROR) << "sovai server could not start: " << server.status().ToString();
+    return 1;
+  }
+  SOVAI_LOG(INFO).With("version", Version()).With("region", config.region)
+      << "sovai server ready";
+  std::printf("sovai server %s, region %s, data directory %s\n", Version(), config.region.c_str(),
+              config.data_dir.c_str());
+  std::printf("  API, panel, /health, /metrics  %s\n", (*server)->api_url().c_str());
+  std::printf("  S3                             %s\n", (*server)->s3_url().c_str());
+  std::printf("  admin credentials              %s\n",
+              base::JoinPath(config.data_dir, "admin.json").c_str());
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  SOVAI_LOG(INFO).With("signal", strsignal(signal_number)) << "shutting down";
+  (*server)->Shutdown(kServerShutdownGrace);
+  SOVAI_LOG(INFO) << "sovai server stopped";
+  return 0;
+}
+
+}  // namespace sovai::cli

@@ -1,0 +1,65 @@
+// `sovai server`: the platform daemon. Today it owns the data directory (one server per directory,
+// enforced by a lock), bootstraps the admin identity, and serves /health and /metrics on the API
+// listener and the S3 listener's error surface; the later modules plug their routers in here.
+//
+// Thread-safety: Start and Shutdown from one thread; the accessors from any thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "control/bootstrap.h"
+
+namespace sovai::cli {
+
+inline constexpr char kDefaultRegion[] = "EU-WEST-LOCAL";
+inline constexpr char kDefaultListenApi[] = "127.0.0.1:8080";
+inline constexpr char kDefaultListenS3[] = "127.0.0.1:9000";
+inline constexpr std::chrono::milliseconds kServerShutdownGrace{10'000};
+
+struct ServerConfig {
+  std::string data_dir = "./sovai-data";
+  std::string listen_api = kDefaultListenApi;
+  std::string listen_s3 = kDefaultListenS3;
+  std::string region = kDefaultRegion;
+  std::string tls_cert_file;  // both set: both listeners speak HTTPS
+  std::string tls_key_file;
+  int io_threads = 0;  // 0: one per core
+};
+
+class PlatformServer {
+ public:
+  // Creates the data directory if needed, takes its lock, bootstraps the admin, starts both
+  // listeners and writes <data-dir>/server.json. Errors: InvalidArgument (bad region or listen
+  // address, TLS files), FailedPrecondition (another server holds the data directory), bind
+  // and file-system errors. On error nothing keeps running and server.json is not written.
+  static base::Result<std::unique_ptr<PlatformServer>> Start(base::Env& env, ServerConfig config,
+                                                             control::AdminOverrides overrides);
+  ~PlatformServer();
+
+  // Finishes in-flight requests (up to `grace`), stops both listeners, removes server.json and
+  // releases the data-directory lock. Idempotent.
+  void Shutdown(std::chrono::milliseconds grace);
+
+  const std::string& api_url() const;
+  const std::string& s3_url() const;
+  const std::string& data_dir() const;
+
+ private:
+  struct Impl;
+  explicit PlatformServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Region names: 2–32 characters of [A-Z0-9-], starting with a letter ("EU-WEST-LOCAL").
+base::Status ValidateRegion(std::string_view region);
+
+// The `sovai server` command: parses flags, starts, waits for SIGINT/SIGTERM, shuts down.
+// Returns the process exit code.
+int RunServerCommand(const std::vector<std::string>& args);
+
+}  // namespace sovai::cli

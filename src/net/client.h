@@ -1,0 +1,134 @@
+// Blocking HTTP/1.1 client (http and https) for the CLI and tests.
+//
+//   net::HttpClient client({.host = "127.0.0.1", .port = 8080});
+//   SOVAI_ASSIGN_OR_RETURN(auto res, client.Get("/v1/jobs"));
+//   if (res.status != 200) ...
+//
+// One client = one connection, reused for sequential requests (keep-alive) and re-opened
+// transparently when the server closed it between requests. Not thread-safe: use one client per
+// thread. No Boost/Asio/OpenSSL type appears in this header.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+#include "net/http.h"
+#include "net/limits.h"
+
+namespace sovai::net {
+
+struct ClientOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 80;
+  bool tls = false;
+  // TLS: verify the server certificate against `ca_file` (PEM) or the system store when empty.
+  bool verify_peer = true;
+  std::string ca_file;
+
+  std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
+  // Longest wait for any single read or write to make progress.
+  std::chrono::milliseconds read_timeout = kDefaultClientReadTimeout;
+  uint64_t max_body_bytes = kDefaultClientMaxBodyBytes;  // buffered responses only
+  size_t max_header_bytes = kDefaultClientMaxHeaderBytes;
+  std::string user_agent = "sovai";
+};
+
+// "http://host:port" / "https://host" → options (port defaults 80/443). InvalidArgument otherwise.
+base::Result<ClientOptions> ClientOptionsFromUrl(std::string_view url);
+
+// Pull source for a streamed request body: fills up to `n` bytes of `buf`, returns the count, 0
+// at the end. An error aborts the request (the connection is closed).
+using BodySource = std::function<base::Result<size_t>(char* buf, size_t n)>;
+// Push sink for a streamed response body: receives consecutive pieces. An error aborts.
+using BodySink = std::function<base::Status(std::string_view piece)>;
+
+struct ClientRequest {
+  std::string method = "GET";
+  std::string target = "/";  // origin-form, already percent-encoded
+  Headers headers;           // Host, User-Agent, Content-Length added when absent
+  std::string body;          // used when `source` is empty
+  BodySource source;         // streamed body
+  // For `source`: the exact length (Content-Length), or nullopt for chunked encoding.
+  std::optional<uint64_t> source_length;
+  // Send "Expect: 100-continue" and wait (up to kDefaultExpectContinueWait) for the server's
+  // interim answer before the body; a final answer instead (e.g. 413) is returned without
+  // sending the body.
+  bool expect_continue = false;
+};
+
+struct ClientResponse {
+  int status = 0;
+  Headers headers;
+  std::string body;  // empty when a sink consumed it
+  // True when the response was answered without our body being sent (expect_continue).
+  bool body_not_sent = false;
+};
+
+// One Server-Sent Event.
+struct SseEvent {
+  std::string event;  // "" when the event had no "event:" field ("message" by the spec)
+  std::string data;   // data lines joined with '\n'
+  std::string id;
+};
+
+// Incremental text/event-stream parser (also used by HttpClient::ReadSse). Feed arbitrary
+// pieces; `on_event` is called for each complete event; returning false stops (Feed returns
+// false then).
+class SseParser {
+ public:
+  explicit SseParser(std::function<bool(const SseEvent&)> on_event)
+      : on_event_(std::move(on_event)) {}
+  bool Feed(std::string_view piece);
+
+ private:
+  bool DispatchLine(std::string_view line);
+  std::function<bool(const SseEvent&)> on_event_;
+  std::string line_;
+  SseEvent current_;
+  bool has_data_ = false;
+  bool skip_lf_ = false;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(ClientOptions options);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // Sends `request` and buffers the response body (up to max_body_bytes: ResourceExhausted).
+  // Errors: Unavailable (connection refused / reset / closed early), DeadlineExceeded (connect
+  // or read timeout), InvalidArgument (bad request), Internal (TLS failure, malformed response).
+  base::Result<ClientResponse> Send(const ClientRequest& request);
+  // Same, streaming the body to `sink` instead of buffering it (no size limit).
+  base::Result<ClientResponse> Send(const ClientRequest& request, const BodySink& sink);
+  // Sends `request` and parses the body as Server-Sent Events; `on_event` returning false stops
+  // reading (and closes the connection). Returns the response head once the stream ends.
+  base::Result<ClientResponse> ReadSse(const ClientRequest& request,
+                                       std::function<bool(const SseEvent&)> on_event);
+
+  // Conveniences.
+  base::Result<ClientResponse> Get(std::string target);
+  base::Result<ClientResponse> Post(std::string target, std::string body,
+                                    std::string content_type = "application/json");
+  base::Result<ClientResponse> Put(std::string target, std::string body,
+                                   std::string content_type = "application/octet-stream");
+  base::Result<ClientResponse> Delete(std::string target);
+
+  // Closes the connection (the next request opens a new one).
+  void Close();
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  ClientOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sovai::net

@@ -1,0 +1,84 @@
+// The socket-free request parsing path (the one the fuzzer drives).
+#include <gtest/gtest.h>
+
+#include "net/internal/request_head.h"
+
+namespace sovai::net::internal {
+namespace {
+
+TEST(RequestHeadTest, ParsesHead) {
+  Request req;
+  auto r = ParseRequestHead(
+      "GET /v1/jobs/a%20b?limit=5 HTTP/1.1\r\nHost: x\r\nX-Test: 1\r\n\r\nrest", {}, req);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(req.method(), "GET");
+  EXPECT_EQ(req.path(), "/v1/jobs/a b");
+  EXPECT_EQ(*req.query("limit"), "5");
+  EXPECT_EQ(*req.header("x-test"), "1");
+  EXPECT_EQ(req.version(), 11);
+  EXPECT_EQ(r.head_bytes, 59u);
+}
+
+TEST(RequestHeadTest, MalformedRequestLineIs400) {
+  Request req;
+  EXPECT_EQ(ParseRequestHead("GARBAGE\r\n\r\n", {}, req).error.status, 400);
+  Request req2;
+  EXPECT_EQ(ParseRequestHead("GET /x HTTP/1.1\r\nBad Header\r\n\r\n", {}, req2).error.status, 400);
+  Request req3;
+  EXPECT_EQ(ParseRequestHead("GET x HTTP/1.1\r\n\r\n", {}, req3).error.status, 400);
+  Request req4;
+  int status = ParseRequestHead("GET /x HTTP/1.2\r\n\r\n", {}, req4).error.status;
+  EXPECT_TRUE(status == 400 || status == 505) << status;
+}
+
+TEST(RequestHeadTest, HeaderLimits) {
+  HeadLimits limits;
+  limits.max_header_bytes = 1024;
+  limits.max_header_count = 5;
+  std::string big = "GET / HTTP/1.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n";
+  Request req;
+  EXPECT_EQ(ParseRequestHead(big, limits, req).error.status, 431);
+  std::string many = "GET / HTTP/1.1\r\n";
+  for (int i = 0; i < 6; ++i) many += "X-" + std::to_string(i) + ": v\r\n";
+  many += "\r\n";
+  Request req2;
+  EXPECT_EQ(ParseRequestHead(many, limits, req2).error.status, 431);
+  limits.max_target_bytes = 10;
+  Request req3;
+  EXPECT_EQ(ParseRequestHead("GET /0123456789abc HTTP/1.1\r\n\r\n", limits, req3).error.status,
+            414);
+}
+
+TEST(RequestHeadTest, BodiesAndLimits) {
+  Request req;
+  auto r = ParseRequest("PUT /x HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", {}, 100, req);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(r.body, "hello");
+  EXPECT_EQ(*req.content_length(), 5u);
+
+  Request req2;
+  r = ParseRequest(
+      "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+      {}, 100, req2);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(r.body, "hello world");
+  EXPECT_TRUE(req2.chunked());
+
+  Request req3;
+  r = ParseRequest(
+      "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+      {}, 8, req3);
+  EXPECT_EQ(r.error.status, 413);
+  Request req4;
+  r = ParseRequest("PUT /x HTTP/1.1\r\nContent-Length: 500\r\n\r\nhello", {}, 100, req4);
+  EXPECT_EQ(r.error.status, 413);
+  Request req5;
+  r = ParseRequest("PUT /x HTTP/1.1\r\nContent-Length: 50\r\n\r\nhello", {}, 100, req5);
+  EXPECT_EQ(r.error.status, 400);  // cut short
+  Request req6;
+  r = ParseRequest("PUT /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nhello", {}, 100, req6);
+  EXPECT_EQ(r.error.status, 400);
+}
+
+}  // namespace
+}  // namespace sovai::net::internal

@@ -1,0 +1,1107 @@
+// The HTTP/1.1 server: one coroutine per connection on a per-connection strand; handlers and
+// streaming bodies on a worker pool, bridged to the socket by posting operations to the
+// connection's strand and waiting on their completion (see README.md).
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <optional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "net/http.h"
+#include "net/internal/beast.h"
+#include "net/internal/request_head.h"
+
+namespace sovai::net {
+
+using base::Result;
+using base::Status;
+using namespace internal;  // NOLINT(google-build-using-namespace): asio/beast/http aliases
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// --- Worker pool ----------------------------------------------------------------------------
+
+// Runs blocking tasks. Grows on demand (a task never waits while an idle thread or spare
+// capacity exists) up to max_threads; threads live until Shutdown.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+  ~WorkerPool() { Shutdown(); }
+
+  void Submit(std::function<void()> task) {
+    std::lock_guard lock(mu_);
+    SOVAI_CHECK(!stopping_) << "task submitted to a stopped worker pool";
+    queue_.push_back(std::move(task));
+    if (static_cast<int>(queue_.size()) > idle_ &&
+        static_cast<int>(threads_.size()) < max_threads_) {
+      threads_.emplace_back([this] { Loop(); });
+    }
+    cv_.notify_one();
+  }
+
+  // Runs what is queued, then joins every thread.
+  void Shutdown() {
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      threads.swap(threads_);
+    }
+    cv_.notify_all();
+    for (auto& t : threads) t.join();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      ++idle_;
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // stopping
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      task();  // tasks catch their own exceptions
+      lock.lock();
+    }
+  }
+
+  const int max_threads_;
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  std::vector<std::thread> threads_;
+  int idle_ = 0;
+  bool stopping_ = false;
+};
+
+// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own executor.
+// The coroutine's completion handler is moved (never copied) to the strand, so it is invoked and
+// destroyed there only: destroying it on the worker could race with the resumed coroutine.
+template <class Fn>
+asio::awaitable<void> RunOnWorker(WorkerPool& pool, Fn fn) {
+  auto ex = co_await asio::this_coro::executor;
+  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
+      [&pool, ex, &fn](auto handler) mutable {
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        pool.Submit([ex, h = std::move(h), &fn]() mutable {
+          fn();
+          asio::post(ex, [h = std::move(h)]() mutable { (*h)(); });
+        });
+      },
+      asio::use_awaitable);
+}
+
+// One-shot hand-off of a value from the strand to a blocked worker. Unlike std::promise, the
+// setter is done touching the object once the waiter can return (it notifies under the lock),
+// so the waiter may destroy it right away.
+template <class T>
+class Completion {
+ public:
+  void Set(T value) {
+    std::lock_guard lock(mu_);
+    value_ = std::move(value);
+    cv_.notify_one();
+  }
+  T Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return value_.has_value(); });
+    return std::move(*value_);
+  }
+
+ private:
+  std::mutex mu_;  // guards value_
+  std::condition_variable cv_;
+  std::optional<T> value_;
+};
+
+// --- Stats ----------------------------------------------------------------------------------
+
+constexpr std::string_view kMethodNames[] = {"GET",   "HEAD",    "POST",  "PUT",
+                                             "DELETE", "PATCH", "OPTIONS", "OTHER"};
+int MethodIndex(std::string_view method) {
+  for (int i = 0; i < 7; ++i) {
+    if (kMethodNames[i] == method) return i;
+  }
+  return 7;
+}
+
+// Counters of one route (or of the fallback / unmatched pseudo-routes). A mutex per route: the
+// critical section is a few loads on a tiny vector, and different routes never contend.
+struct StatSlot {
+  struct Entry {
+    uint8_t method;
+    uint16_t status;
+    uint64_t count;
+  };
+  std::mutex mu;  // guards entries
+  std::vector<Entry> entries;
+
+  void Add(int method, int status) {
+    std::lock_guard lock(mu);
+    for (auto& e : entries) {
+      if (e.method == method && e.status == status) {
+        ++e.count;
+        return;
+      }
+    }
+    entries.push_back({static_cast<uint8_t>(method), static_cast<uint16_t>(status), 1});
+  }
+};
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+void DefaultErrorRenderer(const Request*, Response& res) {
+  std::string_view title = HttpReasonPhrase(res.status);
+  res.headers.Set("Content-Type", "application/problem+json");
+  res.body = "{\"type\":\"about:blank\",\"title\":\"" + JsonEscape(title) +
+             "\",\"status\":" + std::to_string(res.status) + ",\"detail\":\"" +
+             JsonEscape(res.error_message.value_or("")) + "\"}\n";
+}
+
+bool IsBodylessStatus(int status) {
+  return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
+
+// Lingering close bounds.
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr uint64_t kLingerBytes = 16 * 1024 * 1024;
+
+Status StatusFromNetError(const boost::system::error_code& ec, std::string_view what) {
+  if (ec == beast::error::timeout) {
+    return base::DeadlineExceededError(std::string(what) + ": timed out");
+  }
+  return base::UnavailableError(std::string(what) + ": " + ec.message());
+}
+
+}  // namespace
+
+// --- ServerCore (Server::Impl) ---------------------------------------------------------------------------
+
+class ConnectionBase {
+ public:
+  virtual ~ConnectionBase() = default;
+  // Called on the connection's strand at shutdown: idle → close now; busy → close after the
+  // current request (`force` closes busy ones too).
+  virtual void OnShutdown(bool force) = 0;
+  virtual asio::any_io_executor executor() = 0;
+};
+
+class ServerCore {
+ public:
+  ServerCore(Router r, const ServerOptions& o) : router(std::move(r)), opts(o) {
+    head_limits.max_header_bytes = o.max_header_bytes;
+    head_limits.max_header_count = o.max_header_count;
+    head_limits.max_target_bytes = o.max_target_bytes;
+    for (int i = 0; i < router.route_count() + 2; ++i) slots.push_back(std::make_unique<StatSlot>());
+    if (!opts.error_renderer) opts.error_renderer = DefaultErrorRenderer;
+  }
+
+  Status Start();
+  void Shutdown(std::chrono::milliseconds grace);
+  asio::awaitable<void> AcceptLoop();
+  asio::awaitable<void> Reject(tcp::socket socket);
+
+  // Registry of live connections (for shutdown and max_connections).
+  bool Register(uint64_t id, std::weak_ptr<ConnectionBase> conn) {
+    std::lock_guard lock(conns_mu);
+    if (stopping.load()) return false;
+    conns.emplace(id, std::move(conn));
+    return true;
+  }
+  void Unregister(uint64_t id) {
+    std::lock_guard lock(conns_mu);
+    conns.erase(id);
+    open_connections.fetch_sub(1);
+    if (conns.empty()) conns_cv.notify_all();
+  }
+  void RenderError(const Request* req, Response& res) {
+    if (!res.error_message) return;
+    try {
+      opts.error_renderer(req, res);
+    } catch (const std::exception&) {
+      DefaultErrorRenderer(req, res);
+    }
+  }
+
+  // Declaration order matters: connections (destroyed with `io` at the latest) touch the
+  // registry and counters, and TLS streams use ssl_ctx, so those are declared before `io`.
+  Router router;
+  ServerOptions opts;
+  HeadLimits head_limits;
+  std::string address;
+  uint16_t port = 0;
+  bool started = false;
+  std::atomic<bool> stopping{false};
+  bool stopped = false;
+
+  std::atomic<uint64_t> open_connections{0};
+  std::atomic<uint64_t> total_connections{0};
+  std::atomic<uint64_t> rejected_connections{0};
+  std::atomic<uint64_t> active_requests{0};
+  std::atomic<uint64_t> bytes_in{0};
+  std::atomic<uint64_t> bytes_out{0};
+  std::atomic<uint64_t> next_id{1};
+  std::vector<std::unique_ptr<StatSlot>> slots;  // routes, then fallback, then unmatched
+
+  std::mutex conns_mu;  // guards conns
+  std::condition_variable conns_cv;
+  std::unordered_map<uint64_t, std::weak_ptr<ConnectionBase>> conns;
+
+  std::unique_ptr<asio::ssl::context> ssl_ctx;
+  std::unique_ptr<WorkerPool> workers;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  tcp::acceptor acceptor{asio::make_strand(io)};
+  std::vector<std::thread> io_threads;
+};
+
+namespace {
+
+// --- Connection -----------------------------------------------------------------------------
+
+template <class Stream>
+class Connection final : public ConnectionBase,
+                         public std::enable_shared_from_this<Connection<Stream>> {
+ public:
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <class... Args>
+  Connection(ServerCore& server, uint64_t id, std::string remote, Args&&... args)
+      : server_(server), id_(id), remote_(std::move(remote)), stream_(std::forward<Args>(args)...) {}
+
+  ~Connection() override { server_.Unregister(id_); }
+
+  asio::any_io_executor executor() override { return stream_.get_executor(); }
+
+  void OnShutdown(bool force) override {
+    closing_ = true;
+    if (idle_ || force) Lowest().socket().close(ignored_);  // cancels the pending operation
+  }
+
+  // `self` keeps the connection alive for the coroutine (which starts later, on the strand).
+  asio::awaitable<void> Run(std::shared_ptr<Connection> self);
+
+ private:
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  const ServerOptions& opts() const { return server_.opts; }
+
+  // Reads the next request and answers it. Returns false when the connection must close.
+  asio::awaitable<bool> HandleOne();
+  asio::awaitable<void> WriteSimpleError(int status, std::string message, const Request* req);
+  // Writes `res` (a handler's response). Returns false when the connection must close.
+  asio::awaitable<bool> WriteResponse(Request& req, Response& res, bool keep_alive, bool head);
+  void Finish(const Request& req, int slot, int status, Clock::time_point start);
+
+  // Body reading, shared by the bridged reader (worker) and the inline path (coroutine).
+  class BodyState;
+  class BridgedReader;
+  class BridgedWriter;
+
+  ServerCore& server_;
+  const uint64_t id_;
+  const std::string remote_;
+  Stream stream_;
+  beast::flat_buffer buffer_;
+  bool idle_ = false;     // waiting for the first byte of a request (on the strand)
+  bool linger_ = false;   // a response was written on this request; drain before closing
+  bool closing_ = false;  // close after the current request (on the strand)
+  uint64_t req_bytes_in_ = 0;
+  uint64_t req_bytes_out_ = 0;
+  boost::system::error_code ignored_;
+};
+
+// State of reading one request body; all socket work happens on the strand.
+template <class Stream>
+class Connection<Stream>::BodyState {
+ public:
+  BodyState(Connection& c, http::request_parser<http::buffer_body>& parser, bool expect_continue,
+            uint64_t limit)
+      : c_(c), parser_(parser), expect_continue_(expect_continue), limit_(limit) {}
+
+  bool done() const { return parser_.is_done(); }
+  const Status& error() const { return error_; }
+  bool limit_exceeded() const { return limit_exceeded_; }
+  uint64_t total() const { return total_; }
+
+  // Deadline for the next read: read_timeout from now, and no later than what the minimum body
+  // rate allows given the time already spent waiting for this body.
+  Clock::time_point NextDeadline() {
+    auto now = Clock::now();
+    auto deadline = now + c_.opts().read_timeout;
+    uint64_t rate = c_.opts().min_body_bytes_per_s;
+    if (rate > 0) {
+      auto allowed = c_.opts().read_timeout +
+                     std::chrono::milliseconds(total_ * 1000 / rate) - waited_;
+      deadline = std::min(deadline, now + std::max<Clock::duration>(allowed, Clock::duration::zero()));
+    }
+    return deadline;
+  }
+
+  // Strand side of "100 Continue": returns the bytes to write before the first read, if any.
+  bool NeedsContinue() {
+    if (!expect_continue_ || continue_sent_) return false;
+    continue_sent_ = true;
+    return true;
+  }
+
+  // Called with the outcome of one async_read_some into a buffer of `n` bytes. Returns body
+  // bytes obtained; sets error_ on failure.
+  size_t OnRead(const boost::system::error_code& ec, size_t n, Clock::duration waited,
+                size_t parsed_bytes) {
+    waited_ += std::chrono::duration_cast<std::chrono::milliseconds>(waited);
+    c_.server_.bytes_in.fetch_add(parsed_bytes, std::memory_order_relaxed);
+    c_.req_bytes_in_ += parsed_bytes;
+    size_t got = n - parser_.get().body().size;
+    total_ += got;
+    if (ec && ec != http::error::need_buffer) {
+      if (ec == http::error::body_limit) {
+        limit_exceeded_ = true;
+        error_ = base::ResourceExhaustedError("request body exceeds the limit of " +
+                                              std::to_string(limit_) + " bytes for this route");
+      } else if (ec == beast::error::timeout) {
+        error_ = base::DeadlineExceededError(
+            "client stopped sending the request body (read timeout " +
+            std::to_string(c_.opts().read_timeout.count()) + " ms or slower than " +
+            std::to_string(c_.opts().min_body_bytes_per_s) + " bytes/s)");
+      } else if (ec == http::error::partial_message || ec == asio::error::eof) {
+        error_ = base::UnavailableError("client closed the connection mid-body after " +
+                                        std::to_string(total_) + " bytes");
+      } else {
+        error_ = base::UnavailableError("reading the request body failed: " + ec.message());
+      }
+    }
+    return got;
+  }
+
+  void Fail(Status st) { error_ = std::move(st); }
+  http::request_parser<http::buffer_body>& parser() { return parser_; }
+  Connection& conn() { return c_; }
+
+ private:
+  Connection& c_;
+  http::request_parser<http::buffer_body>& parser_;
+  const bool expect_continue_;
+  const uint64_t limit_;
+  bool continue_sent_ = false;
+  bool limit_exceeded_ = false;
+  uint64_t total_ = 0;
+  std::chrono::milliseconds waited_{0};
+  Status error_;
+};
+
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+// BodyReader for worker handlers: each Read posts one read to the strand and waits.
+template <class Stream>
+class Connection<Stream>::BridgedReader final : public BodyReader {
+ public:
+  explicit BridgedReader(BodyState& state) : s_(state) {}
+
+  Result<size_t> Read(char* buf, size_t n) override {
+    if (!s_.error().ok()) return s_.error();
+    if (s_.done() || n == 0) return size_t{0};
+    Connection& c = s_.conn();
+    for (;;) {
+      Completion<size_t> done;
+      asio::post(c.stream_.get_executor(), [this, &c, &done, buf, n] {
+        if (s_.NeedsContinue()) {
+          c.Lowest().expires_after(c.opts().write_timeout);
+          asio::async_write(c.stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                            [this, &c, &done, buf, n](boost::system::error_code ec, size_t) {
+                              if (ec) {
+                                s_.Fail(StatusFromNetError(ec, "sending 100 Continue"));
+                                done.Set(0);
+                                return;
+                              }
+                              StartRead(c, done, buf, n);
+                            });
+          return;
+        }
+        StartRead(c, done, buf, n);
+      });
+      size_t got = done.Wait();
+      if (got > 0) return got;
+      if (!s_.error().ok()) return s_.error();
+      if (s_.done()) return size_t{0};
+    }
+  }
+
+ private:
+  // Strand side.
+  void StartRead(Connection& c, Completion<size_t>& done, char* buf, size_t n) {
+    auto& body = s_.parser().get().body();
+    body.data = buf;
+    body.size = n;
+    body.more = true;
+    if (s_.parser().is_done()) {
+      done.Set(0);
+      return;
+    }
+    auto deadline = s_.NextDeadline();
+    auto start = Clock::now();
+    if (deadline <= start) {
+      done.Set(s_.OnRead(beast::error::timeout, n, {}, 0));
+      return;
+    }
+    c.Lowest().expires_at(deadline);
+    http::async_read_some(c.stream_, c.buffer_, s_.parser(),
+                          [this, &done, n, start](boost::system::error_code ec, size_t parsed) {
+                            done.Set(s_.OnRead(ec, n, Clock::now() - start, parsed));
+                          });
+  }
+
+  BodyState& s_;
+};
+
+// BodyWriter for streamed responses: each Write posts one write to the strand and waits.
+template <class Stream>
+class Connection<Stream>::BridgedWriter final : public BodyWriter {
+ public:
+  BridgedWriter(Connection& c, bool chunked, std::optional<uint64_t> length)
+      : c_(c), chunked_(chunked), length_(length) {}
+
+  Status Write(std::string_view data) override {
+    if (!error_.ok()) return error_;
+    if (data.empty()) return Status();
+    if (length_ && written_ + data.size() > *length_) {
+      return base::InvalidArgumentError("streamed body is longer than its declared Content-Length " +
+                                        std::to_string(*length_));
+    }
+    Completion<boost::system::error_code> done;
+    auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
+    asio::post(c_.stream_.get_executor(), [this, &done, &chunk, data] {
+      c_.Lowest().expires_after(c_.opts().write_timeout);
+      auto on_done = [this, &done](boost::system::error_code ec, size_t n) {
+        c_.server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+        done.Set(ec);
+      };
+      if (chunked_) {
+        asio::async_write(c_.stream_, chunk, on_done);
+      } else {
+        asio::async_write(c_.stream_, asio::buffer(data.data(), data.size()), on_done);
+      }
+    });
+    boost::system::error_code ec = done.Wait();
+    if (ec) {
+      error_ = StatusFromNetError(ec, "writing the response body (client went away?)");
+      return error_;
+    }
+    written_ += data.size();
+    return Status();
+  }
+
+  uint64_t bytes_written() const override { return written_; }
+  const Status& error() const { return error_; }
+
+ private:
+  Connection& c_;
+  const bool chunked_;
+  const std::optional<uint64_t> length_;
+  uint64_t written_ = 0;
+  Status error_;
+};
+
+template <class Stream>
+asio::awaitable<void> Connection<Stream>::Run(std::shared_ptr<Connection> self) {
+  try {
+    Lowest().socket().set_option(tcp::no_delay(true), ignored_);
+    if constexpr (kTls) {
+      Lowest().expires_after(opts().header_timeout);
+      boost::system::error_code ec;
+      co_await stream_.async_handshake(asio::ssl::stream_base::server,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return;
+    }
+    while (co_await HandleOne()) {
+    }
+    // Half-close so the client reads everything we wrote before seeing the end.
+    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored_);
+    if (linger_) {
+      // Lingering close: a client still sending a body we did not read would get a TCP reset
+      // (and could lose our answer, e.g. a 413) if we closed with unread bytes. Drain briefly.
+      auto until = Clock::now() + kLingerTime;
+      uint64_t drained = 0;
+      boost::system::error_code ec;
+      while (!ec && drained < kLingerBytes && Clock::now() < until && !closing_) {
+        Lowest().expires_at(until);
+        drained += co_await Lowest().async_read_some(
+            buffer_.prepare(64 * 1024), asio::redirect_error(asio::use_awaitable, ec));
+      }
+    }
+    Lowest().close();
+  } catch (const std::exception&) {
+    // One bad connection never takes the server down; the socket closes with `self`.
+  }
+}
+
+template <class Stream>
+void Connection<Stream>::Finish(const Request& req, int slot, int status, Clock::time_point start) {
+  server_.active_requests.fetch_sub(1, std::memory_order_relaxed);
+  server_.slots[static_cast<size_t>(slot)]->Add(MethodIndex(req.method()), status);
+  if (server_.opts.access_log) {
+    AccessLogEntry e;
+    e.method = req.method();
+    e.path = req.raw_path();
+    e.pattern = req.route_pattern();
+    e.remote_address = remote_;
+    e.status = status;
+    e.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+    e.bytes_in = req_bytes_in_;
+    e.bytes_out = req_bytes_out_;
+    try {
+      server_.opts.access_log(e);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
+template <class Stream>
+asio::awaitable<void> Connection<Stream>::WriteSimpleError(int status, std::string message,
+                                                           const Request* req) {
+  Response res = Response::Error(status, std::move(message));
+  server_.RenderError(req, res);
+  http::response<http::string_body> msg;
+  msg.version(req != nullptr ? req->version() : 11);
+  msg.result(static_cast<unsigned>(status));
+  for (const auto& [k, v] : res.headers) msg.insert(k, v);
+  if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
+  msg.keep_alive(false);
+  msg.body() = std::move(res.body);
+  msg.prepare_payload();
+  linger_ = true;
+  Lowest().expires_after(opts().write_timeout);
+  boost::system::error_code ec;
+  size_t n = co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
+  server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+}
+
+template <class Stream>
+asio::awaitable<bool> Connection<Stream>::HandleOne() {
+  boost::system::error_code ec;
+  linger_ = false;
+  // 1. Wait (idle_timeout) for the first byte of the next request.
+  if (buffer_.size() == 0) {
+    idle_ = true;
+    if (closing_) co_return false;
+    Lowest().expires_after(opts().idle_timeout);
+    size_t n = co_await stream_.async_read_some(buffer_.prepare(4096),
+                                                asio::redirect_error(asio::use_awaitable, ec));
+    idle_ = false;
+    if (ec) co_return false;  // EOF, idle timeout, shutdown: close quietly
+    buffer_.commit(n);
+  }
+  idle_ = false;
+
+  // 2. The head, within header_timeout.
+  http::request_parser<http::buffer_body> parser;
+  parser.header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
+  parser.body_limit(kMaxBodyBytesCeiling);
+  Lowest().expires_after(opts().header_timeout);
+  size_t head_bytes = co_await http::async_read_header(
+      stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+  server_.bytes_in.fetch_add(head_bytes, std::memory_order_relaxed);
+  const int unmatched_slot = server_.router.route_count() + 1;
+  if (ec) {
+    if (ec == beast::error::timeout || ec == asio::error::eof ||
+        ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset) {
+      co_return false;  // slow or vanished client: drop it
+    }
+    HeadError err = HeadErrorFromParse(ec, server_.head_limits);
+    server_.slots[static_cast<size_t>(unmatched_slot)]->Add(7, err.status);
+    co_await WriteSimpleError(err.status, err.message, nullptr);
+    co_return false;
+  }
+
+  auto start = Clock::now();
+  server_.active_requests.fetch_add(1, std::memory_order_relaxed);
+  req_bytes_in_ = 0;
+  req_bytes_out_ = 0;
+  Request req;
+  req.set_remote_address(remote_);
+  req.set_is_tls(kTls);
+  HeadError err = FillRequest(parser, server_.head_limits, req);
+  if (!err.ok()) {
+    co_await WriteSimpleError(err.status, err.message, nullptr);
+    Finish(req, unmatched_slot, err.status, start);
+    co_return false;
+  }
+  bool keep_alive = parser.get().keep_alive();
+  bool head = req.method() == "HEAD";
+
+  // 3. Route.
+  Router::Match match = server_.router.Find(req.method(), req.raw_path());
+  if (match.kind != Router::Match::kFound) {
+    Response res;
+    if (match.kind == Router::Match::kMethodNotAllowed) {
+      res = Response::Error(405, "method " + std::string(req.method()) + " is not allowed on " +
+                                     std::string(req.raw_path()) + "; allowed: " + match.allow);
+      res.headers.Set("Allow", match.allow);
+    } else {
+      res = Response::Error(404, "no route for " + std::string(req.method()) + " " +
+                                     std::string(req.raw_path()));
+    }
+    int status = res.status;
+    bool ok = co_await WriteResponse(req, res, keep_alive && !req.has_body(), head);
+    Finish(req, unmatched_slot, status, start);
+    co_return ok && keep_alive && !req.has_body();
+  }
+  req.set_route(match.pattern, std::move(match.params));
+  const RouteOptions& ropts = *match.options;
+  const int slot = match.route_index;
+
+  // 4. Body limit by Content-Length: reject before reading any body byte.
+  if (req.content_length() && *req.content_length() > ropts.max_body_bytes) {
+    Response res = Response::Error(
+        413, "request body of " + std::to_string(*req.content_length()) +
+                 " bytes exceeds the limit of " + std::to_string(ropts.max_body_bytes) +
+                 " bytes for this route");
+    bool ok = co_await WriteResponse(req, res, false, head);
+    (void)ok;
+    Finish(req, slot, 413, start);
+    co_return false;
+  }
+  parser.body_limit(ropts.max_body_bytes);
+  auto expect = req.header("Expect");
+  bool expect_continue =
+      expect && EqualsIgnoreCase(*expect, "100-continue") && req.version() == 11 && req.has_body();
+  BodyState body(*this, parser, expect_continue, ropts.max_body_bytes);
+
+  // 5. Run the handler.
+  Response res;
+  auto call = [&] {
+    try {
+      res = (*match.handler)(req);
+    } catch (const std::exception& e) {
+      res = Response::Error(500, std::string("handler failed: ") + e.what());
+    } catch (...) {
+      res = Response::Error(500, "handler failed with an unknown exception");
+    }
+  };
+  if (ropts.inline_handler) {
+    std::string buffered;
+    if (req.has_body()) {
+      if (body.NeedsContinue()) {
+        Lowest().expires_after(opts().write_timeout);
+        co_await asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      }
+      std::vector<char> chunk(kStreamChunkBytes);
+      while (!ec && !body.done() && body.error().ok()) {
+        auto& b = parser.get().body();
+        b.data = chunk.data();
+        b.size = chunk.size();
+        b.more = true;
+        auto t0 = Clock::now();
+        auto deadline = body.NextDeadline();
+        if (deadline <= t0) {
+          (void)body.OnRead(beast::error::timeout, chunk.size(), {}, 0);
+          break;
+        }
+        Lowest().expires_at(deadline);
+        size_t parsed = co_await http::async_read_some(
+            stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
+        size_t got = body.OnRead(ec, chunk.size(), Clock::now() - t0, parsed);
+        if (ec == http::error::need_buffer) ec = {};
+        buffered.append(chunk.data(), got);
+      }
+    }
+    if (body.error().ok() && !ec) {
+      struct StringReader final : BodyReader {
+        std::string_view rest;
+        Result<size_t> Read(char* buf, size_t n) override {
+          n = std::min(n, rest.size());
+          std::memcpy(buf, rest.data(), n);
+          rest.remove_prefix(n);
+          return n;
+        }
+      } reader;
+      reader.rest = buffered;
+      req.set_body_reader(&reader);
+      call();
+      req.set_body_reader(nullptr);
+    }
+  } else {
+    BridgedReader reader(body);
+    req.set_body_reader(&reader);
+    co_await RunOnWorker(*server_.workers, call);
+    req.set_body_reader(nullptr);
+  }
+
+  // 6. Decide the connection's fate from the body state.
+  if (body.limit_exceeded()) {
+    res = Response::Error(413, body.error().message());
+    keep_alive = false;
+  } else if (!body.error().ok()) {
+    // The client vanished or stalled mid-body: nobody to answer.
+    int status = body.error().code() == base::StatusCode::kDeadlineExceeded ? 408 : 499;
+    Finish(req, slot, status, start);
+    co_return false;
+  } else if (!body.done()) {
+    keep_alive = false;  // unread body bytes: the framing is lost
+  }
+  int status = res.status;
+  bool ok = co_await WriteResponse(req, res, keep_alive && !closing_, head);
+  Finish(req, slot, status, start);
+  co_return ok && keep_alive && !closing_;
+}
+
+template <class Stream>
+asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& res,
+                                                        bool keep_alive, bool head) {
+  boost::system::error_code ec;
+  if (res.status < 100 || res.status > 999) {
+    res = Response::Error(500, "handler returned invalid HTTP status " + std::to_string(res.status));
+  }
+  server_.RenderError(&req, res);
+  linger_ = true;
+  const bool streamed = static_cast<bool>(res.stream);
+  if (!streamed) {
+    http::response<http::string_body> msg;
+    msg.version(req.version());
+    msg.result(static_cast<unsigned>(res.status));
+    if (auto reason = HttpReasonPhrase(res.status); !reason.empty()) {
+      msg.reason(beast::string_view(reason.data(), reason.size()));
+    }
+    for (const auto& [k, v] : res.headers) msg.insert(k, v);
+    if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
+    const bool keep_handler_length = head && res.body.empty() && res.headers.Has("Content-Length");
+    if (IsBodylessStatus(res.status)) {
+      msg.erase(http::field::content_length);
+      res.body.clear();
+    } else if (!keep_handler_length) {
+      msg.content_length(res.body.size());
+    }
+    msg.erase(http::field::transfer_encoding);
+    msg.keep_alive(keep_alive);
+    req_bytes_out_ = head ? 0 : res.body.size();
+    msg.body() = std::move(res.body);
+    Lowest().expires_after(opts().write_timeout);
+    size_t n = 0;
+    if (head) {
+      http::response_serializer<http::string_body> sr(msg);
+      n = co_await http::async_write_header(stream_, sr,
+                                            asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      n = co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+    co_return !ec;
+  }
+
+  // Streamed body.
+  http::response<http::empty_body> msg;
+  msg.version(req.version());
+  msg.result(static_cast<unsigned>(res.status));
+  if (auto reason = HttpReasonPhrase(res.status); !reason.empty()) {
+      msg.reason(beast::string_view(reason.data(), reason.size()));
+    }
+  for (const auto& [k, v] : res.headers) msg.insert(k, v);
+  if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
+  msg.erase(http::field::content_length);
+  msg.erase(http::field::transfer_encoding);
+  bool chunked = false;
+  if (res.stream_length) {
+    msg.content_length(*res.stream_length);
+  } else if (req.version() >= 11) {
+    msg.chunked(true);
+    chunked = true;
+  } else {
+    keep_alive = false;  // HTTP/1.0: the end of the body is the end of the connection
+  }
+  msg.keep_alive(keep_alive);
+  http::response_serializer<http::empty_body> sr(msg);
+  Lowest().expires_after(opts().write_timeout);
+  size_t n = co_await http::async_write_header(stream_, sr,
+                                               asio::redirect_error(asio::use_awaitable, ec));
+  server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+  if (ec) co_return false;
+  if (head) co_return keep_alive;
+
+  BridgedWriter writer(*this, chunked, res.stream_length);
+  Status st;
+  co_await RunOnWorker(*server_.workers, [&] {
+    try {
+      st = res.stream(writer);
+    } catch (const std::exception& e) {
+      st = base::InternalError(std::string("response writer threw: ") + e.what());
+    } catch (...) {
+      st = base::InternalError("response writer threw");
+    }
+    res.stream = nullptr;  // release captured resources (files) on the worker
+  });
+  req_bytes_out_ = writer.bytes_written();
+  if (!st.ok() || !writer.error().ok()) co_return false;  // abort: no final chunk
+  if (res.stream_length && writer.bytes_written() != *res.stream_length) co_return false;
+  if (chunked) {
+    Lowest().expires_after(opts().write_timeout);
+    n = co_await asio::async_write(stream_, http::make_chunk_last(),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+    server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+    if (ec) co_return false;
+  }
+  co_return keep_alive;
+}
+
+Result<tcp::endpoint> ResolveListen(asio::io_context& io, const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    return base::InvalidArgumentError("listen address must be host:port, got '" + listen + "'");
+  }
+  std::string host = listen.substr(0, colon);
+  std::string port_str = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) host = "0.0.0.0";
+  unsigned port = 0;
+  auto [p, ec1] = std::from_chars(port_str.data(), port_str.data() + port_str.size(), port);
+  if (ec1 != std::errc() || p != port_str.data() + port_str.size() || port > 65535) {
+    return base::InvalidArgumentError("bad port in listen address '" + listen + "'");
+  }
+  boost::system::error_code ec;
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, port_str, tcp::resolver::passive, ec);
+  if (ec || results.empty()) {
+    return base::InvalidArgumentError("cannot resolve listen host '" + host + "': " + ec.message());
+  }
+  return results.begin()->endpoint();
+}
+
+}  // namespace
+
+// --- Accepting ------------------------------------------------------------------------------
+
+asio::awaitable<void> ServerCore::Reject(tcp::socket socket) {
+  // Over max_connections: a short 503 on plain TCP (TLS peers are just closed).
+  beast::tcp_stream stream(std::move(socket));
+  if (!ssl_ctx) {
+    static constexpr std::string_view kBusy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+        "Content-Length: 48\r\n\r\nserver is at its connection limit; retry later\r\n";
+    stream.expires_after(std::chrono::seconds(2));
+    boost::system::error_code ec;
+    co_await asio::async_write(stream, asio::buffer(kBusy.data(), kBusy.size()),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+}
+
+asio::awaitable<void> ServerCore::AcceptLoop() {
+  for (;;) {
+    boost::system::error_code ec;
+    tcp::socket socket = co_await acceptor.async_accept(
+        asio::make_strand(io), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open() || stopping.load()) co_return;
+      // EMFILE and friends: back off instead of spinning.
+      asio::steady_timer t(io, std::chrono::milliseconds(50));
+      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    total_connections.fetch_add(1, std::memory_order_relaxed);
+    if (open_connections.load() >= opts.max_connections) {
+      rejected_connections.fetch_add(1, std::memory_order_relaxed);
+      auto ex = socket.get_executor();
+      asio::co_spawn(ex, Reject(std::move(socket)), asio::detached);
+      continue;
+    }
+    std::string remote;
+    {
+      auto ep = socket.remote_endpoint(ec);
+      if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+    }
+    open_connections.fetch_add(1);
+    uint64_t id = next_id.fetch_add(1);
+    auto ex = socket.get_executor();
+    // When shutting down, Register fails and the connection closes with its last owner.
+    if (ssl_ctx) {
+      auto c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
+          *this, id, remote, std::move(socket), *ssl_ctx);
+      if (Register(id, c)) asio::co_spawn(ex, c->Run(c), asio::detached);
+    } else {
+      auto c = std::make_shared<Connection<beast::tcp_stream>>(*this, id, remote, std::move(socket));
+      if (Register(id, c)) asio::co_spawn(ex, c->Run(c), asio::detached);
+    }
+  }
+}
+
+Status ServerCore::Start() {
+  if (!opts.tls_cert_file.empty() || !opts.tls_key_file.empty()) {
+    if (opts.tls_cert_file.empty() || opts.tls_key_file.empty()) {
+      return base::InvalidArgumentError("TLS needs both tls_cert_file and tls_key_file");
+    }
+    ssl_ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    ssl_ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                         asio::ssl::context::no_tlsv1_1);
+    boost::system::error_code ec;
+    ssl_ctx->use_certificate_chain_file(opts.tls_cert_file, ec);
+    if (ec) {
+      return base::InvalidArgumentError("TLS certificate '" + opts.tls_cert_file +
+                                        "' is unusable: " + ec.message());
+    }
+    ssl_ctx->use_private_key_file(opts.tls_key_file, asio::ssl::context::pem, ec);
+    if (ec) {
+      return base::InvalidArgumentError("TLS key '" + opts.tls_key_file +
+                                        "' is unusable: " + ec.message());
+    }
+  }
+  SOVAI_ASSIGN_OR_RETURN(tcp::endpoint ep, ResolveListen(io, opts.listen));
+  boost::system::error_code ec;
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return base::ErrnoToStatus(ec.value(), "listen on '" + opts.listen + "'");
+  auto local = acceptor.local_endpoint(ec);
+  port = local.port();
+  std::string host = local.address().to_string();
+  address = local.address().is_v6() ? "[" + host + "]:" + std::to_string(port)
+                                    : host + ":" + std::to_string(port);
+
+  workers = std::make_unique<WorkerPool>(opts.max_worker_threads);
+  work.emplace(io.get_executor());
+  asio::co_spawn(acceptor.get_executor(), AcceptLoop(), asio::detached);
+  int n = opts.io_threads > 0 ? opts.io_threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < n; ++i) {
+    io_threads.emplace_back([this] {
+      for (;;) {
+        try {
+          io.run();
+          return;
+        } catch (const std::exception&) {
+          // A completion handler threw: keep the I/O thread alive.
+        }
+      }
+    });
+  }
+  started = true;
+  return Status();
+}
+
+void ServerCore::Shutdown(std::chrono::milliseconds grace) {
+  if (!started || stopped) return;
+  stopped = true;
+  auto for_each_conn = [&](bool force) {
+    std::vector<std::shared_ptr<ConnectionBase>> live;
+    {
+      std::lock_guard lock(conns_mu);
+      for (auto& [id, weak] : conns) {
+        if (auto c = weak.lock()) live.push_back(std::move(c));
+      }
+    }
+    for (auto& c : live) {
+      asio::post(c->executor(), [c, force] { c->OnShutdown(force); });
+    }
+  };
+  {
+    std::lock_guard lock(conns_mu);
+    stopping.store(true);
+  }
+  Completion<bool> closed;
+  asio::post(acceptor.get_executor(), [this, &closed] {
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    closed.Set(true);
+  });
+  closed.Wait();
+  for_each_conn(false);  // idle keep-alive connections close now
+  {
+    std::unique_lock lock(conns_mu);
+    conns_cv.wait_for(lock, grace, [&] { return conns.empty(); });
+  }
+  // Grace is over: close what is left. Bridged reads/writes fail, handlers return.
+  for (;;) {
+    for_each_conn(true);
+    std::unique_lock lock(conns_mu);
+    if (conns_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return conns.empty(); })) {
+      break;
+    }
+  }
+  workers->Shutdown();
+  work.reset();
+  io.stop();
+  for (auto& t : io_threads) t.join();
+  io_threads.clear();
+}
+
+// --- Server ---------------------------------------------------------------------------------
+
+struct Server::Impl : ServerCore {
+  using ServerCore::ServerCore;
+};
+
+Server::Server(Router router) : impl_(std::make_unique<Impl>(std::move(router), options_)) {}
+
+Server::~Server() {
+  if (impl_) impl_->Shutdown(options_.shutdown_grace);
+}
+
+Status Server::Start(ServerOptions options) {
+  SOVAI_CHECK(!impl_->started) << "Server::Start called twice";
+  options_ = std::move(options);
+  impl_ = std::make_unique<Impl>(std::move(impl_->router), options_);
+  return impl_->Start();
+}
+
+void Server::Shutdown(std::chrono::milliseconds grace) { impl_->Shutdown(grace); }
+
+std::string Server::address() const { return impl_->address; }
+uint16_t Server::port() const { return impl_->port; }
+
+ServerStats Server::Stats() const {
+  ServerStats s;
+  s.open_connections = impl_->open_connections.load();
+  s.total_connections = impl_->total_connections.load();
+  s.rejected_connections = impl_->rejected_connections.load();
+  s.active_requests = impl_->active_requests.load();
+  s.bytes_in = impl_->bytes_in.load();
+  s.bytes_out = impl_->bytes_out.load();
+  const int routes = impl_->router.route_count();
+  for (int i = 0; i < static_cast<int>(impl_->slots.size()); ++i) {
+    std::string pattern = i < routes ? std::string(impl_->router.route_key(i).first)
+                                     : (i == routes ? "" : "<unmatched>");
+    StatSlot& slot = *impl_->slots[static_cast<size_t>(i)];
+    std::lock_guard lock(slot.mu);
+    for (const auto& e : slot.entries) {
+      s.requests.push_back({pattern, std::string(kMethodNames[e.method]), e.status, e.count});
+    }
+  }
+  std::sort(s.requests.begin(), s.requests.end(), [](const RequestCount& a, const RequestCount& b) {
+    return std::tie(a.pattern, a.method, a.status) < std::tie(b.pattern, b.method, b.status);
+  });
+  return s;
+}
+
+}  // namespace sovai::net
