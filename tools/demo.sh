@@ -41,7 +41,7 @@ echo "  REST API, panel, /health, /metrics  $api_url"
 echo "  S3                                  $s3_url"
 echo "  admin credentials                   $data_dir/admin.json (mode $(stat -c %a "$data_dir/admin.json"))"
 echo
-echo "\$ curl $api_url/metrics | grep -E "^sovai_(build_info|uptime|http_open|http_requests_total)""
+echo "\$ curl $api_url/metrics | grep -E '^sovai_(build_info|uptime|http_open|http_requests_total)'"
 curl -fsS "$api_url/metrics" | grep -E '^sovai_(build_info|uptime|http_open|http_requests_total)'
 echo
 echo "== stopping the server (SIGTERM)"
