@@ -4,7 +4,12 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 CTEST_ARGS ?=
+# ccache hits across clones in other folders too (CI builds a fresh clone): paths under the
+# checkout are hashed relative to it.
 export CCACHE_DIR ?= $(HOME)/.cache/ccache
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
+export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-cuda demo test test-default test-asan test-slow \
         cuda format format-check lint bench clean

@@ -541,7 +541,9 @@ asio::awaitable<void> Connection<Stream>::Run(std::shared_ptr<Connection> self) 
                                        asio::redirect_error(asio::use_awaitable, ec));
       if (ec) co_return;
     }
-    while (co_await HandleOne()) {
+    for (;;) {
+      bool more = co_await HandleOne();
+      if (!more) break;
     }
     // Half-close so the client reads everything we wrote before seeing the end.
     Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored_);
@@ -553,8 +555,11 @@ asio::awaitable<void> Connection<Stream>::Run(std::shared_ptr<Connection> self) 
       boost::system::error_code ec;
       while (!ec && drained < kLingerBytes && Clock::now() < until && !closing_) {
         Lowest().expires_at(until);
-        drained += co_await Lowest().async_read_some(
+        // (Not `drained += co_await ...`: keep co_await out of compound expressions, where
+        // g++ 12 has had temporaries-lifetime bugs.)
+        size_t n = co_await Lowest().async_read_some(
             buffer_.prepare(64 * 1024), asio::redirect_error(asio::use_awaitable, ec));
+        drained += n;
       }
     }
     Lowest().close();
@@ -806,15 +811,16 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
     req_bytes_out_ = head ? 0 : res.body.size();
     msg.body() = std::move(res.body);
     Lowest().expires_after(opts().write_timeout);
-    size_t n = 0;
     if (head) {
       http::response_serializer<http::string_body> sr(msg);
-      n = co_await http::async_write_header(stream_, sr,
-                                            asio::redirect_error(asio::use_awaitable, ec));
+      size_t n = co_await http::async_write_header(stream_, sr,
+                                                   asio::redirect_error(asio::use_awaitable, ec));
+      server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
     } else {
-      n = co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
+      size_t n =
+          co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
+      server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
     }
-    server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
     co_return !ec;
   }
 
@@ -864,9 +870,9 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
   if (res.stream_length && writer.bytes_written() != *res.stream_length) co_return false;
   if (chunked) {
     Lowest().expires_after(opts().write_timeout);
-    n = co_await asio::async_write(stream_, http::make_chunk_last(),
-                                   asio::redirect_error(asio::use_awaitable, ec));
-    server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+    size_t last = co_await asio::async_write(stream_, http::make_chunk_last(),
+                                             asio::redirect_error(asio::use_awaitable, ec));
+    server_.bytes_out.fetch_add(last, std::memory_order_relaxed);
     if (ec) co_return false;
   }
   co_return keep_alive;
