@@ -52,7 +52,8 @@ Result<ClientOptions> ClientOptionsFromUrl(std::string_view url) {
     }
     o.port = static_cast<uint16_t>(p);
   }
-  if (host.empty()) return base::InvalidArgumentError("URL has no host: '" + std::string(url) + "'");
+  if (host.empty())
+    return base::InvalidArgumentError("URL has no host: '" + std::string(url) + "'");
   o.host = std::string(host);
   return o;
 }
@@ -91,7 +92,8 @@ struct HttpClient::Impl {
       return base::UnavailableError(std::string(what) + " " + where +
                                     ": connection refused (is the server running?)");
     }
-    if (ec.category() == asio::error::get_ssl_category() || ec == asio::ssl::error::stream_truncated) {
+    if (ec.category() == asio::error::get_ssl_category() ||
+        ec == asio::ssl::error::stream_truncated) {
       return base::InternalError(std::string(what) + " " + where + ": TLS error: " + ec.message());
     }
     return base::UnavailableError(std::string(what) + " " + where + ": " + ec.message());
@@ -325,9 +327,9 @@ struct HttpClient::Impl {
         } else {
           if (total > max_body) {
             *keep_alive = false;
-            return base::ResourceExhaustedError(
-                "response body exceeds the client limit of " + std::to_string(max_body) +
-                " bytes; stream it to a sink instead");
+            return base::ResourceExhaustedError("response body exceeds the client limit of " +
+                                                std::to_string(max_body) +
+                                                " bytes; stream it to a sink instead");
           }
           out.body.append(chunk.get(), got);
         }
@@ -351,7 +353,8 @@ struct HttpClient::Impl {
     for (const auto& [k, v] : req.headers) hdr.insert(k, v);
     if (!req.headers.Has("Host")) {
       bool default_port = opts.port == (opts.tls ? 443 : 80);
-      std::string host = opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host;
+      std::string host =
+          opts.host.find(':') != std::string::npos ? "[" + opts.host + "]" : opts.host;
       hdr.set(http::field::host, default_port ? host : host + ":" + std::to_string(opts.port));
     }
     if (!req.headers.Has("User-Agent") && !opts.user_agent.empty()) {

@@ -154,7 +154,8 @@ Status Request::SetTarget(std::string_view target) {
   target_ = std::string(target);
   size_t q = target.find('?');
   std::string_view raw_path = target.substr(0, q);
-  std::string_view raw_query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  std::string_view raw_query =
+      q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
   // A fragment is never sent by conforming clients; drop it if present.
   if (size_t hash = raw_query.find('#'); hash != std::string_view::npos) {
     raw_query = raw_query.substr(0, hash);
@@ -303,11 +304,11 @@ Response Response::Stream(int status, std::string content_type, StreamFn writer,
 }
 
 Response Response::Sse(SseFn writer) {
-  Response r = Stream(200, "text/event-stream",
-                      [writer = std::move(writer)](BodyWriter& out) -> Status {
-                        SseWriter sse(out);
-                        return writer(sse);
-                      });
+  Response r =
+      Stream(200, "text/event-stream", [writer = std::move(writer)](BodyWriter& out) -> Status {
+        SseWriter sse(out);
+        return writer(sse);
+      });
   r.headers.Set("Cache-Control", "no-cache");
   r.headers.Set("X-Accel-Buffering", "no");
   return r;
@@ -338,7 +339,9 @@ Result<Response> Response::FileFd(int fd, uint64_t offset, std::optional<uint64_
   }
   return Stream(
       200, std::move(content_type),
-      [file, offset, n](BodyWriter& out) { return internal::StreamFileRange(file->get(), offset, n, out); },
+      [file, offset, n](BodyWriter& out) {
+        return internal::StreamFileRange(file->get(), offset, n, out);
+      },
       n);
 }
 
@@ -380,50 +383,88 @@ int HttpStatusFromCode(base::StatusCode code) {
 
 std::string_view HttpReasonPhrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 101: return "Switching Protocols";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 307: return "Temporary Redirect";
-    case 308: return "Permanent Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 416: return "Range Not Satisfiable";
-    case 417: return "Expectation Failed";
-    case 422: return "Unprocessable Content";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 499: return "Client Closed Request";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "";
+    case 100:
+      return "Continue";
+    case 101:
+      return "Switching Protocols";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 202:
+      return "Accepted";
+    case 204:
+      return "No Content";
+    case 206:
+      return "Partial Content";
+    case 301:
+      return "Moved Permanently";
+    case 302:
+      return "Found";
+    case 304:
+      return "Not Modified";
+    case 307:
+      return "Temporary Redirect";
+    case 308:
+      return "Permanent Redirect";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 411:
+      return "Length Required";
+    case 412:
+      return "Precondition Failed";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 415:
+      return "Unsupported Media Type";
+    case 416:
+      return "Range Not Satisfiable";
+    case 417:
+      return "Expectation Failed";
+    case 422:
+      return "Unprocessable Content";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 499:
+      return "Client Closed Request";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "";
   }
 }
 
 Result<std::optional<ByteRange>> ParseRange(std::string_view header, uint64_t size) {
   header = TrimSpace(header);
   constexpr std::string_view kPrefix = "bytes=";
-  if (header.size() < kPrefix.size() || !EqualsIgnoreCase(header.substr(0, kPrefix.size()), kPrefix)) {
+  if (header.size() < kPrefix.size() ||
+      !EqualsIgnoreCase(header.substr(0, kPrefix.size()), kPrefix)) {
     return std::optional<ByteRange>();
   }
   std::string_view spec = TrimSpace(header.substr(kPrefix.size()));

@@ -163,9 +163,7 @@ class Request {
   }
 
   const Headers& headers() const { return headers_; }
-  std::optional<std::string_view> header(std::string_view name) const {
-    return headers_.Get(name);
-  }
+  std::optional<std::string_view> header(std::string_view name) const { return headers_.Get(name); }
   // 10 for HTTP/1.0, 11 for HTTP/1.1.
   int version() const { return version_; }
   // Content-Length when the request declared one; nullopt for chunked or absent.
@@ -191,7 +189,8 @@ class Request {
   void set_chunked(bool chunked) { chunked_ = chunked; }
   void set_remote_address(std::string address) { remote_address_ = std::move(address); }
   void set_is_tls(bool tls) { is_tls_ = tls; }
-  void set_route(std::string_view pattern, std::vector<std::pair<std::string, std::string>> params) {
+  void set_route(std::string_view pattern,
+                 std::vector<std::pair<std::string, std::string>> params) {
     route_pattern_ = pattern;
     params_ = std::move(params);
   }
@@ -404,7 +403,7 @@ struct ServerOptions {
   std::chrono::milliseconds read_timeout = kDefaultReadTimeout;
   std::chrono::milliseconds write_timeout = kDefaultWriteTimeout;
   std::chrono::milliseconds idle_timeout = kDefaultIdleTimeout;
-  uint64_t min_body_bytes_per_s = kDefaultMinBodyBytesPerS;  // 0 disables the rate check
+  uint64_t min_body_bytes_per_s = kDefaultMinBodyBytesPerS;          // 0 disables the rate check
   std::chrono::milliseconds shutdown_grace = kDefaultShutdownGrace;  // for ~Server / Stop()
 
   // TLS: both set → HTTPS only on this listener. PEM files.
@@ -431,8 +430,8 @@ struct ServerStats {
   uint64_t total_connections = 0;
   uint64_t rejected_connections = 0;  // over max_connections
   uint64_t active_requests = 0;
-  uint64_t bytes_in = 0;   // all bytes read from sockets
-  uint64_t bytes_out = 0;  // all bytes written to sockets
+  uint64_t bytes_in = 0;               // all bytes read from sockets
+  uint64_t bytes_out = 0;              // all bytes written to sockets
   std::vector<RequestCount> requests;  // sorted by (pattern, method, status)
 };
 

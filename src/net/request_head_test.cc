@@ -1,7 +1,7 @@
 // The socket-free request parsing path (the one the fuzzer drives).
-#include <gtest/gtest.h>
-
 #include "net/internal/request_head.h"
+
+#include <gtest/gtest.h>
 
 namespace sovai::net::internal {
 namespace {

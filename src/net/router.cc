@@ -155,7 +155,8 @@ Router::Match Router::Find(std::string_view method, std::string_view raw_path) c
       }
     }
     bool ends_with_catch_all = !segs.empty() && segs.back().kind == Segment::kCatchAll;
-    if (ok && (ends_with_catch_all ? parts.size() + 1 >= segs.size() : parts.size() == segs.size())) {
+    if (ok &&
+        (ends_with_catch_all ? parts.size() + 1 >= segs.size() : parts.size() == segs.size())) {
       path_matches.push_back({static_cast<int>(ri), std::move(score)});
     }
   }
@@ -165,7 +166,8 @@ Router::Match Router::Find(std::string_view method, std::string_view raw_path) c
                    [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
   // The most specific route for this method; HEAD falls back to GET.
   const Candidate* chosen = nullptr;
-  for (std::string_view m : {method, method == "HEAD" ? std::string_view("GET") : std::string_view()}) {
+  for (std::string_view m :
+       {method, method == "HEAD" ? std::string_view("GET") : std::string_view()}) {
     if (m.empty()) continue;
     for (const auto& c : path_matches) {
       if (impl_->routes[static_cast<size_t>(c.index)].method == m) {

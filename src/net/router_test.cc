@@ -163,7 +163,8 @@ TEST(SseParserTest, EventsAcrossPieces) {
     events.push_back(e);
     return true;
   });
-  std::string stream = ": keepalive\n\nevent: log\nid: 7\ndata: line1\ndata: line2\n\ndata:x\r\n\r\n";
+  std::string stream =
+      ": keepalive\n\nevent: log\nid: 7\ndata: line1\ndata: line2\n\ndata:x\r\n\r\n";
   for (char c : stream) ASSERT_TRUE(p.Feed(std::string_view(&c, 1)));
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].event, "log");

@@ -5,9 +5,9 @@
 #include <charconv>
 #include <condition_variable>
 #include <deque>
-#include <optional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -82,21 +82,21 @@ class WorkerPool {
   bool stopping_ = false;
 };
 
-// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own executor.
-// The coroutine's completion handler is moved (never copied) to the strand, so it is invoked and
-// destroyed there only: destroying it on the worker could race with the resumed coroutine.
+// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own strand.
+// The wait is a timer that never expires, cancelled (on the strand) when `fn` returns. (An
+// earlier version used async_initiate with a handler resumed from the worker; with g++ 12 and
+// Boost 1.74 it corrupted the strand's reference count — heap-use-after-free under ASan.)
 template <class Fn>
 asio::awaitable<void> RunOnWorker(WorkerPool& pool, Fn fn) {
-  auto ex = co_await asio::this_coro::executor;
-  co_await asio::async_initiate<decltype(asio::use_awaitable), void()>(
-      [&pool, ex, &fn](auto handler) mutable {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        pool.Submit([ex, h = std::move(h), &fn]() mutable {
-          fn();
-          asio::post(ex, [h = std::move(h)]() mutable { (*h)(); });
-        });
-      },
-      asio::use_awaitable);
+  asio::steady_timer done(co_await asio::this_coro::executor,
+                          asio::steady_timer::time_point::max());
+  pool.Submit([&done, &fn] {
+    fn();
+    // `done` outlives this: the coroutine stays suspended until the cancel below has run.
+    asio::post(done.get_executor(), [&done] { done.cancel(); });
+  });
+  boost::system::error_code ec;
+  co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
 // One-shot hand-off of a value from the strand to a blocked worker. Unlike std::promise, the
@@ -124,7 +124,7 @@ class Completion {
 
 // --- Stats ----------------------------------------------------------------------------------
 
-constexpr std::string_view kMethodNames[] = {"GET",   "HEAD",    "POST",  "PUT",
+constexpr std::string_view kMethodNames[] = {"GET",    "HEAD",  "POST",    "PUT",
                                              "DELETE", "PATCH", "OPTIONS", "OTHER"};
 int MethodIndex(std::string_view method) {
   for (int i = 0; i < 7; ++i) {
@@ -161,11 +161,21 @@ std::string JsonEscape(std::string_view s) {
   out.reserve(s.size() + 2);
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -204,7 +214,8 @@ Status StatusFromNetError(const boost::system::error_code& ec, std::string_view 
 
 }  // namespace
 
-// --- ServerCore (Server::Impl) ---------------------------------------------------------------------------
+// --- ServerCore (Server::Impl)
+// ---------------------------------------------------------------------------
 
 class ConnectionBase {
  public:
@@ -221,7 +232,8 @@ class ServerCore {
     head_limits.max_header_bytes = o.max_header_bytes;
     head_limits.max_header_count = o.max_header_count;
     head_limits.max_target_bytes = o.max_target_bytes;
-    for (int i = 0; i < router.route_count() + 2; ++i) slots.push_back(std::make_unique<StatSlot>());
+    for (int i = 0; i < router.route_count() + 2; ++i)
+      slots.push_back(std::make_unique<StatSlot>());
     if (!opts.error_renderer) opts.error_renderer = DefaultErrorRenderer;
   }
 
@@ -296,7 +308,10 @@ class Connection final : public ConnectionBase,
 
   template <class... Args>
   Connection(ServerCore& server, uint64_t id, std::string remote, Args&&... args)
-      : server_(server), id_(id), remote_(std::move(remote)), stream_(std::forward<Args>(args)...) {}
+      : server_(server),
+        id_(id),
+        remote_(std::move(remote)),
+        stream_(std::forward<Args>(args)...) {}
 
   ~Connection() override { server_.Unregister(id_); }
 
@@ -307,8 +322,8 @@ class Connection final : public ConnectionBase,
     if (idle_ || force) Lowest().socket().close(ignored_);  // cancels the pending operation
   }
 
-  // `self` keeps the connection alive for the coroutine (which starts later, on the strand).
-  asio::awaitable<void> Run(std::shared_ptr<Connection> self);
+  // The caller keeps the connection alive until the returned coroutine completes.
+  asio::awaitable<void> Run();
 
  private:
   beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
@@ -359,9 +374,10 @@ class Connection<Stream>::BodyState {
     auto deadline = now + c_.opts().read_timeout;
     uint64_t rate = c_.opts().min_body_bytes_per_s;
     if (rate > 0) {
-      auto allowed = c_.opts().read_timeout +
-                     std::chrono::milliseconds(total_ * 1000 / rate) - waited_;
-      deadline = std::min(deadline, now + std::max<Clock::duration>(allowed, Clock::duration::zero()));
+      auto allowed =
+          c_.opts().read_timeout + std::chrono::milliseconds(total_ * 1000 / rate) - waited_;
+      deadline =
+          std::min(deadline, now + std::max<Clock::duration>(allowed, Clock::duration::zero()));
     }
     return deadline;
   }
@@ -493,8 +509,8 @@ class Connection<Stream>::BridgedWriter final : public BodyWriter {
     if (!error_.ok()) return error_;
     if (data.empty()) return Status();
     if (length_ && written_ + data.size() > *length_) {
-      return base::InvalidArgumentError("streamed body is longer than its declared Content-Length " +
-                                        std::to_string(*length_));
+      return base::InvalidArgumentError(
+          "streamed body is longer than its declared Content-Length " + std::to_string(*length_));
     }
     Completion<boost::system::error_code> done;
     auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
@@ -531,7 +547,7 @@ class Connection<Stream>::BridgedWriter final : public BodyWriter {
 };
 
 template <class Stream>
-asio::awaitable<void> Connection<Stream>::Run(std::shared_ptr<Connection> self) {
+asio::awaitable<void> Connection<Stream>::Run() {
   try {
     Lowest().socket().set_option(tcp::no_delay(true), ignored_);
     if constexpr (kTls) {
@@ -557,8 +573,8 @@ asio::awaitable<void> Connection<Stream>::Run(std::shared_ptr<Connection> self) 
         Lowest().expires_at(until);
         // (Not `drained += co_await ...`: keep co_await out of compound expressions, where
         // g++ 12 has had temporaries-lifetime bugs.)
-        size_t n = co_await Lowest().async_read_some(
-            buffer_.prepare(64 * 1024), asio::redirect_error(asio::use_awaitable, ec));
+        size_t n = co_await Lowest().async_read_some(buffer_.prepare(64 * 1024),
+                                                     asio::redirect_error(asio::use_awaitable, ec));
         drained += n;
       }
     }
@@ -605,7 +621,8 @@ asio::awaitable<void> Connection<Stream>::WriteSimpleError(int status, std::stri
   linger_ = true;
   Lowest().expires_after(opts().write_timeout);
   boost::system::error_code ec;
-  size_t n = co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
+  size_t n =
+      co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
   server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
 }
 
@@ -636,9 +653,8 @@ asio::awaitable<bool> Connection<Stream>::HandleOne() {
   server_.bytes_in.fetch_add(head_bytes, std::memory_order_relaxed);
   const int unmatched_slot = server_.router.route_count() + 1;
   if (ec) {
-    if (ec == beast::error::timeout || ec == asio::error::eof ||
-        ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset) {
+    if (ec == beast::error::timeout || ec == asio::error::eof || ec == http::error::end_of_stream ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
       co_return false;  // slow or vanished client: drop it
     }
     HeadError err = HeadErrorFromParse(ec, server_.head_limits);
@@ -672,13 +688,13 @@ asio::awaitable<bool> Connection<Stream>::HandleOne() {
                                      std::string(req.raw_path()) + "; allowed: " + match.allow);
       res.headers.Set("Allow", match.allow);
     } else {
-      res = Response::Error(404, "no route for " + std::string(req.method()) + " " +
-                                     std::string(req.raw_path()));
+      res = Response::Error(
+          404, "no route for " + std::string(req.method()) + " " + std::string(req.raw_path()));
     }
     int status = res.status;
     bool ok = co_await WriteResponse(req, res, keep_alive && !req.has_body(), head);
     Finish(req, unmatched_slot, status, start);
-    co_return ok && keep_alive && !req.has_body();
+    co_return ok&& keep_alive && !req.has_body();
   }
   req.set_route(match.pattern, std::move(match.params));
   const RouteOptions& ropts = *match.options;
@@ -686,10 +702,10 @@ asio::awaitable<bool> Connection<Stream>::HandleOne() {
 
   // 4. Body limit by Content-Length: reject before reading any body byte.
   if (req.content_length() && *req.content_length() > ropts.max_body_bytes) {
-    Response res = Response::Error(
-        413, "request body of " + std::to_string(*req.content_length()) +
-                 " bytes exceeds the limit of " + std::to_string(ropts.max_body_bytes) +
-                 " bytes for this route");
+    Response res =
+        Response::Error(413, "request body of " + std::to_string(*req.content_length()) +
+                                 " bytes exceeds the limit of " +
+                                 std::to_string(ropts.max_body_bytes) + " bytes for this route");
     bool ok = co_await WriteResponse(req, res, false, head);
     (void)ok;
     Finish(req, slot, 413, start);
@@ -777,7 +793,7 @@ asio::awaitable<bool> Connection<Stream>::HandleOne() {
   int status = res.status;
   bool ok = co_await WriteResponse(req, res, keep_alive && !closing_, head);
   Finish(req, slot, status, start);
-  co_return ok && keep_alive && !closing_;
+  co_return ok&& keep_alive && !closing_;
 }
 
 template <class Stream>
@@ -785,7 +801,8 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
                                                         bool keep_alive, bool head) {
   boost::system::error_code ec;
   if (res.status < 100 || res.status > 999) {
-    res = Response::Error(500, "handler returned invalid HTTP status " + std::to_string(res.status));
+    res =
+        Response::Error(500, "handler returned invalid HTTP status " + std::to_string(res.status));
   }
   server_.RenderError(&req, res);
   linger_ = true;
@@ -829,8 +846,8 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
   msg.version(req.version());
   msg.result(static_cast<unsigned>(res.status));
   if (auto reason = HttpReasonPhrase(res.status); !reason.empty()) {
-      msg.reason(beast::string_view(reason.data(), reason.size()));
-    }
+    msg.reason(beast::string_view(reason.data(), reason.size()));
+  }
   for (const auto& [k, v] : res.headers) msg.insert(k, v);
   if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
   msg.erase(http::field::content_length);
@@ -847,8 +864,8 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
   msg.keep_alive(keep_alive);
   http::response_serializer<http::empty_body> sr(msg);
   Lowest().expires_after(opts().write_timeout);
-  size_t n = co_await http::async_write_header(stream_, sr,
-                                               asio::redirect_error(asio::use_awaitable, ec));
+  size_t n =
+      co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
   server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
   if (ec) co_return false;
   if (head) co_return keep_alive;
@@ -907,6 +924,15 @@ Result<tcp::endpoint> ResolveListen(asio::io_context& io, const std::string& lis
 
 // --- Accepting ------------------------------------------------------------------------------
 
+// Runs a connection. The lambda (stored in co_spawn's frame) owns the connection, so it outlives
+// every operation of its coroutine.
+template <class Conn>
+void Spawn(const asio::any_io_executor& ex, std::shared_ptr<Conn> conn) {
+  asio::co_spawn(
+      ex, [conn = std::move(conn)]() -> asio::awaitable<void> { co_await conn->Run(); },
+      asio::detached);
+}
+
 asio::awaitable<void> ServerCore::Reject(tcp::socket socket) {
   // Over max_connections: a short 503 on plain TCP (TLS peers are just closed).
   beast::tcp_stream stream(std::move(socket));
@@ -925,8 +951,11 @@ asio::awaitable<void> ServerCore::Reject(tcp::socket socket) {
 asio::awaitable<void> ServerCore::AcceptLoop() {
   for (;;) {
     boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor.async_accept(
-        asio::make_strand(io), asio::redirect_error(asio::use_awaitable, ec));
+    // Accept into a socket made on its strand (not async_accept(executor): that returns a socket
+    // typed on the strand, and converting it to tcp::socket corrupted executor reference counts
+    // with Boost 1.74 under ASan).
+    tcp::socket socket(asio::make_strand(io));
+    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open() || stopping.load()) co_return;
       // EMFILE and friends: back off instead of spinning.
@@ -953,10 +982,11 @@ asio::awaitable<void> ServerCore::AcceptLoop() {
     if (ssl_ctx) {
       auto c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
           *this, id, remote, std::move(socket), *ssl_ctx);
-      if (Register(id, c)) asio::co_spawn(ex, c->Run(c), asio::detached);
+      if (Register(id, c)) Spawn(ex, std::move(c));
     } else {
-      auto c = std::make_shared<Connection<beast::tcp_stream>>(*this, id, remote, std::move(socket));
-      if (Register(id, c)) asio::co_spawn(ex, c->Run(c), asio::detached);
+      auto c =
+          std::make_shared<Connection<beast::tcp_stream>>(*this, id, remote, std::move(socket));
+      if (Register(id, c)) Spawn(ex, std::move(c));
     }
   }
 }

@@ -38,8 +38,8 @@ ParsedHead ParseRequestHead(std::string_view bytes, const HeadLimits& limits, Re
   return result;
 }
 
-ParsedRequest ParseRequest(std::string_view bytes, const HeadLimits& limits, uint64_t max_body_bytes,
-                           Request& out) {
+ParsedRequest ParseRequest(std::string_view bytes, const HeadLimits& limits,
+                           uint64_t max_body_bytes, Request& out) {
   ParsedRequest result;
   http::request_parser<http::string_body> parser;
   parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));

@@ -49,8 +49,8 @@ struct ParsedRequest {
   HeadError error;
   std::string body;
 };
-ParsedRequest ParseRequest(std::string_view bytes, const HeadLimits& limits, uint64_t max_body_bytes,
-                           Request& out);
+ParsedRequest ParseRequest(std::string_view bytes, const HeadLimits& limits,
+                           uint64_t max_body_bytes, Request& out);
 
 // --- implementation of the template ---------------------------------------------------------
 
