@@ -11,7 +11,8 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: bootstrap build build-asan build-cuda demo test test-default test-asan test-slow \
+.PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
+        test-slow \
         cuda format format-check lint bench clean
 
 bootstrap:
@@ -29,6 +30,12 @@ build-asan/build.ninja:
 build-asan: bootstrap build-asan/build.ninja
 	cmake --build --preset asan
 
+build-fuzz/build.ninja:
+	cmake --preset fuzz >/dev/null
+
+build-fuzz: bootstrap build-fuzz/build.ninja
+	cmake --build --preset fuzz
+
 build-cuda/build.ninja:
 	cmake --preset cuda >/dev/null
 
@@ -41,15 +48,19 @@ cuda: build-cuda
 demo: build
 	@tools/demo.sh
 
-# The whole default suite: every label but `slow` and `gpu` in the release build, then the unit,
-# integration and fuzz labels again under ASan+UBSan (which also runs the libFuzzer smoke runs).
-test: test-default test-asan
+# The whole default suite: every label but `slow` and `gpu` in the release build, the unit,
+# integration and fuzz (corpus replay) labels again under ASan+UBSan, then the libFuzzer smoke
+# runs (clang, also under ASan+UBSan).
+test: test-default test-asan test-fuzz
 
 test-default: build
 	ctest --test-dir build --output-on-failure -LE 'slow|gpu' $(CTEST_ARGS)
 
 test-asan: build-asan
 	ctest --test-dir build-asan --output-on-failure -L 'unit|integration|fuzz' $(CTEST_ARGS)
+
+test-fuzz: build-fuzz
+	ctest --test-dir build-fuzz --output-on-failure -L fuzz $(CTEST_ARGS)
 
 test-slow: build
 	ctest --test-dir build --output-on-failure -L slow $(CTEST_ARGS)
@@ -67,4 +78,4 @@ bench: build
 	@bench/http/run.sh
 
 clean:
-	rm -rf build build-asan build-cuda
+	rm -rf build build-asan build-fuzz build-cuda
