@@ -25,9 +25,9 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   sovai::net::Router router;
-  router.Get(
-      "/", [](sovai::net::Request&) { return sovai::net::Response::Text(200, "hello, sovai\n"); },
-      {.inline_handler = true});
+  router.Get("/",
+             [](sovai::net::Request&) { return sovai::net::Response::Text(200, "hello, sovai\n"); },
+             {.inline_handler = true});
   sovai::net::Server server(std::move(router));
   sovai::net::ServerOptions options;
   options.listen = listen;

@@ -775,8 +775,7 @@ Status Env::WriteFileAtomically(const std::string& path, std::string_view data,
 
 // --- AtomicFileWriter ---
 
-Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(Env& env,
-                                                                 const std::string& path,
+Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Open(Env& env, const std::string& path,
                                                                  uint32_t permissions) {
   std::string base = BaseName(path);
   if (base.empty() || base == "." || base == "..") {

@@ -12,8 +12,7 @@ void FlagSet::String(std::string name, std::string* target, std::string help) {
 }
 
 void FlagSet::Int(std::string name, int64_t* target, std::string help) {
-  flags_.push_back(
-      {std::move(name), Kind::kInt, target, std::move(help), std::to_string(*target)});
+  flags_.push_back({std::move(name), Kind::kInt, target, std::move(help), std::to_string(*target)});
 }
 
 void FlagSet::Bool(std::string name, bool* target, std::string help) {
@@ -88,8 +87,8 @@ base::Status FlagSet::Parse(const std::vector<std::string>& args) {
       }
     }
     if (flag == nullptr) {
-      return base::InvalidArgumentError("unknown flag --" + std::string(name) + " for " +
-                                        command_ + " (see " + command_ + " --help)");
+      return base::InvalidArgumentError("unknown flag --" + std::string(name) + " for " + command_ +
+                                        " (see " + command_ + " --help)");
     }
     if (inline_value) {
       SOVAI_RETURN_IF_ERROR(Assign(*flag, *inline_value));

@@ -35,7 +35,8 @@ TEST(FlagsTest, DefaultsStayWhenNotGiven) {
 TEST(FlagsTest, BothValueFormsBooleansAndPositionals) {
   ServerFlags p;
   ASSERT_TRUE(
-      p.flags.Parse({"--data-dir", "/d", "--threads=8", "--tls", "job", "--", "--not-a-flag"}).ok());
+      p.flags.Parse({"--data-dir", "/d", "--threads=8", "--tls", "job", "--", "--not-a-flag"})
+          .ok());
   EXPECT_EQ(p.data_dir, "/d");
   EXPECT_EQ(p.threads, 8);
   EXPECT_TRUE(p.tls);

@@ -64,8 +64,8 @@ std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
   PerServer(out, "sovai_http_rejected_connections_total", "counter",
             "HTTP connections refused because max_connections was reached.", servers,
             [](const net::ServerStats& s) { return s.rejected_connections; });
-  PerServer(out, "sovai_http_active_requests", "gauge", "HTTP requests being handled now.",
-            servers, [](const net::ServerStats& s) { return s.active_requests; });
+  PerServer(out, "sovai_http_active_requests", "gauge", "HTTP requests being handled now.", servers,
+            [](const net::ServerStats& s) { return s.active_requests; });
   PerServer(out, "sovai_http_received_bytes_total", "counter", "Bytes read from HTTP sockets.",
             servers, [](const net::ServerStats& s) { return s.bytes_in; });
   PerServer(out, "sovai_http_sent_bytes_total", "counter", "Bytes written to HTTP sockets.",
@@ -77,8 +77,8 @@ std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
     for (const net::RequestCount& count : stats.requests) {
       out += "sovai_http_requests_total{server=\"" + EscapeLabelValue(server) + "\",route=\"" +
              EscapeLabelValue(count.pattern) + "\",method=\"" + EscapeLabelValue(count.method) +
-             "\",status=\"" + std::to_string(count.status) + "\"} " +
-             std::to_string(count.count) + "\n";
+             "\",status=\"" + std::to_string(count.status) + "\"} " + std::to_string(count.count) +
+             "\n";
     }
   }
   return out;

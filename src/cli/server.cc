@@ -101,26 +101,25 @@ struct PlatformServer::Impl {
 
   net::Router ApiRouter() {
     net::Router router;
-    router.Get(
-        "/health",
-        [this](net::Request&) {
-          nlohmann::json body = {{"status", "ok"},
-                                 {"version", Version()},
-                                 {"region", config.region},
-                                 {"uptime_s", UptimeSeconds()}};
-          return net::Response::Json(200, base::DumpJson(body) + "\n");
-        },
-        {.inline_handler = true});
-    router.Get(
-        "/metrics",
-        [this](net::Request&) {
-          std::vector<NamedServerStats> stats;
-          stats.emplace_back("api", api->Stats());
-          if (s3) stats.emplace_back("s3", s3->Stats());
-          return net::Response::Text(200, RenderPrometheusMetrics(Version(), UptimeSeconds(), stats),
-                                     "text/plain; version=0.0.4; charset=utf-8");
-        },
-        {.inline_handler = true});
+    router.Get("/health",
+               [this](net::Request&) {
+                 nlohmann::json body = {{"status", "ok"},
+                                        {"version", Version()},
+                                        {"region", config.region},
+                                        {"uptime_s", UptimeSeconds()}};
+                 return net::Response::Json(200, base::DumpJson(body) + "\n");
+               },
+               {.inline_handler = true});
+    router.Get("/metrics",
+               [this](net::Request&) {
+                 std::vector<NamedServerStats> stats;
+                 stats.emplace_back("api", api->Stats());
+                 if (s3) stats.emplace_back("s3", s3->Stats());
+                 return net::Response::Text(
+                     200, RenderPrometheusMetrics(Version(), UptimeSeconds(), stats),
+                     "text/plain; version=0.0.4; charset=utf-8");
+               },
+               {.inline_handler = true});
     return router;
   }
 
@@ -276,14 +275,13 @@ int RunServerCommand(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto server = PlatformServer::Start(base::Env::Default(), config,
-                                      control::AdminOverridesFromEnvironment());
+  auto server =
+      PlatformServer::Start(base::Env::Default(), config, control::AdminOverridesFromEnvironment());
   if (!server.ok()) {
     SOVAI_LOG(ERROR) << "sovai server could not start: " << server.status().ToString();
     return 1;
   }
-  SOVAI_LOG(INFO).With("version", Version()).With("region", config.region)
-      << "sovai server ready";
+  SOVAI_LOG(INFO).With("version", Version()).With("region", config.region) << "sovai server ready";
   std::printf("sovai server %s, region %s, data directory %s\n", Version(), config.region.c_str(),
               config.data_dir.c_str());
   std::printf("  API, panel, /health, /metrics  %s\n", (*server)->api_url().c_str());

@@ -1,9 +1,8 @@
 #include "control/bootstrap.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
 
 #include "base/crypto.h"
 

@@ -1,5 +1,6 @@
 // `sovai server` as a user runs it: the real binary in a child process, on port 0, found through
 // <data-dir>/server.json, talked to over real sockets.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -7,8 +8,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/env.h"
 #include "base/json.h"
@@ -39,8 +38,8 @@ class ServerProcessTest : public ::testing::Test {
   base::Subprocess* StartServer(std::vector<std::string> extra = {},
                                 std::map<std::string, std::string> environment = {}) {
     base::SpawnOptions options;
-    options.argv = {SOVAI_BINARY, "server", "--data-dir", data_dir_, "--listen-api",
-                    "127.0.0.1:0", "--listen-s3", "127.0.0.1:0"};
+    options.argv = {SOVAI_BINARY,   "server",      "--data-dir",  data_dir_,
+                    "--listen-api", "127.0.0.1:0", "--listen-s3", "127.0.0.1:0"};
     options.argv.insert(options.argv.end(), extra.begin(), extra.end());
     log_path_ = dir_ + "/server-" + std::to_string(servers_.size()) + ".log";
     options.stdout_spec = base::StdioSpec::File(log_path_);
@@ -118,8 +117,7 @@ TEST_F(ServerProcessTest, ServesHealthAndMetricsAndStopsCleanlyOnSigterm) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("status=\"404\"} 1"), std::string::npos) << text;
-  EXPECT_NE(text.find("sovai_http_open_connections{server=\"api\"} 1"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("sovai_http_open_connections{server=\"api\"} 1"), std::string::npos) << text;
 
   // The S3 listener answers with S3's XML error shape until the object store lands.
   net::HttpClient s3 = ClientFor(info["s3_url"]);

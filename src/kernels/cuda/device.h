@@ -18,8 +18,8 @@ namespace sovai::kernels::cuda {
 
 struct DeviceInfo {
   int index = 0;
-  std::string name;               // "NVIDIA H200"
-  int compute_major = 0;          // 9 for Hopper
+  std::string name;       // "NVIDIA H200"
+  int compute_major = 0;  // 9 for Hopper
   int compute_minor = 0;
   uint64_t total_memory_bytes = 0;
   int multiprocessors = 0;

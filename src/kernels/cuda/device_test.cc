@@ -1,7 +1,7 @@
 // Runs on a machine with a GPU; exits 77 (ctest: skipped) where none is visible.
-#include <cstdio>
-
 #include "kernels/cuda/device.h"
+
+#include <cstdio>
 
 int main() {
   using sovai::kernels::cuda::ListCudaDevices;
