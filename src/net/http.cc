@@ -10,6 +10,7 @@
 #include <charconv>
 #include <memory>
 
+#include "base/strings.h"
 #include "net/internal/file_stream.h"
 
 namespace sovai::net {
@@ -18,20 +19,6 @@ using base::Result;
 using base::Status;
 
 namespace {
-
-char LowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool IsUnreserved(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
-         c == '.' || c == '_' || c == '~';
-}
 
 std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -48,11 +35,7 @@ bool ParseU64(std::string_view s, uint64_t& out) {
 }  // namespace
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (LowerAscii(a[i]) != LowerAscii(b[i])) return false;
-  }
-  return true;
+  return base::EqualsIgnoreCase(a, b);
 }
 
 // --- Headers --------------------------------------------------------------------------------
@@ -87,46 +70,14 @@ void Headers::Remove(std::string_view name) {
 
 // --- Percent coding -------------------------------------------------------------------------
 
+// net's names for base's percent coding (the HTTP layer's public header keeps its own
+// vocabulary; there is one implementation).
 Result<std::string> PercentDecode(std::string_view in, bool plus_is_space) {
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    char c = in[i];
-    if (c == '%') {
-      if (i + 2 >= in.size()) {
-        return base::InvalidArgumentError("truncated percent-escape in '" + std::string(in) + "'");
-      }
-      int hi = HexValue(in[i + 1]);
-      int lo = HexValue(in[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return base::InvalidArgumentError("malformed percent-escape in '" + std::string(in) + "'");
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
+  return base::PercentDecode(in, plus_is_space);
 }
 
 std::string PercentEncode(std::string_view in, bool keep_slash) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(in.size());
-  for (char c : in) {
-    if (IsUnreserved(c) || (keep_slash && c == '/')) {
-      out.push_back(c);
-    } else {
-      auto u = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 15]);
-    }
-  }
-  return out;
+  return base::UriEncode(in, /*encode_slash=*/!keep_slash);
 }
 
 // --- Request --------------------------------------------------------------------------------
