@@ -1,4 +1,4 @@
-// Replays every file of the http_request corpus through the fuzz entry point, so the corpus and
+// Replays every file of a fuzz target's corpus through the fuzz entry point, so the corpus and
 // kept crash inputs run in every build (label: fuzz), even without libFuzzer.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
 
-TEST(HttpRequestCorpusTest, ReplaysEveryFile) {
+TEST(FuzzCorpusTest, ReplaysEveryFile) {
   size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(SOVAI_FUZZ_CORPUS_DIR)) {
     if (!entry.is_regular_file()) continue;
