@@ -71,7 +71,12 @@ namespace sovai::objstore {
   X(ConditionalRequestConflict, 409)         \
   X(MalformedPolicy, 400)                    \
   X(TooManyParts, 400)                       \
-  X(UnexpectedContent, 400)
+  X(UnexpectedContent, 400)                \
+  X(NoSuchLifecycleConfiguration, 404)     \
+  X(ServerSideEncryptionConfigurationNotFoundError, 404) \
+  X(ObjectLockConfigurationNotFoundError, 404) \
+  X(NoSuchWebsiteConfiguration, 404)       \
+  X(AccessForbidden, 403)
 
 enum class S3Code {
 #define SOVAI_S3_ENUM(name, status) k##name,

@@ -1,0 +1,64 @@
+// The S3 front end: turns HTTP requests into Store operations, with S3's addressing (path-style
+// and virtual-hosted-style), authentication (sigv4.h), authorization (bucket owners, bucket
+// policies, public-read), XML bodies (s3_xml.h), checksums, conditional requests and CORS.
+// docs/api/s3.md lists every operation and its status.
+//
+//   S3Api api(store, {.region = "eu-west-1", .domain = "s3.localhost"});
+//   net::Router router;
+//   api.Install(router);
+//   net::ServerOptions options;
+//   options.error_renderer = S3Api::RenderServerError;  // S3 XML for the server's own errors
+//
+// Thread-safety: Handle() is called concurrently from the server's worker threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "base/env.h"
+#include "net/http.h"
+#include "objstore/store.h"
+
+namespace sovai::objstore {
+
+struct S3ApiOptions {
+  // The region the server answers for (SigV4 scopes and LocationConstraint must name it).
+  std::string region = "eu-west-1";
+  // Virtual-hosted-style base domain: "<bucket>.<domain>" in Host selects the bucket. Empty
+  // disables virtual hosting (path-style only).
+  std::string domain;
+  // Users whose requests may do anything on any bucket (the bootstrap admin).
+  std::vector<std::string> admin_users;
+  base::Env* env = nullptr;  // clock; nullptr = Env::Default()
+};
+
+struct S3ApiStats {
+  std::atomic<uint64_t> auth_failures{0};
+  std::atomic<uint64_t> access_denied{0};
+  std::atomic<uint64_t> bytes_stored{0};
+  std::atomic<uint64_t> bytes_served{0};
+};
+
+class S3Api {
+ public:
+  S3Api(Store& store, S3ApiOptions options);
+
+  // Sets the router's fallback to Handle() (every path is S3's), with S3's body limits.
+  void Install(net::Router& router);
+  net::Response Handle(net::Request& req);
+
+  // For ServerOptions::error_renderer: the server's own errors (bad request line, body limit,
+  // 404 without a route...) as S3 XML.
+  static void RenderServerError(const net::Request* req, net::Response& res);
+
+  const S3ApiStats& stats() const { return stats_; }
+
+ private:
+  class Call;
+  Store& store_;
+  S3ApiOptions opts_;
+  S3ApiStats stats_;
+};
+
+}  // namespace sovai::objstore
