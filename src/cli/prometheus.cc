@@ -84,4 +84,31 @@ std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
   return out;
 }
 
+std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
+                                     const objstore::S3ApiStats& api) {
+  std::string out;
+  auto counter = [&](const char* name, const char* help, uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+           " " + std::to_string(value) + "\n";
+  };
+  counter("sovai_objstore_commit_batches_total", "Metadata transactions committed (group commits).",
+          store.commit_batches);
+  counter("sovai_objstore_committed_writes_total", "Writes made durable by those commits.",
+          store.committed_writes);
+  counter("sovai_objstore_corruptions_total",
+          "Stored blocks or objects that failed their checksum on read.", store.corruptions);
+  counter("sovai_objstore_recovered_temp_files_total",
+          "Committed files moved into place at start-up.", store.recovered_temp_files);
+  counter("sovai_objstore_deleted_temp_files_total",
+          "Unacknowledged temporary files deleted at start-up.", store.deleted_temp_files);
+  counter("sovai_s3_auth_failures_total", "Requests whose authentication failed.",
+          api.auth_failures.load());
+  counter("sovai_s3_access_denied_total", "Requests denied by authorization.",
+          api.access_denied.load());
+  counter("sovai_s3_bytes_stored_total", "Object bytes received and stored.",
+          api.bytes_stored.load());
+  counter("sovai_s3_bytes_served_total", "Object bytes served by GET.", api.bytes_served.load());
+  return out;
+}
+
 }  // namespace sovai::cli

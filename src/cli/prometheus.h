@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "net/http.h"
+#include "objstore/s3_api.h"
+#include "objstore/store.h"
 
 namespace sovai::cli {
 
@@ -17,6 +19,10 @@ using NamedServerStats = std::pair<std::string, net::ServerStats>;
 
 std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
                                     const std::vector<NamedServerStats>& servers);
+
+// The object store's counters (commit batches, corruptions, recovery, auth failures, bytes).
+std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
+                                     const objstore::S3ApiStats& api);
 
 // Escapes a label value: backslash, double quote and newline, as the format requires.
 std::string EscapeLabelValue(std::string_view value);

@@ -9,26 +9,23 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/crypto.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/strings.h"
 #include "base/time.h"
 #include "cli/flags.h"
 #include "cli/prometheus.h"
 #include "cli/version.h"
 #include "net/http.h"
+#include "objstore/s3_api.h"
+#include "objstore/store.h"
 
 namespace sovai::cli {
 namespace {
 
 constexpr char kLockFile[] = "LOCK";
 constexpr char kServerJsonFile[] = "server.json";
-
-// An S3-format error body; the S3 front end has its own table of these once it lands.
-std::string S3ErrorXml(std::string_view code, std::string_view message, std::string_view resource) {
-  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + std::string(code) +
-         "</Code><Message>" + std::string(message) + "</Message><Resource>" +
-         std::string(resource) + "</Resource></Error>\n";
-}
 
 // Holds an exclusive flock on <data-dir>/LOCK for the server's lifetime: one server per
 // directory. The kernel drops the lock when the process dies, so a crash never wedges it.
@@ -70,6 +67,8 @@ std::string UrlOf(const std::string& address, bool tls) {
 
 }  // namespace
 
+std::string S3RegionOf(std::string_view region) { return base::AsciiToLower(region); }
+
 base::Status ValidateRegion(std::string_view region) {
   bool ok = region.size() >= 2 && region.size() <= 32 && region[0] >= 'A' && region[0] <= 'Z';
   for (char c : region) ok = ok && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-');
@@ -87,6 +86,9 @@ struct PlatformServer::Impl {
   std::unique_ptr<DataDirLock> lock;
   control::AdminCredentials admin;
   int64_t started_monotonic_micros = 0;
+  // The store and its front end outlive the S3 listener that calls them.
+  std::unique_ptr<objstore::Store> store;
+  std::unique_ptr<objstore::S3Api> s3_api;
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
   std::string api_url;
@@ -115,28 +117,46 @@ struct PlatformServer::Impl {
                  std::vector<NamedServerStats> stats;
                  stats.emplace_back("api", api->Stats());
                  if (s3) stats.emplace_back("s3", s3->Stats());
-                 return net::Response::Text(
-                     200, RenderPrometheusMetrics(Version(), UptimeSeconds(), stats),
-                     "text/plain; version=0.0.4; charset=utf-8");
+                 std::string text = RenderPrometheusMetrics(Version(), UptimeSeconds(), stats);
+                 if (store) text += RenderObjectStoreMetrics(store->Stats(), s3_api->stats());
+                 return net::Response::Text(200, std::move(text),
+                                            "text/plain; version=0.0.4; charset=utf-8");
                },
                {.inline_handler = true});
+    // Internal API for the control plane: S3 access keys of users (admin token only).
+    router.Post("/internal/objstore/access-keys", [this](net::Request& req) {
+      if (!IsAdmin(req)) return net::Response::Error(401, "admin bearer token required");
+      auto body = req.body().ReadAll();
+      if (!body.ok()) return net::Response::Error(body.status());
+      auto doc = base::ParseJson(*body);
+      if (!doc.ok()) return net::Response::Error(400, doc.status().message());
+      auto user = base::GetString(*doc, "user");
+      if (!user.ok() || user->empty()) return net::Response::Error(400, "field 'user' is required");
+      auto key = store->CreateAccessKey(*user);
+      if (!key.ok()) return net::Response::Error(500, key.error().ToString());
+      nlohmann::json out = {{"user", key->user_id},
+                            {"access_key_id", key->access_key},
+                            {"secret_access_key", key->secret_key}};
+      return net::Response::Json(201, base::DumpJson(out) + "\n");
+    });
+    router.Delete("/internal/objstore/access-keys/{key}", [this](net::Request& req) {
+      if (!IsAdmin(req)) return net::Response::Error(401, "admin bearer token required");
+      if (auto st = store->DeleteAccessKey(std::string(*req.param("key")))) {
+        return net::Response::Error(404, st->message);
+      }
+      return net::Response::Empty(204);
+    });
     return router;
+  }
+
+  bool IsAdmin(const net::Request& req) const {
+    auto auth = req.header("Authorization");
+    return auth && base::ConstantTimeEquals(*auth, "Bearer " + admin.api_token);
   }
 
   net::Router S3Router() {
     net::Router router;
-    // Until the object store lands, every S3 request gets a well-formed S3 error, so S3 clients
-    // report a clear message instead of failing to parse the response.
-    router.SetFallback(
-        [](net::Request& request) {
-          net::Response response = net::Response::Text(
-              501,
-              S3ErrorXml("NotImplemented", "This Sovai server does not serve the S3 API yet.",
-                         request.raw_path()),
-              "application/xml");
-          return response;
-        },
-        {.inline_handler = true});
+    s3_api->Install(router);
     return router;
   }
 
@@ -185,6 +205,9 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return base::InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
+  if (config.s3_tls_cert_file.empty() != config.s3_tls_key_file.empty()) {
+    return base::InvalidArgumentError("--s3-tls-cert and --s3-tls-key must be given together");
+  }
   SOVAI_RETURN_IF_ERROR(env.CreateDirs(config.data_dir));
 
   auto impl = std::make_unique<Impl>(env, std::move(config));
@@ -197,11 +220,33 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   impl->api = std::make_unique<net::Server>(impl->ApiRouter());
   SOVAI_RETURN_IF_ERROR(impl->api->Start(impl->Options(impl->config.listen_api))
                             .WithContext("--listen-api " + impl->config.listen_api));
+  objstore::StoreOptions store_options;
+  store_options.root = base::JoinPath(impl->config.data_dir, "objstore");
+  store_options.region = S3RegionOf(impl->config.region);
+  store_options.env = &env;
+  SOVAI_ASSIGN_OR_RETURN(impl->store, objstore::Store::Open(store_options));
+  if (auto st = impl->store->PutAccessKey(
+          {impl->admin.access_key_id, impl->admin.secret_access_key, impl->admin.user})) {
+    return base::InternalError("registering the admin access key: " + st->ToString());
+  }
+  impl->s3_api = std::make_unique<objstore::S3Api>(
+      *impl->store, objstore::S3ApiOptions{.region = store_options.region,
+                                           .domain = impl->config.s3_domain,
+                                           .admin_users = {impl->admin.user},
+                                           .env = &env});
+  net::ServerOptions s3_options = impl->Options(impl->config.listen_s3);
+  s3_options.error_renderer = objstore::S3Api::RenderServerError;
+  if (!impl->config.s3_tls_cert_file.empty()) {
+    s3_options.tls_cert_file = impl->config.s3_tls_cert_file;
+    s3_options.tls_key_file = impl->config.s3_tls_key_file;
+  }
+  // Object bodies stream through worker threads; allow many concurrent uploads and downloads.
+  s3_options.max_worker_threads = std::max(s3_options.max_worker_threads, 256);
   impl->s3 = std::make_unique<net::Server>(impl->S3Router());
-  SOVAI_RETURN_IF_ERROR(impl->s3->Start(impl->Options(impl->config.listen_s3))
-                            .WithContext("--listen-s3 " + impl->config.listen_s3));
+  SOVAI_RETURN_IF_ERROR(
+      impl->s3->Start(s3_options).WithContext("--listen-s3 " + impl->config.listen_s3));
   impl->api_url = UrlOf(impl->api->address(), tls);
-  impl->s3_url = UrlOf(impl->s3->address(), tls);
+  impl->s3_url = UrlOf(impl->s3->address(), !s3_options.tls_cert_file.empty());
   SOVAI_RETURN_IF_ERROR(impl->WriteServerJson());
   return std::unique_ptr<PlatformServer>(new PlatformServer(std::move(impl)));
 }
@@ -211,6 +256,7 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->stopped = true;
   // Stop the API listener last: /health answers while the S3 side drains.
   if (impl_->s3) impl_->s3->Shutdown(grace);
+  impl_->store.reset();  // after the S3 listener: no request uses it any more
   if (impl_->api) impl_->api->Shutdown(grace);
   impl_->env.DeleteFile(base::JoinPath(impl_->config.data_dir, kServerJsonFile)).IgnoreError();
   impl_->lock.reset();
@@ -235,6 +281,10 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("region", &config.region, "this server's region name");
   flags.String("tls-cert", &config.tls_cert_file, "PEM certificate: serve HTTPS");
   flags.String("tls-key", &config.tls_key_file, "PEM private key for --tls-cert");
+  flags.String("s3-tls-cert", &config.s3_tls_cert_file, "PEM certificate: HTTPS on --listen-s3");
+  flags.String("s3-tls-key", &config.s3_tls_key_file, "PEM private key for --s3-tls-cert");
+  flags.String("s3-domain", &config.s3_domain,
+               "virtual-hosted-style S3: Host <bucket>.<domain> names the bucket");
   flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");
   flags.String("log-format", &log_format, "human or json");
   flags.String("log-level", &log_level, "debug, info, warning or error");

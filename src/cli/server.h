@@ -1,6 +1,6 @@
-// `sovai server`: the platform daemon. Today it owns the data directory (one server per directory,
-// enforced by a lock), bootstraps the admin identity, and serves /health and /metrics on the API
-// listener and the S3 listener's error surface; the later modules plug their routers in here.
+// `sovai server`: the platform daemon. It owns the data directory (one server per directory,
+// enforced by a lock), bootstraps the admin identity, serves /health and /metrics on the API
+// listener and the S3 API (objstore) on the S3 listener; the later modules plug in here.
 //
 // Thread-safety: Start and Shutdown from one thread; the accessors from any thread.
 #pragma once
@@ -28,6 +28,11 @@ struct ServerConfig {
   std::string region = kDefaultRegion;
   std::string tls_cert_file;  // both set: both listeners speak HTTPS
   std::string tls_key_file;
+  // HTTPS for the S3 listener only (overrides tls_* there).
+  std::string s3_tls_cert_file;
+  std::string s3_tls_key_file;
+  // Virtual-hosted-style S3 addressing: "<bucket>.<s3_domain>" ("" = path-style only).
+  std::string s3_domain = "s3.localhost";
   int io_threads = 0;  // 0: one per core
 };
 
@@ -54,6 +59,9 @@ class PlatformServer {
   explicit PlatformServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The S3 region name of a server region: lowercase, as S3 clients spell regions ("eu-west-local").
+std::string S3RegionOf(std::string_view region);
 
 // Region names: 2–32 characters of [A-Z0-9-], starting with a letter ("EU-WEST-LOCAL").
 base::Status ValidateRegion(std::string_view region);

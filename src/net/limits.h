@@ -19,8 +19,8 @@ inline constexpr size_t kDefaultMaxTargetBytes = 8 * 1024;
 // --- Server: request body -------------------------------------------------------------------
 // Per-route body limit (RouteOptions::max_body_bytes). Exceeding it answers 413.
 inline constexpr uint64_t kDefaultMaxBodyBytes = 1 * 1024 * 1024;
-// Hard ceiling for any route (S3 single PUT is 5 GiB).
-inline constexpr uint64_t kMaxBodyBytesCeiling = uint64_t{5} * 1024 * 1024 * 1024;
+// Hard ceiling for any route: an S3 single PUT is 5 GiB of object, plus its aws-chunked framing.
+inline constexpr uint64_t kMaxBodyBytesCeiling = uint64_t{6} * 1024 * 1024 * 1024;
 // Size of one read/write chunk handed between the socket and a handler, in bytes.
 inline constexpr size_t kStreamChunkBytes = 256 * 1024;
 // A streaming body is dropped when it arrives slower than this on average (after the first

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "base/crc.h"
@@ -154,12 +153,12 @@ S3Status ValidatePolicy(std::string_view text) {
   auto st = doc.find("Statement");
   if (st == doc.end()) return bad("Missing required field Statement");
   json statements = st->is_array() ? *st : json::array({*st});
-  if (statements.empty() || statements.size() > 100) return bad("Statement must have 1 to 100 entries");
+  if (statements.empty() || statements.size() > 100)
+    return bad("Statement must have 1 to 100 entries");
   for (const auto& s : statements) {
     if (!s.is_object()) return bad("Each Statement must be an object");
     auto effect = s.find("Effect");
-    if (effect == s.end() || !effect->is_string() ||
-        (*effect != "Allow" && *effect != "Deny")) {
+    if (effect == s.end() || !effect->is_string() || (*effect != "Allow" && *effect != "Deny")) {
       return bad("Effect must be Allow or Deny");
     }
     if (!s.contains("Principal")) return bad("Missing required field Principal");
@@ -188,8 +187,8 @@ bool PrincipalMatches(const json& principal, const std::string& user, bool anony
     if (anonymous) continue;
     if (id == user) return true;
     // arn:aws:iam::<account>:user/<name>
-    if (id.size() > user.size() + 1 && id.compare(id.size() - user.size() - 1, std::string::npos,
-                                                 "/" + user) == 0) {
+    if (id.size() > user.size() + 1 &&
+        id.compare(id.size() - user.size() - 1, std::string::npos, "/" + user) == 0) {
       return true;
     }
   }
@@ -201,7 +200,8 @@ std::string EvaluatePolicy(std::string_view text, const std::string& user, bool 
                            std::string_view action, std::string_view resource) {
   json doc = json::parse(text, nullptr, false);
   if (!doc.is_object() || !doc.contains("Statement")) return "";
-  json statements = doc["Statement"].is_array() ? doc["Statement"] : json::array({doc["Statement"]});
+  json statements =
+      doc["Statement"].is_array() ? doc["Statement"] : json::array({doc["Statement"]});
   std::string verdict;
   for (const auto& s : statements) {
     if (!s.is_object() || !s.contains("Principal")) continue;
@@ -327,7 +327,8 @@ net::Response S3Api::Call::Error(const S3Error& e) {
 S3Status S3Api::Call::ParseAddress() {
   std::string_view path = req_.path();
   std::string host(req_.header("Host").value_or(""));
-  if (auto colon = host.rfind(':'); colon != std::string::npos && host.find(']') == std::string::npos) {
+  if (auto colon = host.rfind(':');
+      colon != std::string::npos && host.find(']') == std::string::npos) {
     host.resize(colon);
   }
   const std::string& domain = api_.opts_.domain;
@@ -362,14 +363,12 @@ S3Status S3Api::Call::Authenticate() {
   o.now_unix_micros = api_.opts_.env->NowUnixMicros();
   if (!api_.opts_.domain.empty()) {
     std::string host(req_.header("Host").value_or(""));
-    if (host.find(api_.opts_.domain) != std::string::npos &&
-        host.rfind(bucket_ + ".", 0) == 0) {
+    if (host.find(api_.opts_.domain) != std::string::npos && host.rfind(bucket_ + ".", 0) == 0) {
       o.virtual_host_bucket = bucket_;
     }
   }
-  auto r = objstore::Authenticate(req_, o, [this](std::string_view access_key) {
-    return store_.LookupAccessKey(access_key);
-  });
+  auto r = objstore::Authenticate(
+      req_, o, [this](std::string_view access_key) { return store_.LookupAccessKey(access_key); });
   if (!r.ok()) {
     api_.stats_.auth_failures.fetch_add(1);
     return r.error();
@@ -421,7 +420,8 @@ S3Result<std::string> S3Api::Call::ReadXmlBody() {
     // Small bodies: compute directly.
     std::string computed;
     if (f.bit == kCrc32) computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc32(*text)));
-    if (f.bit == kCrc32c) computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc32c(*text)));
+    if (f.bit == kCrc32c)
+      computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc32c(*text)));
     if (f.bit == kCrc64Nvme) {
       computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc64Nvme(*text)));
     }
@@ -444,8 +444,9 @@ S3Status S3Api::Call::CheckContentMd5(std::string_view body) {
     return S3Error(S3Code::kInvalidDigest, "The Content-MD5 you specified was invalid.");
   }
   if (*decoded != base::Md5(body)) {
-    return S3Error(S3Code::kBadDigest, "The Content-MD5 you specified did not match what we "
-                                       "received.");
+    return S3Error(S3Code::kBadDigest,
+                   "The Content-MD5 you specified did not match what we "
+                   "received.");
   }
   return std::nullopt;
 }
@@ -474,7 +475,8 @@ S3Result<ObjectMeta> S3Api::Call::MetaFromHeaders() {
                    "The storage class you specified is not valid: this store has STANDARD only");
   }
   for (const auto& [name, value] : req_.headers()) {
-    if (name.size() > 11 && base::EqualsIgnoreCase(std::string_view(name).substr(0, 11), "x-amz-meta-")) {
+    if (name.size() > 11 &&
+        base::EqualsIgnoreCase(std::string_view(name).substr(0, 11), "x-amz-meta-")) {
       std::string lowered = base::AsciiToLower(std::string_view(name).substr(11));
       m.user.emplace_back(lowered, value);
     }
@@ -560,10 +562,9 @@ net::Response S3Api::Call::Dispatch() {
         return Error(S3Error(S3Code::kNoSuchWebsiteConfiguration,
                              "The specified bucket does not have a website configuration"));
       }
-      for (const char* unsupported : {"logging", "notification", "replication",
-                                      "requestPayment", "accelerate", "ownershipControls",
-                                      "publicAccessBlock", "analytics", "metrics", "inventory",
-                                      "intelligent-tiering"}) {
+      for (const char* unsupported : {"logging", "notification", "replication", "requestPayment",
+                                      "accelerate", "ownershipControls", "publicAccessBlock",
+                                      "analytics", "metrics", "inventory", "intelligent-tiering"}) {
         if (HasQuery(unsupported)) {
           return Error(S3Error(S3Code::kNotImplemented,
                                std::string("GET ?") + unsupported + " is not implemented"));
@@ -746,9 +747,10 @@ net::Response S3Api::Call::BucketVersioning() {
 net::Response S3Api::Call::BucketConfig(const std::string& kind) {
   const std::string_view m = req_.method();
   std::string verb = m == "GET" ? "Get" : m == "PUT" ? "Put" : "Delete";
-  std::string action = kind == "cors"      ? "s3:" + std::string(m == "GET" ? "Get" : "Put") + "BucketCORS"
-                       : kind == "tagging" ? "s3:" + std::string(m == "GET" ? "Get" : "Put") + "BucketTagging"
-                                           : "s3:" + verb + "BucketPolicy";
+  std::string action =
+      kind == "cors"      ? "s3:" + std::string(m == "GET" ? "Get" : "Put") + "BucketCORS"
+      : kind == "tagging" ? "s3:" + std::string(m == "GET" ? "Get" : "Put") + "BucketTagging"
+                          : "s3:" + verb + "BucketPolicy";
   auto b = BucketFor(action, false);
   if (!b.ok()) return Error(b.error());
   if (m == "GET") {
@@ -756,9 +758,9 @@ net::Response S3Api::Call::BucketConfig(const std::string& kind) {
     if (!doc.ok()) return Error(doc.error());
     if (!doc->has_value()) {
       if (kind == "cors") {
-        return Error(S3Error(S3Code::kNoSuchCORSConfiguration,
-                             "The CORS configuration does not exist")
-                         .With("BucketName", bucket_));
+        return Error(
+            S3Error(S3Code::kNoSuchCORSConfiguration, "The CORS configuration does not exist")
+                .With("BucketName", bucket_));
       }
       if (kind == "tagging") {
         return Error(S3Error(S3Code::kNoSuchTagSet, "The TagSet does not exist")
@@ -800,13 +802,16 @@ net::Response S3Api::Call::Acl(bool object) {
                      object);
   if (!b.ok()) return Error(b.error());
   if (object) {
-    auto v = store_.Head(bucket_, key_, Query("versionId") ? std::optional<std::string>(std::string(*Query("versionId"))) : std::nullopt);
+    auto v = store_.Head(bucket_, key_,
+                         Query("versionId")
+                             ? std::optional<std::string>(std::string(*Query("versionId")))
+                             : std::nullopt);
     if (!v.ok()) return Error(v.error());
   }
   if (put) {
     std::string acl = Header("x-amz-acl");
-    if ((acl.empty() && req_.has_body()) || (!acl.empty() && acl != "private" &&
-                                             acl != "bucket-owner-full-control")) {
+    if ((acl.empty() && req_.has_body()) ||
+        (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control")) {
       return Error(S3Error(S3Code::kNotImplemented,
                            "ACLs other than 'private' are not supported; use a bucket policy"));
     }
@@ -850,8 +855,9 @@ net::Response S3Api::Call::ListObjects(bool v2) {
   if (auto mk = Query("max-keys")) {
     auto n = base::ParseUint64(*mk);
     if (!n.ok() || *n > 1u << 30) {
-      return Error(S3Error(S3Code::kInvalidArgument, "Provided max-keys not an integer or within "
-                                                     "integer range")
+      return Error(S3Error(S3Code::kInvalidArgument,
+                           "Provided max-keys not an integer or within "
+                           "integer range")
                        .With("ArgumentName", "max-keys"));
     }
     max_keys = static_cast<int>(std::min<uint64_t>(*n, 1000));
@@ -864,8 +870,9 @@ net::Response S3Api::Call::ListObjects(bool v2) {
       token = std::string(*t);
       auto decoded = base::Base64UrlDecode(token);
       if (!decoded.ok()) {
-        return Error(S3Error(S3Code::kInvalidArgument, "The continuation token provided is "
-                                                       "incorrect")
+        return Error(S3Error(S3Code::kInvalidArgument,
+                             "The continuation token provided is "
+                             "incorrect")
                          .With("ArgumentName", "continuation-token"));
       }
       o.after = *decoded;
@@ -1130,13 +1137,16 @@ net::Response S3Api::Call::Preflight() {
 S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size,
                                             Checksums* verified) {
   if (!req_.content_length() && !req_.chunked()) {
-    return S3Error(S3Code::kMissingContentLength, "You must provide the Content-Length HTTP header.");
+    return S3Error(S3Code::kMissingContentLength,
+                   "You must provide the Content-Length HTTP header.");
   }
   if (auth_.decoded_content_length && *auth_.decoded_content_length > max_size) {
-    return S3Error(S3Code::kEntityTooLarge, "Your proposed upload exceeds the maximum allowed size");
+    return S3Error(S3Code::kEntityTooLarge,
+                   "Your proposed upload exceeds the maximum allowed size");
   }
   if (!IsStreaming(auth_.payload) && req_.content_length() && *req_.content_length() > max_size) {
-    return S3Error(S3Code::kEntityTooLarge, "Your proposed upload exceeds the maximum allowed size");
+    return S3Error(S3Code::kEntityTooLarge,
+                   "Your proposed upload exceeds the maximum allowed size");
   }
   // Which checksums to compute: every x-amz-checksum-* header, every declared trailer, and the
   // SDK's declared algorithm.
@@ -1149,8 +1159,8 @@ S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size
   }
   if (auto algo = req_.header("x-amz-sdk-checksum-algorithm")) bits |= ChecksumBitOf(*algo);
   PayloadReader body(req_.body(), auth_);
-  auto staged = store_.Stage(body, {.checksums = bits, .max_size = max_size,
-                                    .allow_inline = allow_inline});
+  auto staged =
+      store_.Stage(body, {.checksums = bits, .max_size = max_size, .allow_inline = allow_inline});
   if (!staged.ok()) {
     if (body.s3_error()) return *body.s3_error();
     return staged.error();
@@ -1211,8 +1221,8 @@ net::Response S3Api::Call::PutObject() {
   o.meta = std::move(*meta);
   if (auto inm = req_.header("If-None-Match")) {
     if (base::Trim(*inm) != "*") {
-      return Error(S3Error(S3Code::kNotImplemented,
-                           "If-None-Match on PUT supports only '*' (create only)"));
+      return Error(
+          S3Error(S3Code::kNotImplemented, "If-None-Match on PUT supports only '*' (create only)"));
     }
     o.if_none_match_star = true;
   }
@@ -1249,15 +1259,16 @@ S3Result<ObjectVersion> S3Api::Call::CopySource(std::string_view header,
   if (!path.empty() && path[0] == '/') path.remove_prefix(1);
   size_t slash = path.find('/');
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == path.size()) {
-    return S3Error(S3Code::kInvalidArgument, "Copy Source must mention the source bucket and key: "
-                                             "sourcebucket/sourcekey")
+    return S3Error(S3Code::kInvalidArgument,
+                   "Copy Source must mention the source bucket and key: "
+                   "sourcebucket/sourcekey")
         .With("ArgumentName", "x-amz-copy-source");
   }
   std::string src_bucket(path.substr(0, slash));
   std::string src_key(path.substr(slash + 1));
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo sb, store_.GetBucket(src_bucket));
-  SOVAI_S3_RETURN_IF_ERROR(Authorize(sb, version ? "s3:GetObjectVersion" : "s3:GetObject", true,
-                                     src_key));
+  SOVAI_S3_RETURN_IF_ERROR(
+      Authorize(sb, version ? "s3:GetObjectVersion" : "s3:GetObject", true, src_key));
   SOVAI_S3_ASSIGN_OR_RETURN(ObjectVersion v, store_.Head(src_bucket, src_key, version));
   *offset = 0;
   *length = v.size;
@@ -1306,11 +1317,11 @@ S3Result<StagedData> S3Api::Call::StageCopySource(const ObjectVersion& source, u
     if (!(source.checksums.*f.member).empty()) bits |= f.bit;
   }
   if (auto algo = req_.header("x-amz-checksum-algorithm")) bits |= ChecksumBitOf(*algo);
-  auto staged =
-      store_.Stage(body, {.checksums = bits, .max_size = kMaxPutBytes, .allow_inline = allow_inline});
+  auto staged = store_.Stage(
+      body, {.checksums = bits, .max_size = kMaxPutBytes, .allow_inline = allow_inline});
   if (!staged.ok() && staged.error().code == S3Code::kInvalidRequest) {
-    return S3Error(S3Code::kInternalError, "the copy source could not be read: " +
-                                               staged.error().message);
+    return S3Error(S3Code::kInternalError,
+                   "the copy source could not be read: " + staged.error().message);
   }
   return staged;
 }
@@ -1398,7 +1409,8 @@ void S3Api::Call::AddObjectHeaders(net::Response& res, const ObjectVersion& v,
   set("Cache-Control", v.meta.cache_control);
   set("Expires", v.meta.expires);
   for (const auto& [k, value] : v.meta.user) res.headers.Add("x-amz-meta-" + k, value);
-  if (!v.meta.tags.empty()) res.headers.Set("x-amz-tagging-count", std::to_string(v.meta.tags.size()));
+  if (!v.meta.tags.empty())
+    res.headers.Set("x-amz-tagging-count", std::to_string(v.meta.tags.size()));
   if (versioned_bucket || v.version_id != "null") res.headers.Set("x-amz-version-id", v.version_id);
   // response-* query parameters override (presigned download links use them).
   static constexpr std::pair<const char*, const char*> kOverrides[] = {
@@ -1437,7 +1449,8 @@ net::Response S3Api::Call::GetObject(bool head) {
     return S3Error(S3Code::kPreconditionFailed,
                    "At least one of the pre-conditions you specified did not hold");
   };
-  if (im && !EtagListMatches(*im, v->etag)) return Error(precondition_failed().With("Condition", "If-Match"));
+  if (im && !EtagListMatches(*im, v->etag))
+    return Error(precondition_failed().With("Condition", "If-Match"));
   if (!im && ius) {
     auto t = base::ParseHttpDate(*ius);
     if (t.ok() && mtime_s > *t / base::kMicrosPerSecond) {
@@ -1485,7 +1498,8 @@ net::Response S3Api::Call::GetObject(bool head) {
     auto r = net::ParseRange(*range, v->size);
     if (!r.ok()) {
       S3Error e(S3Code::kInvalidRange, "The requested range is not satisfiable");
-      e.With("RangeRequested", std::string(*range)).With("ActualObjectSize", std::to_string(v->size));
+      e.With("RangeRequested", std::string(*range))
+          .With("ActualObjectSize", std::to_string(v->size));
       net::Response err = Error(e);
       err.headers.Set("Content-Range", "bytes */" + std::to_string(v->size));
       return err;
@@ -1579,7 +1593,7 @@ net::Response S3Api::Call::ObjectTagging() {
   const std::string_view m = req_.method();
   std::optional<std::string> version;
   if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(m == "GET" ? "s3:GetObjectTagging"
+  auto b = BucketFor(m == "GET"   ? "s3:GetObjectTagging"
                      : m == "PUT" ? "s3:PutObjectTagging"
                                   : "s3:DeleteObjectTagging",
                      true);
@@ -1590,7 +1604,8 @@ net::Response S3Api::Call::ObjectTagging() {
     std::vector<Tag> tags;
     for (const auto& [k, value] : v->meta.tags) tags.push_back({k, value});
     net::Response res = Xml(200, RenderTagging(tags));
-    if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
+    if (b->versioning != Versioning::kUnversioned)
+      res.headers.Set("x-amz-version-id", v->version_id);
     return res;
   }
   std::vector<std::pair<std::string, std::string>> tags;
@@ -1617,8 +1632,8 @@ net::Response S3Api::Call::CreateUpload() {
   if (!meta.ok()) return Error(meta.error());
   std::string algorithm = base::AsciiToUpper(Header("x-amz-checksum-algorithm"));
   if (!algorithm.empty() && ChecksumBitOf(algorithm) == 0) {
-    return Error(S3Error(S3Code::kInvalidRequest, "Checksum algorithm '" + algorithm +
-                                                      "' is not supported"));
+    return Error(S3Error(S3Code::kInvalidRequest,
+                         "Checksum algorithm '" + algorithm + "' is not supported"));
   }
   auto u = store_.CreateUpload(bucket_, key_, b->owner, std::move(*meta), algorithm);
   if (!u.ok()) return Error(u.error());
@@ -1737,7 +1752,8 @@ net::Response S3Api::Call::ListParts() {
   uint64_t marker = 0;
   if (auto m = Query("part-number-marker")) marker = base::ParseUint64(*m).value_or(0);
   uint64_t max_parts = 1000;
-  if (auto m = Query("max-parts")) max_parts = std::min<uint64_t>(base::ParseUint64(*m).value_or(1000), 1000);
+  if (auto m = Query("max-parts"))
+    max_parts = std::min<uint64_t>(base::ParseUint64(*m).value_or(1000), 1000);
   XmlWriter w;
   w.Open("ListPartsResult", kS3Namespace);
   w.Element("Bucket", bucket_);

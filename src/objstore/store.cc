@@ -1,19 +1,19 @@
 // The storage engine (see store.h and docs/formats/objstore.md).
 #include "objstore/store.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
-#include <sys/stat.h>
 
 #include "base/crc.h"
 #include "base/crypto.h"
@@ -361,15 +361,16 @@ struct Tx {
   std::vector<std::string> garbage;       // unlink
 };
 
-#define SOVAI_DB(expr)                                                 \
-  do {                                                                 \
-    ::sovai::base::Status sovai_db_status_ = (expr);                   \
+#define SOVAI_DB(expr)                                                      \
+  do {                                                                      \
+    ::sovai::base::Status sovai_db_status_ = (expr);                        \
     if (!sovai_db_status_.ok()) return S3ErrorFromStatus(sovai_db_status_); \
   } while (0)
-#define SOVAI_DB_ASSIGN(lhs, expr) SOVAI_DB_ASSIGN_IMPL(SOVAI_S3_CONCAT(sovai_db_r_, __LINE__), lhs, expr)
-#define SOVAI_DB_ASSIGN_IMPL(tmp, lhs, expr)              \
-  auto tmp = (expr);                                      \
-  if (!tmp.ok()) return S3ErrorFromStatus(tmp.status());  \
+#define SOVAI_DB_ASSIGN(lhs, expr) \
+  SOVAI_DB_ASSIGN_IMPL(SOVAI_S3_CONCAT(sovai_db_r_, __LINE__), lhs, expr)
+#define SOVAI_DB_ASSIGN_IMPL(tmp, lhs, expr)             \
+  auto tmp = (expr);                                     \
+  if (!tmp.ok()) return S3ErrorFromStatus(tmp.status()); \
   lhs = std::move(*tmp)
 
 ObjectVersion VersionFromRow(const base::Statement& st) {
@@ -434,8 +435,8 @@ class StoreImpl;
 // Reads the bytes of one version: inline, or across its segments' data files.
 class VersionReader final : public ObjectReader {
  public:
-  VersionReader(StoreImpl& store, ObjectVersion version, std::string inline_bytes,
-                uint64_t offset, uint64_t length)
+  VersionReader(StoreImpl& store, ObjectVersion version, std::string inline_bytes, uint64_t offset,
+                uint64_t length)
       : store_(store),
         version_(std::move(version)),
         inline_(std::move(inline_bytes)),
@@ -594,7 +595,7 @@ class StoreImpl final : public Store {
   std::condition_variable done_cv_;
   std::deque<WriteOp*> queue_;
   bool stopping_ = false;
-  std::unique_ptr<Conn> writer_;  // committer thread only
+  std::unique_ptr<Conn> writer_;                   // committer thread only
   std::vector<std::string> pending_garbage_rows_;  // committer thread only
   std::thread committer_;
 
@@ -684,9 +685,7 @@ Status StoreImpl::Init() {
     st->Reset();
   }
   if (!leftovers.empty()) {
-    SOVAI_LOG(INFO)
-        .With("recovered", recovered_.load())
-        .With("deleted", deleted_temp_.load())
+    SOVAI_LOG(INFO).With("recovered", recovered_.load()).With("deleted", deleted_temp_.load())
         << "object store: finished writes interrupted by the last shutdown";
   }
   committer_ = std::thread([this] { CommitterLoop(); });
@@ -936,7 +935,8 @@ S3Result<BucketInfo> StoreImpl::CreateBucket(const std::string& name, const std:
   info.region = opts_.region;
   info.created_micros = opts_.env->NowUnixMicros();
   S3Status st = Write([&](Tx& tx) -> S3Status {
-    SOVAI_DB_ASSIGN(base::Statement * sel, tx.conn.Prep("SELECT owner FROM buckets WHERE name = ?"));
+    SOVAI_DB_ASSIGN(base::Statement * sel,
+                    tx.conn.Prep("SELECT owner FROM buckets WHERE name = ?"));
     sel->Bind(1, name);
     SOVAI_DB_ASSIGN(bool row, sel->Step());
     if (row) {
@@ -1023,7 +1023,7 @@ S3Status StoreImpl::SetVersioning(const std::string& bucket, Versioning state) {
 }
 
 S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::string& bucket,
-                                                               const std::string& kind) {
+                                                                const std::string& kind) {
   return Read([&](Conn& c) -> S3Result<std::optional<std::string>> {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
     (void)b;
@@ -1183,8 +1183,7 @@ S3Result<ObjectVersion> StoreImpl::Head(const std::string& bucket, const std::st
     st->Bind(1, bucket).Bind(2, key).Bind(3, *version_id);
     SOVAI_DB_ASSIGN(bool row, st->Step());
     if (!row) {
-      return S3Error(S3Code::kNoSuchVersion,
-                     "The specified version does not exist.")
+      return S3Error(S3Code::kNoSuchVersion, "The specified version does not exist.")
           .With("Key", key)
           .With("VersionId", *version_id);
     }
@@ -1337,9 +1336,9 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
   return result;
 }
 
-S3Result<ObjectVersion> StoreImpl::SetTags(
-    const std::string& bucket, const std::string& key, const std::optional<std::string>& version_id,
-    std::vector<std::pair<std::string, std::string>> tags) {
+S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std::string& key,
+                                           const std::optional<std::string>& version_id,
+                                           std::vector<std::pair<std::string, std::string>> tags) {
   ObjectVersion out;
   S3Status st = Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, bucket));
@@ -1394,8 +1393,9 @@ S3Result<ListResult> StoreImpl::List(const std::string& bucket, const ListOption
       SOVAI_DB_ASSIGN(
           base::Statement * st,
           c.Prep(std::string("SELECT ") + std::string(kVersionColumns) +
-                 (cur.inclusive ? " FROM versions WHERE bucket = ? AND is_latest = 1 AND key >= ? "
-                                : " FROM versions WHERE bucket = ? AND is_latest = 1 AND key > ? ") +
+                 (cur.inclusive
+                      ? " FROM versions WHERE bucket = ? AND is_latest = 1 AND key >= ? "
+                      : " FROM versions WHERE bucket = ? AND is_latest = 1 AND key > ? ") +
                  "ORDER BY key LIMIT " + std::to_string(kBatch)));
       st->Bind(1, bucket).Bind(2, cur.key);
       int rows = 0;
@@ -1499,12 +1499,11 @@ S3Result<ListVersionsResult> StoreImpl::ListVersions(const std::string& bucket,
       st->Reset();
     }
     while (!cur.end && !out.truncated) {
-      SOVAI_DB_ASSIGN(
-          base::Statement * st,
-          c.Prep(std::string("SELECT ") + std::string(kVersionColumns) +
-                 (cur.inclusive ? " FROM versions WHERE bucket = ? AND key >= ? "
-                                : " FROM versions WHERE bucket = ? AND key > ? ") +
-                 "ORDER BY key, id DESC LIMIT " + std::to_string(kBatch)));
+      SOVAI_DB_ASSIGN(base::Statement * st,
+                      c.Prep(std::string("SELECT ") + std::string(kVersionColumns) +
+                             (cur.inclusive ? " FROM versions WHERE bucket = ? AND key >= ? "
+                                            : " FROM versions WHERE bucket = ? AND key > ? ") +
+                             "ORDER BY key, id DESC LIMIT " + std::to_string(kBatch)));
       st->Bind(1, bucket).Bind(2, cur.key);
       int rows = 0;
       bool jumped = false;

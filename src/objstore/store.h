@@ -7,7 +7,8 @@
 //
 //   SOVAI_S3_ASSIGN_OR_RETURN(StagedData staged, store.Stage(body, {.checksums = kCrc32c}));
 //   if (staged.checksums.crc32c != expected) { store.Discard(staged); return BadDigest; }
-//   SOVAI_S3_ASSIGN_OR_RETURN(ObjectVersion v, store.Put({.bucket = "b", .key = "k"}, std::move(staged)));
+//   SOVAI_S3_ASSIGN_OR_RETURN(ObjectVersion v, store.Put({.bucket = "b", .key = "k"},
+//   std::move(staged)));
 //
 // Every public method is thread-safe. Writes of concurrent callers are committed together (group
 // commit: one fsync for a batch); a method returns once its write is durable.
@@ -97,11 +98,11 @@ struct ObjectVersion {
 // it, Discard drops it (the destructor does not delete the temporary file: always do one of those).
 struct StagedData {
   uint64_t size = 0;
-  std::string md5;  // raw 16 bytes
+  std::string md5;      // raw 16 bytes
   Checksums checksums;  // the algorithms asked for in StageOptions
   // Internal.
-  std::string data_id;      // file-backed when non-empty
-  std::string inline_bytes; // small bodies
+  std::string data_id;       // file-backed when non-empty
+  std::string inline_bytes;  // small bodies
   bool consumed = false;
 };
 
