@@ -52,7 +52,8 @@ class SovaiServer:
             if self.proc.poll() is not None:
                 raise RuntimeError("sovai server exited: " + self.server_log())
             if os.path.exists(server_json):
-                info = json.load(open(server_json))
+                with open(server_json) as f:
+                    info = json.load(f)
                 if info.get("pid") == self.proc.pid:
                     break
             time.sleep(0.05)
@@ -60,7 +61,8 @@ class SovaiServer:
             raise RuntimeError("sovai server did not start: " + self.server_log())
         self.api_url = info["api_url"]
         self.s3_url = info["s3_url"]
-        admin = json.load(open(os.path.join(self.data_dir, "admin.json")))
+        with open(os.path.join(self.data_dir, "admin.json")) as f:
+            admin = json.load(f)
         self.access_key = admin["access_key_id"]
         self.secret_key = admin["secret_access_key"]
         return self
@@ -85,6 +87,9 @@ class SovaiServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if getattr(self, "log", None):
+            self.log.close()
+            self.log = None
 
     def kill(self):
         self.stop(signal.SIGKILL)
@@ -106,7 +111,8 @@ class SovaiServer:
 
     def create_user_key(self, user):
         """S3 credentials for a new user, through the internal API (admin token)."""
-        admin = json.load(open(os.path.join(self.data_dir, "admin.json")))
+        with open(os.path.join(self.data_dir, "admin.json")) as f:
+            admin = json.load(f)
         req = urllib.request.Request(
             self.api_url + "/internal/objstore/access-keys", method="POST",
             data=json.dumps({"user": user}).encode(),
