@@ -68,9 +68,8 @@ AwsChunkedDecoder::Event AwsChunkedDecoder::Next(std::string_view input) {
         size_t lf = rest.find('\n');
         size_t take = lf == std::string_view::npos ? rest.size() : lf + 1;
         if (line_.size() + take > kMaxChunkLineBytes) {
-          return Fail("chunk-size line longer than " + std::to_string(kMaxChunkLineBytes) +
-                          " bytes",
-                      pos);
+          return Fail(
+              "chunk-size line longer than " + std::to_string(kMaxChunkLineBytes) + " bytes", pos);
         }
         line_.append(rest.substr(0, take));
         pos += take;
@@ -125,9 +124,9 @@ AwsChunkedDecoder::Event AwsChunkedDecoder::Next(std::string_view input) {
         size_t lf = rest.find('\n');
         size_t take = lf == std::string_view::npos ? rest.size() : lf + 1;
         if (trailer_bytes_ + take > kMaxTrailerSectionBytes) {
-          return Fail("trailer section longer than " + std::to_string(kMaxTrailerSectionBytes) +
-                          " bytes",
-                      pos);
+          return Fail(
+              "trailer section longer than " + std::to_string(kMaxTrailerSectionBytes) + " bytes",
+              pos);
         }
         trailer_bytes_ += take;
         line_.append(rest.substr(0, take));

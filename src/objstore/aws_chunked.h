@@ -102,12 +102,12 @@ class AwsChunkedDecoder {
 
  private:
   enum class State : uint8_t {
-    kSizeLine,     // reading a chunk-size line into line_
-    kData,         // data_left_ payload bytes to go
-    kDataCr,       // expecting the CR after the data
-    kDataLf,       // expecting the LF after the data
-    kLastChunkEnd, // kChunkEnd of the last chunk is pending
-    kTrailerLine,  // reading a trailer line into line_
+    kSizeLine,      // reading a chunk-size line into line_
+    kData,          // data_left_ payload bytes to go
+    kDataCr,        // expecting the CR after the data
+    kDataLf,        // expecting the LF after the data
+    kLastChunkEnd,  // kChunkEnd of the last chunk is pending
+    kTrailerLine,   // reading a trailer line into line_
     kDone,
     kError,
   };

@@ -93,8 +93,8 @@ const std::string kSigA(64, 'a');
 const std::string kSigB(64, 'b');
 
 TEST(AwsChunkedDecoder, SignedChunksEveryWayOfSplittingTheInput) {
-  const std::string body = "5;chunk-signature=" + kSigA + "\r\nhello\r\n" + "0;chunk-signature=" +
-                           kSigB + "\r\n\r\n";
+  const std::string body =
+      "5;chunk-signature=" + kSigA + "\r\nhello\r\n" + "0;chunk-signature=" + kSigB + "\r\n\r\n";
   for (size_t piece = 1; piece <= body.size(); ++piece) {
     Trace t = Decode(body, piece);
     EXPECT_EQ(t.events, "H(5," + kSigA + ") D5 E H(0," + kSigB + ") E0 DONE") << piece;
@@ -110,12 +110,15 @@ TEST(AwsChunkedDecoder, UnsignedChunksWithTrailers) {
       "0\r\n"
       "X-Amz-Checksum-CRC32: \tsOO8/Q== \r\n"
       "x-amz-trailer-signature:" +
-      kSigA + "\n"  // a bare LF ends a trailer line too
-              "\r\n";
+      kSigA +
+      "\n"  // a bare LF ends a trailer line too
+      "\r\n";
   for (size_t piece : {size_t{1}, size_t{2}, size_t{5}, SIZE_MAX}) {
     Trace t = Decode(body, piece);
-    EXPECT_EQ(t.events, "H(3) D3 E H(10) D10 E H(0) E0 T(x-amz-checksum-crc32=sOO8/Q==) "
-                        "T(x-amz-trailer-signature=" + kSigA + ") DONE")
+    EXPECT_EQ(t.events,
+              "H(3) D3 E H(10) D10 E H(0) E0 T(x-amz-checksum-crc32=sOO8/Q==) "
+              "T(x-amz-trailer-signature=" +
+                  kSigA + ") DONE")
         << piece;
     EXPECT_EQ(t.data, "abc0123456789");
   }
@@ -125,7 +128,8 @@ TEST(AwsChunkedDecoder, ExtensionsAndWhitespace) {
   // Unknown extensions are ignored, optional whitespace is allowed, leading zeros are fine.
   Trace t = Decode("0004 ; foo=bar ;chunk-signature = " + kSigA + " ;flag\r\nabcd\r\n0\r\n\r\n");
   EXPECT_EQ(t.events, "H(4," + kSigA + ") D4 E H(0) E0 DONE") << t.error;
-  t = Decode("ff\r\n" + std::string(255, 'z') + "\r\nFF\r\n" + std::string(255, 'z') + "\r\n0\r\n\r\n");
+  t = Decode("ff\r\n" + std::string(255, 'z') + "\r\nFF\r\n" + std::string(255, 'z') +
+             "\r\n0\r\n\r\n");
   EXPECT_EQ(t.data.size(), 510u) << t.error;
 }
 
@@ -173,8 +177,8 @@ TEST(AwsChunkedDecoder, Limits) {
 
   // Chunk sizes: 64 MiB is the largest; larger, and huge hex numbers, fail without overflow.
   EXPECT_TRUE(Decode("4000000\r\n", SIZE_MAX, false).error.empty());
-  for (std::string_view size : {"4000001", "ffffffffffffffff", "10000000000000000",
-                                "fffffffffffffffffffffffffffffff"}) {
+  for (std::string_view size :
+       {"4000001", "ffffffffffffffff", "10000000000000000", "fffffffffffffffffffffffffffffff"}) {
     t = Decode(std::string(size) + "\r\n");
     EXPECT_NE(t.error.find("exceeds"), std::string::npos) << size << ": " << t.error;
   }

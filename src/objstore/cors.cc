@@ -17,12 +17,13 @@ bool CharEquals(char a, char b, bool ignore_case) {
   return ignore_case ? Lower(a) == Lower(b) : a == b;
 }
 
-size_t CountStars(std::string_view s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '*')); }
+size_t CountStars(std::string_view s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '*'));
+}
 
 bool AnyMatches(const std::vector<std::string>& patterns, std::string_view text, bool ignore_case) {
-  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) {
-    return CorsWildcardMatch(p, text, ignore_case);
-  });
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return CorsWildcardMatch(p, text, ignore_case); });
 }
 
 // Access-Control-Allow-Origin (+ Allow-Credentials), per the first origin pattern that matches.
@@ -53,7 +54,8 @@ void AddCommon(const CorsRule& rule, CorsHeaders* out) {
 }
 
 void AddVary(CorsHeaders* out) {
-  out->emplace_back("Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method");
+  out->emplace_back("Vary",
+                    "Origin, Access-Control-Request-Headers, Access-Control-Request-Method");
 }
 
 }  // namespace
@@ -140,17 +142,18 @@ bool CorsWildcardMatch(std::string_view pattern, std::string_view text, bool ign
 }
 
 const CorsRule* MatchCors(const CorsConfiguration& config, std::string_view origin,
-                          std::string_view method, const std::vector<std::string>& request_headers) {
+                          std::string_view method,
+                          const std::vector<std::string>& request_headers) {
   for (const CorsRule& rule : config.rules) {
     if (!AnyMatches(rule.allowed_origins, origin, /*ignore_case=*/false)) continue;
     if (std::find(rule.allowed_methods.begin(), rule.allowed_methods.end(), method) ==
         rule.allowed_methods.end()) {
       continue;
     }
-    bool headers_ok = std::all_of(request_headers.begin(), request_headers.end(),
-                                  [&](const std::string& h) {
-                                    return AnyMatches(rule.allowed_headers, h, /*ignore_case=*/true);
-                                  });
+    bool headers_ok =
+        std::all_of(request_headers.begin(), request_headers.end(), [&](const std::string& h) {
+          return AnyMatches(rule.allowed_headers, h, /*ignore_case=*/true);
+        });
     if (headers_ok) return &rule;
   }
   return nullptr;

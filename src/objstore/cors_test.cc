@@ -41,8 +41,7 @@ TEST(CorsWildcardMatchTest, Patterns) {
 TEST(MatchCorsTest, FirstMatchingRuleWins) {
   CorsConfiguration config;
   config.rules = {Rule({"https://app.example.com"}, {"PUT"}, {"content-type"}),
-                  Rule({"https://*.example.com"}, {"GET", "PUT"}, {"*"}),
-                  Rule({"*"}, {"GET"})};
+                  Rule({"https://*.example.com"}, {"GET", "PUT"}, {"*"}), Rule({"*"}, {"GET"})};
   EXPECT_EQ(MatchCors(config, "https://app.example.com", "PUT", {"content-type"}),
             &config.rules[0]);
   // Rule 0 does not allow x-amz-date: rule 1 does.
@@ -80,27 +79,29 @@ TEST(CorsHeadersTest, PreflightForASpecificOrigin) {
   CorsRule rule = Rule({"https://*.example.com"}, {"GET", "PUT"}, {"*"});
   rule.expose_headers = {"ETag"};
   rule.max_age_seconds = 3000;
-  CorsHeaders h = CorsPreflightHeaders(rule, "https://app.example.com",
-                                       {"content-type", "x-amz-date"});
-  EXPECT_EQ(h, (CorsHeaders{
-                   {"Access-Control-Allow-Origin", "https://app.example.com"},
-                   {"Access-Control-Allow-Credentials", "true"},
-                   {"Access-Control-Allow-Methods", "GET, PUT"},
-                   {"Access-Control-Expose-Headers", "ETag"},
-                   {"Access-Control-Max-Age", "3000"},
-                   {"Access-Control-Allow-Headers", "content-type, x-amz-date"},
-                   {"Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"},
-               }));
+  CorsHeaders h =
+      CorsPreflightHeaders(rule, "https://app.example.com", {"content-type", "x-amz-date"});
+  EXPECT_EQ(h,
+            (CorsHeaders{
+                {"Access-Control-Allow-Origin", "https://app.example.com"},
+                {"Access-Control-Allow-Credentials", "true"},
+                {"Access-Control-Allow-Methods", "GET, PUT"},
+                {"Access-Control-Expose-Headers", "ETag"},
+                {"Access-Control-Max-Age", "3000"},
+                {"Access-Control-Allow-Headers", "content-type, x-amz-date"},
+                {"Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"},
+            }));
 }
 
 TEST(CorsHeadersTest, PreflightForAnyOrigin) {
   CorsRule rule = Rule({"*"}, {"GET"});
   CorsHeaders h = CorsPreflightHeaders(rule, "https://x.test", {});
-  EXPECT_EQ(h, (CorsHeaders{
-                   {"Access-Control-Allow-Origin", "*"},
-                   {"Access-Control-Allow-Methods", "GET"},
-                   {"Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"},
-               }));
+  EXPECT_EQ(h,
+            (CorsHeaders{
+                {"Access-Control-Allow-Origin", "*"},
+                {"Access-Control-Allow-Methods", "GET"},
+                {"Vary", "Origin, Access-Control-Request-Headers, Access-Control-Request-Method"},
+            }));
 }
 
 TEST(CorsHeadersTest, FirstMatchingOriginPatternDecidesStar) {

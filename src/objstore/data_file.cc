@@ -122,8 +122,8 @@ Result<std::unique_ptr<DataFileReader>> DataFileReader::Open(const std::string& 
     return base::DataLossError("data file '" + path + "' is too short for its footer");
   }
   char footer[kDataFooterBytes];
-  SOVAI_RETURN_IF_ERROR(PreadFully(fd, static_cast<uint64_t>(file_size) - kDataFooterBytes,
-                                   footer, kDataFooterBytes, path));
+  SOVAI_RETURN_IF_ERROR(PreadFully(fd, static_cast<uint64_t>(file_size) - kDataFooterBytes, footer,
+                                   kDataFooterBytes, path));
   if (std::string_view(footer, 8) != kDataFileMagic) {
     return base::DataLossError("data file '" + path + "' has no valid footer");
   }
@@ -151,7 +151,8 @@ Result<size_t> DataFileReader::ReadAt(uint64_t offset, char* buf, size_t n) {
   if (offset >= size_ || n == 0) return size_t{0};
   uint64_t first_block = offset / kDataBlockBytes;
   uint64_t end = std::min<uint64_t>(size_, offset + n);
-  uint64_t last_block = std::min<uint64_t>((end - 1) / kDataBlockBytes, first_block + kReadBlocks - 1);
+  uint64_t last_block =
+      std::min<uint64_t>((end - 1) / kDataBlockBytes, first_block + kReadBlocks - 1);
   uint64_t read_start = first_block * kDataBlockBytes;
   uint64_t read_end = std::min<uint64_t>(size_, (last_block + 1) * kDataBlockBytes);
   scratch_.resize(read_end - read_start);

@@ -29,7 +29,8 @@ class DataFileWriter {
   uint64_t size() const { return size_; }
 
  private:
-  DataFileWriter(base::UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  DataFileWriter(base::UniqueFd fd, std::string path)
+      : fd_(std::move(fd)), path_(std::move(path)) {}
   base::Status Flush();
 
   base::UniqueFd fd_;

@@ -33,15 +33,17 @@ S3Error BadBucketName(std::string_view name, const std::string& rule) {
 
 S3Status ValidateBucketName(std::string_view name) {
   if (name.size() < kMinBucketNameBytes || name.size() > kMaxBucketNameBytes) {
-    return BadBucketName(name, "bucket names must be between 3 and 63 characters long, this one is " +
-                                   std::to_string(name.size()));
+    return BadBucketName(name,
+                         "bucket names must be between 3 and 63 characters long, this one is " +
+                             std::to_string(name.size()));
   }
   for (size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
     if (!IsLowerAlnum(c) && c != '.' && c != '-') {
-      return BadBucketName(name, "bucket names may contain only lowercase letters, digits, '.' and "
-                                 "'-' (found a disallowed character at offset " +
-                                     std::to_string(i) + ")");
+      return BadBucketName(name,
+                           "bucket names may contain only lowercase letters, digits, '.' and "
+                           "'-' (found a disallowed character at offset " +
+                               std::to_string(i) + ")");
     }
   }
   if (!IsLowerAlnum(name.front()) || !IsLowerAlnum(name.back())) {
@@ -75,9 +77,9 @@ S3Status ValidateObjectKey(std::string_view key) {
     return S3Error(S3Code::kInvalidArgument, "The object key must not be empty.");
   }
   if (key.size() > kMaxObjectKeyBytes) {
-    return S3Error(S3Code::kKeyTooLongError,
-                   "Your key is too long: it is " + std::to_string(key.size()) +
-                       " bytes, the limit is 1024 bytes of UTF-8.")
+    return S3Error(S3Code::kKeyTooLongError, "Your key is too long: it is " +
+                                                 std::to_string(key.size()) +
+                                                 " bytes, the limit is 1024 bytes of UTF-8.")
         .With("Size", std::to_string(key.size()))
         .With("MaxSizeAllowed", std::to_string(kMaxObjectKeyBytes));
   }
@@ -91,9 +93,10 @@ S3Status ValidateObjectKey(std::string_view key) {
                          std::to_string(start) + "); percent-encode the key's UTF-8 bytes.");
     }
     if (cp == 0) {
-      return S3Error(S3Code::kInvalidArgument, "The object key must not contain a NUL character "
-                                               "(found at offset " +
-                                                   std::to_string(start) + ").");
+      return S3Error(S3Code::kInvalidArgument,
+                     "The object key must not contain a NUL character "
+                     "(found at offset " +
+                         std::to_string(start) + ").");
     }
   }
   return std::nullopt;

@@ -11,9 +11,8 @@ namespace {
 using namespace std::string_view_literals;
 
 TEST(ValidateBucketNameTest, ValidNames) {
-  for (std::string_view name :
-       {"abc", "my-bucket", "my.bucket.1", "a-b.c-d", "123", "1.2.3", "1.2.3.4.5", "xn-a",
-        "s3alias", "bucket-s3alia", "a--b"}) {
+  for (std::string_view name : {"abc", "my-bucket", "my.bucket.1", "a-b.c-d", "123", "1.2.3",
+                                "1.2.3.4.5", "xn-a", "s3alias", "bucket-s3alia", "a--b"}) {
     EXPECT_FALSE(ValidateBucketName(name)) << name << ": " << ValidateBucketName(name)->message;
   }
   EXPECT_FALSE(ValidateBucketName(std::string(63, 'a')));
@@ -101,8 +100,8 @@ TEST(ValidateObjectKeyTest, Errors) {
 TEST(ValidateUserMetadataTest, TwoKiBOfNamesAndValues) {
   EXPECT_FALSE(ValidateUserMetadata({}));
   // 1000 + 1048 = 2048 bytes: the prefix does not count.
-  EXPECT_FALSE(ValidateUserMetadata({{"x-amz-meta-" + std::string(1000, 'n'), ""},
-                                     {"m", std::string(1047, 'v')}}));
+  EXPECT_FALSE(ValidateUserMetadata(
+      {{"x-amz-meta-" + std::string(1000, 'n'), ""}, {"m", std::string(1047, 'v')}}));
   EXPECT_FALSE(ValidateUserMetadata({{"X-Amz-Meta-a", std::string(2047, 'v')}}));
   S3Status s = ValidateUserMetadata({{"a", std::string(2047, 'v')}, {"b", ""}});
   ASSERT_TRUE(s);

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/check.h"
 #include "base/crc.h"
 #include "base/crypto.h"
 #include "base/log.h"
@@ -828,7 +829,7 @@ net::Response S3Api::Call::Acl(bool object) {
   w.Close();
   w.Open("AccessControlList");
   w.Open("Grant");
-  w.Open("Grantee");  // xsi:type="CanonicalUser" is implied by ID
+  w.Open("Grantee");  // gets its xsi:type attribute below
   w.Element("ID", b->owner);
   w.Element("DisplayName", b->owner);
   w.Close();
@@ -836,7 +837,18 @@ net::Response S3Api::Call::Acl(bool object) {
   w.Close();
   w.Close();
   w.Close();
-  return Xml(200, w.Finish());
+  std::string doc = w.Finish();
+  // S3 types every grantee with an attribute, and clients read it unconditionally: s3cmd's
+  // ACL parser (S3/ACL.py) raises KeyError without xsi:type, which broke `s3cmd info` and
+  // `s3cmd cp`/`mv` (they read the source's ACL). XmlWriter writes no attributes; the text in
+  // the document is escaped, so the one "<Grantee>" in it is the element opened above.
+  constexpr std::string_view kGrantee = "<Grantee>";
+  const size_t at = doc.find(kGrantee);
+  SOVAI_CHECK(at != std::string::npos);
+  doc.replace(at, kGrantee.size(),
+              "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+              "xsi:type=\"CanonicalUser\">");
+  return Xml(200, std::move(doc));
 }
 
 // --- Listings ------------------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 #include "objstore/s3_xml.h"
 
-#include <pugixml.hpp>
-
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <functional>
+#include <pugixml.hpp>
 
 #include "base/check.h"
 #include "base/strings.h"
@@ -189,8 +188,9 @@ S3Status CheckCharacters(std::string_view xml) {
       char c = xml[pos++];
       if (static_cast<unsigned char>(c) < 0x20 && !IsXmlSpace(c)) {
         return Malformed("control character " + std::to_string(static_cast<int>(c)) +
-                         AtByte(start) + " is not allowed in XML 1.0 (escape it in the key, or "
-                                         "use a key without it)");
+                         AtByte(start) +
+                         " is not allowed in XML 1.0 (escape it in the key, or "
+                         "use a key without it)");
       }
       continue;
     }
@@ -292,8 +292,8 @@ S3Status CheckMarkup(std::string_view xml) {
       if (self_closing) {
         if (depth == 0) root_done = true;
       } else if (++depth > kMaxXmlDepth) {
-        return Malformed("elements nested more than " + std::to_string(kMaxXmlDepth) +
-                         " deep" + AtByte(i));
+        return Malformed("elements nested more than " + std::to_string(kMaxXmlDepth) + " deep" +
+                         AtByte(i));
       }
       i = j + 1;
     }
@@ -324,10 +324,11 @@ S3Result<pugi::xml_node> Load(std::string_view xml, std::string_view root_name,
   SOVAI_S3_RETURN_IF_ERROR(CheckMarkup(xml));
   constexpr unsigned kOptions = pugi::parse_cdata | pugi::parse_escapes | pugi::parse_eol |
                                 pugi::parse_wconv_attribute | pugi::parse_ws_pcdata;
-  pugi::xml_parse_result result = doc->load_buffer(xml.data(), xml.size(), kOptions,
-                                                   pugi::encoding_utf8);
+  pugi::xml_parse_result result =
+      doc->load_buffer(xml.data(), xml.size(), kOptions, pugi::encoding_utf8);
   if (!result) {
-    return Malformed(std::string(result.description()) + AtByte(static_cast<size_t>(result.offset)));
+    return Malformed(std::string(result.description()) +
+                     AtByte(static_cast<size_t>(result.offset)));
   }
   pugi::xml_node root = doc->document_element();
   if (!root) return Malformed("the body has no root element");
@@ -477,6 +478,11 @@ void XmlWriter::Element(std::string_view name, std::string_view text) {
   out_.push_back('>');
 }
 
+void XmlWriter::Text(std::string_view text) {
+  SOVAI_CHECK(!open_.empty()) << "XmlWriter::Text() outside an element";
+  AppendText(text);
+}
+
 void XmlWriter::BoolElement(std::string_view name, bool value) {
   Element(name, value ? std::string_view("true") : std::string_view("false"));
 }
@@ -520,10 +526,9 @@ std::string RenderS3ErrorXml(const S3Error& error, std::string_view resource,
 S3Status ValidateTags(const std::vector<Tag>& tags, bool for_bucket) {
   const size_t limit = for_bucket ? kMaxBucketTags : kMaxObjectTags;
   if (tags.size() > limit) {
-    return S3Error(S3Code::kInvalidTag, std::string(for_bucket ? "Bucket" : "Object") +
-                                            " tags cannot be greater than " +
-                                            std::to_string(limit) + " (found " +
-                                            std::to_string(tags.size()) + ").");
+    return S3Error(S3Code::kInvalidTag,
+                   std::string(for_bucket ? "Bucket" : "Object") + " tags cannot be greater than " +
+                       std::to_string(limit) + " (found " + std::to_string(tags.size()) + ").");
   }
   for (size_t i = 0; i < tags.size(); ++i) {
     const Tag& tag = tags[i];
@@ -641,7 +646,8 @@ S3Result<CreateBucketConfiguration> ParseCreateBucketConfiguration(std::string_v
                          "purpose bucket.");
     }
     if (name == "Tags") {
-      if (has_tags) return Malformed("<Tags> appears more than once in <" + std::string(kPath) + ">");
+      if (has_tags)
+        return Malformed("<Tags> appears more than once in <" + std::string(kPath) + ">");
       has_tags = true;
       SOVAI_S3_ASSIGN_OR_RETURN(config.tags, ParseTagList(c, "CreateBucketConfiguration/Tags"));
       return std::nullopt;
@@ -827,12 +833,14 @@ S3Result<VersioningConfiguration> ParseVersioningConfiguration(std::string_view 
   if (mfa_delete) {
     std::string_view v = TrimXmlSpace(*mfa_delete);
     if (v == "Enabled") {
-      return S3Error(S3Code::kNotImplemented, "MFA delete is not supported; send MfaDelete "
-                                              "Disabled or leave it out.");
+      return S3Error(S3Code::kNotImplemented,
+                     "MFA delete is not supported; send MfaDelete "
+                     "Disabled or leave it out.");
     }
     if (v != "Disabled") return Malformed("<MfaDelete> must be Enabled or Disabled");
   }
-  if (!status) return Malformed("<VersioningConfiguration> needs a <Status> of Enabled or Suspended");
+  if (!status)
+    return Malformed("<VersioningConfiguration> needs a <Status> of Enabled or Suspended");
   std::string_view s = TrimXmlSpace(*status);
   if (s == "Enabled") {
     config.status = VersioningStatus::kEnabled;

@@ -53,6 +53,10 @@ inline constexpr size_t kMaxBucketTags = 50;
 inline constexpr size_t kMaxTagKeyChars = 128;    // Unicode characters
 inline constexpr size_t kMaxTagValueChars = 256;  // Unicode characters
 
+// The integer types XmlWriter::Element formats in decimal (not bool, not char).
+template <class T>
+concept XmlInteger = std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>;
+
 // ------------------------------------------------------------------------------------------------
 // XmlWriter: `<?xml version="1.0" encoding="UTF-8"?>` then elements, no whitespace between them.
 // Text is escaped (& < > always; \r as &#13; so that a parser does not fold it into \n); bytes
@@ -69,10 +73,13 @@ class XmlWriter {
   void Open(std::string_view name, std::string_view xmlns = {});
   // </name> of the innermost open element.
   void Close();
+  // Escaped text inside the innermost open element, e.g. the region in
+  // <LocationConstraint xmlns="...">eu-west-1</LocationConstraint>.
+  void Text(std::string_view text);
   // <name>escaped text</name>.
   void Element(std::string_view name, std::string_view text);
-  template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char>)
+  // <name>decimal</name> for any integer type but bool and char.
+  template <XmlInteger T>
   void Element(std::string_view name, T value) {
     Element(name, std::string_view(std::to_string(value)));
   }
@@ -111,7 +118,8 @@ struct Tag {
   bool operator==(const Tag&) const = default;
 };
 // S3's tag rules: at most 10 tags on an object, 50 on a bucket; keys 1..128 and values 0..256
-// Unicode characters of valid UTF-8; keys unique and not starting with "aws:" (any case).
+// Unicode characters of valid UTF-8 that XML can carry (XmlCanRepresent: GetObjectTagging must
+// return them unaltered); keys unique and not starting with "aws:" (any case).
 // Errors: InvalidTag naming the rule and the tag. (BadRequest for too many tags on S3; we use
 // InvalidTag with the same message.)
 S3Status ValidateTags(const std::vector<Tag>& tags, bool for_bucket);
@@ -132,7 +140,7 @@ std::string RenderTagging(const std::vector<Tag>& tags);
 // CreateBucket. An empty (or all-whitespace) body is the same as no configuration.
 struct CreateBucketConfiguration {
   std::string location_constraint;  // empty: the default region (us-east-1)
-  std::vector<Tag> tags;           // <Tags><Tag>..., validated as bucket tags
+  std::vector<Tag> tags;            // <Tags><Tag>..., validated as bucket tags
 };
 // Errors: MalformedXML; NotImplemented for the directory bucket elements (Location, Bucket);
 // InvalidTag as ValidateTags(tags, /*for_bucket=*/true).

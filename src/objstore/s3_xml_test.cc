@@ -86,12 +86,23 @@ TEST(XmlWriterTest, WritesDeclarationNamespaceAndElements) {
                 "</ListBucketResult>");
 }
 
+TEST(XmlWriterTest, TextInsideAnOpenElement) {
+  XmlWriter w;
+  w.Open("LocationConstraint", kS3Namespace);
+  w.Text("eu-west-1&<");
+  w.Close();
+  EXPECT_EQ(w.Finish(),
+            std::string(kDecl) +
+                R"(<LocationConstraint xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)"
+                "eu-west-1&amp;&lt;</LocationConstraint>");
+}
+
 TEST(XmlWriterTest, EscapesMarkupAndCarriageReturn) {
   XmlWriter w;
   w.Element("Key", "a&b<c>d]]>e\"f'g\rh\ni\tj");
   EXPECT_FALSE(w.lossy());
-  EXPECT_EQ(w.Finish(), std::string(kDecl) +
-                            "<Key>a&amp;b&lt;c&gt;d]]&gt;e\"f'g&#13;h\ni\tj</Key>");
+  EXPECT_EQ(w.Finish(),
+            std::string(kDecl) + "<Key>a&amp;b&lt;c&gt;d]]&gt;e\"f'g&#13;h\ni\tj</Key>");
 }
 
 TEST(XmlWriterTest, KeepsValidUtf8) {
@@ -110,13 +121,15 @@ TEST(XmlWriterTest, ReplacesWhatXml10CannotCarry) {
   const std::string fffd = "\xEF\xBF\xBD";
   std::vector<Case> cases = {
       {std::string("a\0b", 3), "a" + fffd + "b"},
-      {"a\x01\x1F" "b", "a" + fffd + fffd + "b"},
-      {"\xFF", fffd},                     // not UTF-8
-      {"\xC3", fffd},                     // truncated
-      {"\xC0\xAF", fffd + fffd},          // overlong '/'
+      {"a\x01\x1F"
+       "b",
+       "a" + fffd + fffd + "b"},
+      {"\xFF", fffd},                        // not UTF-8
+      {"\xC3", fffd},                        // truncated
+      {"\xC0\xAF", fffd + fffd},             // overlong '/'
       {"\xED\xA0\x80", fffd + fffd + fffd},  // surrogate
-      {"\xEF\xBF\xBE", fffd},             // U+FFFE
-      {"\xEF\xBF\xBF", fffd},             // U+FFFF
+      {"\xEF\xBF\xBE", fffd},                // U+FFFE
+      {"\xEF\xBF\xBF", fffd},                // U+FFFF
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::PrintToString(c.in));
@@ -165,6 +178,12 @@ TEST(XmlWriterDeathTest, MisuseIsABug) {
         w.Open("<A>");
       },
       "invalid XML element name");
+  EXPECT_DEATH(
+      {
+        XmlWriter w;
+        w.Text("x");
+      },
+      "outside an element");
 }
 
 TEST(RenderS3ErrorXmlTest, CodeMessageDetailsResourceRequestId) {
@@ -198,7 +217,8 @@ TEST(ParseCreateBucketConfigurationTest, Boto3Body) {
 TEST(ParseCreateBucketConfigurationTest, EmptyBodiesAndEmptyDocuments) {
   for (std::string_view body :
        {std::string_view(""), std::string_view(" \r\n\t"),
-        std::string_view(R"(<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>)"),
+        std::string_view(
+            R"(<CreateBucketConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"/>)"),
         std::string_view("<?xml version=\"1.0\"?>\n<CreateBucketConfiguration>\n  "
                          "<LocationConstraint/>\n</CreateBucketConfiguration>\n")}) {
     SCOPED_TRACE(body);
@@ -552,11 +572,10 @@ TEST(ParseTaggingTest, Errors) {
                 false)),
             S3Code::kInvalidTag);
   EXPECT_EQ(CodeOf(ParseTagging("<Tagging/>", false)), S3Code::kMalformedXML);
-  EXPECT_EQ(CodeOf(ParseTagging("<Tagging><TagSet><Tag><Key>a</Key></Tag></TagSet></Tagging>",
-                                false)),
-            S3Code::kMalformedXML);
-  EXPECT_EQ(CodeOf(ParseTagging(
-                "<Tagging><TagSet/><TagSet/></Tagging>", false)),
+  EXPECT_EQ(
+      CodeOf(ParseTagging("<Tagging><TagSet><Tag><Key>a</Key></Tag></TagSet></Tagging>", false)),
+      S3Code::kMalformedXML);
+  EXPECT_EQ(CodeOf(ParseTagging("<Tagging><TagSet/><TagSet/></Tagging>", false)),
             S3Code::kMalformedXML);
   EXPECT_EQ(CodeOf(ParseTagging("<Tagging><TagSet><Key>a</Key></TagSet></Tagging>", false)),
             S3Code::kMalformedXML);
@@ -644,7 +663,8 @@ TEST(ParseVersioningConfigurationTest, Errors) {
 
 TEST(RenderVersioningConfigurationTest, Forms) {
   const std::string open =
-      std::string(kDecl) + R"(<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)";
+      std::string(kDecl) +
+      R"(<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">)";
   EXPECT_EQ(RenderVersioningConfiguration({}), open + "</VersioningConfiguration>");
   EXPECT_EQ(RenderVersioningConfiguration({VersioningStatus::kEnabled, false}),
             open + "<Status>Enabled</Status></VersioningConfiguration>");
@@ -812,8 +832,8 @@ TEST(XmlGateTest, NestingElementAndAttributeLimits) {
   attrs += "><Object><Key>k</Key></Object></Delete>";
   EXPECT_NE(MessageOf(ParseDelete(attrs)).find("more than 16 attributes"), std::string::npos);
 
-  std::string big = "<Delete><Object><Key>" + std::string(kMaxXmlBodyBytes, 'k') +
-                    "</Key></Object></Delete>";
+  std::string big =
+      "<Delete><Object><Key>" + std::string(kMaxXmlBodyBytes, 'k') + "</Key></Object></Delete>";
   auto too_big = ParseDelete(big);
   EXPECT_EQ(CodeOf(too_big), S3Code::kMalformedXML);
   EXPECT_NE(MessageOf(too_big).find("limit is 2 MiB"), std::string::npos);

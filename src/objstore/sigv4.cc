@@ -64,9 +64,7 @@ bool IsLowerHex(std::string_view s) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-bool IsHexSha256(std::string_view s) {
-  return s.size() == 64 && IsLowerHex(base::AsciiToLower(s));
-}
+bool IsHexSha256(std::string_view s) { return s.size() == 64 && IsLowerHex(base::AsciiToLower(s)); }
 
 bool IsAsciiSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
@@ -313,8 +311,10 @@ S3Result<std::vector<std::string>> ParseSignedHeaders(std::string_view text,
   std::vector<std::string> names;
   for (std::string_view name : base::Split(text, ';')) {
     if (name.empty() || base::AsciiToLower(name) != name) {
-      return Malformed(source, "SignedHeaders must be lowercase header names separated by ';', "
-                               "got \"" + std::string(text.substr(0, 256)) + "\".");
+      return Malformed(source,
+                       "SignedHeaders must be lowercase header names separated by ';', "
+                       "got \"" +
+                           std::string(text.substr(0, 256)) + "\".");
     }
     if (std::find(names.begin(), names.end(), name) != names.end()) {
       return Malformed(source, "SignedHeaders names \"" + std::string(name) + "\" twice.");
@@ -388,9 +388,9 @@ std::optional<S3Error> ParseStreamingHeaders(const net::Request& req, AuthResult
       name = base::Trim(name);
       if (name.empty()) continue;
       if (result.trailer_names.size() == kMaxDeclaredTrailers) {
-        return S3Error(S3Code::kInvalidArgument,
-                       "x-amz-trailer names more than " + std::to_string(kMaxDeclaredTrailers) +
-                           " trailers")
+        return S3Error(S3Code::kInvalidArgument, "x-amz-trailer names more than " +
+                                                     std::to_string(kMaxDeclaredTrailers) +
+                                                     " trailers")
             .With("ArgumentName", "x-amz-trailer");
       }
       result.trailer_names.push_back(base::AsciiToLower(name));
@@ -477,8 +477,9 @@ S3Result<AuthResult> AuthenticateV4Header(const net::Request& req, std::string_v
   // "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=..."
   std::string_view rest = authorization.substr(kAlgorithmV4.size());
   if (rest.empty() || (rest.front() != ' ' && rest.front() != '\t')) {
-    return Malformed(kFromHeader, "expecting \"AWS4-HMAC-SHA256 Credential=..., "
-                                  "SignedHeaders=..., Signature=...\".");
+    return Malformed(kFromHeader,
+                     "expecting \"AWS4-HMAC-SHA256 Credential=..., "
+                     "SignedHeaders=..., Signature=...\".");
   }
   std::optional<std::string_view> credential_text, signed_text, signature_text;
   for (std::string_view part : base::Split(rest, ',')) {
@@ -577,7 +578,8 @@ S3Result<AuthResult> AuthenticateV4Query(const net::Request& req, const AuthOpti
   }
   V4Request v4;
   SOVAI_S3_ASSIGN_OR_RETURN(v4.scope, ParseCredential(*credential, kFromQuery));
-  SOVAI_S3_ASSIGN_OR_RETURN(v4.signed_headers, ParseSignedHeaders(*signed_headers, kFromQuerySignedHeaders));
+  SOVAI_S3_ASSIGN_OR_RETURN(v4.signed_headers,
+                            ParseSignedHeaders(*signed_headers, kFromQuerySignedHeaders));
   v4.signed_headers_text = std::string(*signed_headers);
   v4.signature = std::string(*signature);
   v4.amz_date = std::string(*date);
@@ -590,8 +592,7 @@ S3Result<AuthResult> AuthenticateV4Query(const net::Request& req, const AuthOpti
   }
   base::Result<int64_t> expires_s = base::ParseInt64(*expires);
   if (!expires_s.ok()) {
-    return S3Error(S3Code::kAuthorizationQueryParametersError,
-                   "X-Amz-Expires should be a number");
+    return S3Error(S3Code::kAuthorizationQueryParametersError, "X-Amz-Expires should be a number");
   }
   if (*expires_s < 0) {
     return S3Error(S3Code::kAuthorizationQueryParametersError,
@@ -634,8 +635,8 @@ S3Result<AuthResult> AuthenticateV4Query(const net::Request& req, const AuthOpti
   }
   SOVAI_S3_RETURN_IF_ERROR(CheckAmzHeadersSigned(req, v4.signed_headers));
 
-  SOVAI_S3_RETURN_IF_ERROR(VerifyV4(req, v4, CanonicalQuery(req.query_params(), true),
-                                    payload_hash, lookup, result));
+  SOVAI_S3_RETURN_IF_ERROR(
+      VerifyV4(req, v4, CanonicalQuery(req.query_params(), true), payload_hash, lookup, result));
   return result;
 }
 
@@ -734,8 +735,7 @@ std::optional<S3Error> VerifyV2(const net::Request& req, std::string_view access
   bool matched = false;
   for (const std::string& date_line : date_lines) {
     std::string string_to_sign = StringToSignV2(req, date_line, options);
-    std::string expected =
-        base::Base64Encode(HmacSha1(credential->secret_key, string_to_sign));
+    std::string expected = base::Base64Encode(HmacSha1(credential->secret_key, string_to_sign));
     // No early exit, so the time does not tell which candidate matched.
     matched |= base::ConstantTimeEquals(expected, signature);
     if (first_string_to_sign.empty()) first_string_to_sign = std::move(string_to_sign);
@@ -815,8 +815,8 @@ S3Result<AuthResult> AuthenticateV2Query(const net::Request& req, const AuthOpti
   AuthResult result;
   result.method = "SigV2-query";
   SOVAI_S3_RETURN_IF_ERROR(UnsignedHeadPayload(req, result));
-  SOVAI_S3_RETURN_IF_ERROR(VerifyV2(req, *access_key, signature, {std::string(*expires)}, options,
-                                    lookup, result));
+  SOVAI_S3_RETURN_IF_ERROR(
+      VerifyV2(req, *access_key, signature, {std::string(*expires)}, options, lookup, result));
   return result;
 }
 
@@ -827,8 +827,8 @@ S3Result<AuthResult> AuthenticateV2Query(const net::Request& req, const AuthOpti
 S3Result<AuthResult> Authenticate(const net::Request& req, const AuthOptions& options,
                                   const CredentialLookup& lookup) {
   std::optional<std::string_view> authorization = req.header("authorization");
-  bool v4_query = req.query("X-Amz-Algorithm") || req.query("X-Amz-Credential") ||
-                  req.query("X-Amz-Signature");
+  bool v4_query =
+      req.query("X-Amz-Algorithm") || req.query("X-Amz-Credential") || req.query("X-Amz-Signature");
   bool v2_query = req.query("AWSAccessKeyId") || req.query("Signature");
   int mechanisms = (authorization ? 1 : 0) + (v4_query ? 1 : 0) + (v2_query ? 1 : 0);
   if (mechanisms > 1) {
@@ -1121,9 +1121,9 @@ base::Result<size_t> PayloadReader::ReadStreaming(char* buf, size_t n) {
       case AwsChunkedDecoder::EventKind::kTrailer: {
         const std::string& name = decoder_.trailer_name();
         if (auth_.payload == PayloadMode::kStreamingSigned) {
-          return Fail(MalformedChunked(
-              "trailer '" + name + "' sent, but x-amz-content-sha256 is " +
-              std::string(kStreamingSignedPayload) + " (use the -TRAILER variant)"));
+          return Fail(MalformedChunked("trailer '" + name + "' sent, but x-amz-content-sha256 is " +
+                                       std::string(kStreamingSignedPayload) +
+                                       " (use the -TRAILER variant)"));
         }
         if (name == "x-amz-trailer-signature") {
           if (!trailer_signature_.empty()) {
@@ -1179,10 +1179,10 @@ std::optional<S3Error> PayloadReader::VerifyChunk() {
 
 std::optional<S3Error> PayloadReader::FinishStreaming() {
   if (auth_.decoded_content_length && decoded_bytes_ != *auth_.decoded_content_length) {
-    return S3Error(S3Code::kIncompleteBody,
-                   "The decoded body has " + std::to_string(decoded_bytes_) +
-                       " bytes but x-amz-decoded-content-length says " +
-                       std::to_string(*auth_.decoded_content_length));
+    return S3Error(S3Code::kIncompleteBody, "The decoded body has " +
+                                                std::to_string(decoded_bytes_) +
+                                                " bytes but x-amz-decoded-content-length says " +
+                                                std::to_string(*auth_.decoded_content_length));
   }
   if (auth_.payload == PayloadMode::kStreamingSigned) return std::nullopt;
   const std::vector<std::string>& declared = auth_.trailer_names;

@@ -66,7 +66,7 @@ struct Credential {
 using CredentialLookup = std::function<std::optional<Credential>(std::string_view access_key)>;
 
 enum class PayloadMode : uint8_t {
-  kUnsigned,                  // anonymous, presigned, SigV2, or x-amz-content-sha256: UNSIGNED-PAYLOAD
+  kUnsigned,                  // anonymous, presigned, SigV2, or UNSIGNED-PAYLOAD
   kSignedSha256,              // x-amz-content-sha256: <hex SHA-256 of the body>
   kStreamingSigned,           // STREAMING-AWS4-HMAC-SHA256-PAYLOAD
   kStreamingSignedTrailer,    // STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER
@@ -125,8 +125,9 @@ struct AuthResult {
 //   SigV4 header  "Authorization: AWS4-HMAC-SHA256 Credential=AK/date/region/s3/aws4_request,
 //                  SignedHeaders=host;...,Signature=<hex>", with x-amz-date (or Date) and
 //                  x-amz-content-sha256;
-//   SigV4 query   X-Amz-Algorithm, -Credential, -Date, -Expires (1..604800), -SignedHeaders,
-//                  -Signature; the payload is UNSIGNED-PAYLOAD unless X-Amz-Content-Sha256 is given;
+//   SigV4 query   X-Amz-Algorithm, -Credential, -Date, -Expires (0..604800), -SignedHeaders,
+//                  -Signature; the payload is UNSIGNED-PAYLOAD unless X-Amz-Content-Sha256 is
+//                  given;
 //   SigV2 header  "Authorization: AWS AK:<base64 HMAC-SHA1>", with Date or x-amz-date;
 //   SigV2 query   AWSAccessKeyId, Expires (epoch seconds), Signature.
 // Every x-amz-* request header must be signed (SigV4; x-amz-content-sha256 and x-amz-date are

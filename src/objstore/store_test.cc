@@ -5,8 +5,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "base/crypto.h"
@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 
 class StringBody final : public net::BodyReader {
  public:
-  explicit StringBody(std::string data, size_t piece = 7919) : data_(std::move(data)), piece_(piece) {}
+  explicit StringBody(std::string data, size_t piece = 7919)
+      : data_(std::move(data)), piece_(piece) {}
   base::Result<size_t> Read(char* buf, size_t n) override {
     n = std::min({n, piece_, data_.size() - pos_});
     std::memcpy(buf, data_.data() + pos_, n);
@@ -347,7 +348,8 @@ TEST_F(StoreTest, ListVersionsPagesThroughManyVersionsOfOneKey) {
 }
 
 TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
-  auto up = store_->CreateUpload("b", "big", "alice", {.content_type = "application/x-tar"}, "CRC32");
+  auto up =
+      store_->CreateUpload("b", "big", "alice", {.content_type = "application/x-tar"}, "CRC32");
   ASSERT_TRUE(up.ok());
   std::string p1 = Pattern(kMinPartSize, 1), p2 = Pattern(kMinPartSize + 3, 2), p3 = "tail";
   std::vector<CompletePart> complete;
@@ -403,8 +405,7 @@ TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
   complete[2].etag = complete[2].etag;
   auto obj = store_->CompleteUpload(*up2, {complete[0], complete[1]}, {});
   ASSERT_TRUE(obj.ok()) << obj.error().ToString();
-  EXPECT_EQ(obj->etag,
-            "\"" + base::HexEncode(base::Md5(base::Md5(p1) + base::Md5(p2))) + "-2\"");
+  EXPECT_EQ(obj->etag, "\"" + base::HexEncode(base::Md5(base::Md5(p1) + base::Md5(p2))) + "-2\"");
   EXPECT_EQ(obj->part_sizes, (std::vector<uint64_t>{p1.size(), p2.size()}));
   EXPECT_EQ(Get("big"), p1 + p2);
   auto v = store_->Head("b", "big", std::nullopt);
