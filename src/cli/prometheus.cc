@@ -108,6 +108,14 @@ std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
   counter("sovai_s3_bytes_stored_total", "Object bytes received and stored.",
           api.bytes_stored.load());
   counter("sovai_s3_bytes_served_total", "Object bytes served by GET.", api.bytes_served.load());
+  out +=
+      "# HELP sovai_s3_authenticated_requests_total Authenticated S3 requests by payload mode.\n"
+      "# TYPE sovai_s3_authenticated_requests_total counter\n";
+  for (int mode = 0; mode < 5; ++mode) {
+    out += std::string("sovai_s3_authenticated_requests_total{payload=\"") +
+           objstore::PayloadModeName(mode) + "\"} " +
+           std::to_string(api.payload_modes[mode].load()) + "\n";
+  }
   return out;
 }
 

@@ -378,7 +378,10 @@ S3Status S3Api::Call::Authenticate() {
     return r.error();
   }
   auth_ = std::move(*r);
-  if (!auth_.anonymous) user_ = auth_.credential.user_id;
+  if (!auth_.anonymous) {
+    user_ = auth_.credential.user_id;
+    api_.stats_.payload_modes[static_cast<int>(auth_.payload)].fetch_add(1);
+  }
   return std::nullopt;
 }
 
@@ -707,21 +710,12 @@ net::Response S3Api::Call::HeadBucket() {
 net::Response S3Api::Call::GetBucketLocation() {
   auto b = BucketFor("s3:GetBucketLocation", false);
   if (!b.ok()) return Error(b.error());
+  // us-east-1 is spelled as an empty LocationConstraint, as S3 does.
   XmlWriter w;
   w.Open("LocationConstraint", kS3Namespace);
+  if (b->region != "us-east-1") w.Text(b->region);
   w.Close();
-  std::string body = w.Finish();
-  // <LocationConstraint xmlns="..."></LocationConstraint> with the region as its text.
-  std::string closing = "</LocationConstraint>";
-  size_t at = body.rfind(closing);
-  if (at != std::string::npos && b->region != "us-east-1") {
-    XmlWriter text;
-    text.Open("LocationConstraint", kS3Namespace);
-    text.Close();
-    body = text.Finish();
-    body.insert(body.rfind(closing), b->region);
-  }
-  return Xml(200, body);
+  return Xml(200, w.Finish());
 }
 
 net::Response S3Api::Call::BucketVersioning() {
@@ -1816,6 +1810,13 @@ net::Response S3Api::Call::ListParts() {
 }
 
 // --- S3Api ---------------------------------------------------------------------------------------
+
+const char* PayloadModeName(int mode) {
+  static constexpr const char* kNames[] = {"unsigned", "signed-sha256", "streaming-signed",
+                                           "streaming-signed-trailer",
+                                           "streaming-unsigned-trailer"};
+  return mode >= 0 && mode < 5 ? kNames[mode] : "unknown";
+}
 
 S3Api::S3Api(Store& store, S3ApiOptions options) : store_(store), opts_(std::move(options)) {
   if (!opts_.env) opts_.env = &base::Env::Default();

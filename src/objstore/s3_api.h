@@ -18,6 +18,7 @@
 
 #include "base/env.h"
 #include "net/http.h"
+#include "objstore/sigv4.h"
 #include "objstore/store.h"
 
 namespace sovai::objstore {
@@ -38,7 +39,13 @@ struct S3ApiStats {
   std::atomic<uint64_t> access_denied{0};
   std::atomic<uint64_t> bytes_stored{0};
   std::atomic<uint64_t> bytes_served{0};
+  // Authenticated requests by payload mode (index: PayloadMode).
+  std::atomic<uint64_t> payload_modes[5] = {};
 };
+
+// "unsigned", "signed-sha256", "streaming-signed", "streaming-signed-trailer",
+// "streaming-unsigned-trailer" for the PayloadMode with that index.
+const char* PayloadModeName(int mode);
 
 class S3Api {
  public:

@@ -537,6 +537,28 @@ class S3Boto3Base:
         b3.delete_object(Bucket=own, Key="k")
         b3.delete_bucket(Bucket=own)
 
+    def test_virtual_hosted_style_addressing(self):
+        self.s3.put_object(Bucket=self.bucket, Key="vh/key.txt", Body=b"virtual")
+        host, port = self.server.s3_url.split("://")[1].split(":")
+        url = "%s://%s.s3.localhost:%s/vh/key.txt" % (self.server.s3_url.split(":")[0], self.bucket, port)
+        req = AWSRequest(method="GET", url=url)
+        req.headers["x-amz-content-sha256"] = hashlib.sha256(b"").hexdigest()
+        S3SigV4Auth(Credentials(self.server.access_key, self.server.secret_key), "s3", REGION).add_auth(req)
+        headers = dict(req.headers.items())
+        headers["Host"] = "%s.s3.localhost:%s" % (self.bucket, port)  # connect to 127.0.0.1
+        status, body = self.raw_send("GET", "/vh/key.txt", headers, None)
+        self.assertEqual((status, body), (200, b"virtual"))
+
+    def test_payload_mode_matches_the_transport(self):
+        before = self.server.metrics()
+        self.s3.put_object(Bucket=self.bucket, Key="mode", Body=b"x" * 1000)
+        after = self.server.metrics()
+        # boto3 signs the payload over HTTP; over HTTPS it streams with a checksum trailer.
+        mode = "streaming-unsigned-trailer" if self.TLS else "signed-sha256"
+        line = 'sovai_s3_authenticated_requests_total{payload="%s"} ' % mode
+        count = lambda text: int(text.split(line)[1].split()[0])
+        self.assertGreater(count(after), count(before))
+
     # --- Bad input -------------------------------------------------------------------------------
 
     def test_bad_input_gets_s3_errors_and_server_stays_healthy(self):
