@@ -13,7 +13,7 @@ export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
         test-slow \
-        cuda format format-check lint bench clean
+        cuda format format-check lint bench bench-s3 clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -76,6 +76,9 @@ lint: build format-check
 
 bench: build
 	@bench/http/run.sh
+
+bench-s3: build
+	@bench/s3/run.sh
 
 clean:
 	rm -rf build build-asan build-fuzz build-cuda

@@ -31,6 +31,8 @@ debian_packages=(
   openssl
   procps
   python3
+  rclone
+  s3cmd
   wrk
 )
 

@@ -566,6 +566,8 @@ net::Response S3Api::Call::Dispatch() {
                              "Object Lock configuration does not exist for this bucket"));
       }
       if (HasQuery("website")) {
+        auto b = BucketFor("s3:GetBucketWebsite", false);
+        if (!b.ok()) return Error(b.error());
         return Error(S3Error(S3Code::kNoSuchWebsiteConfiguration,
                              "The specified bucket does not have a website configuration"));
       }
