@@ -119,12 +119,13 @@ TEST_F(ServerProcessTest, ServesHealthAndMetricsAndStopsCleanlyOnSigterm) {
   EXPECT_NE(text.find("status=\"404\"} 1"), std::string::npos) << text;
   EXPECT_NE(text.find("sovai_http_open_connections{server=\"api\"} 1"), std::string::npos) << text;
 
-  // The S3 listener answers with S3's XML error shape until the object store lands.
+  // The S3 listener serves the object store: an anonymous ListBuckets is denied in S3's XML shape.
   net::HttpClient s3 = ClientFor(info["s3_url"]);
   auto list = s3.Get("/");
   ASSERT_TRUE(list.ok()) << list.status();
-  EXPECT_EQ(list->status, 501);
-  EXPECT_NE(list->body.find("<Code>NotImplemented</Code>"), std::string::npos) << list->body;
+  EXPECT_EQ(list->status, 403);
+  EXPECT_NE(list->body.find("<Code>AccessDenied</Code>"), std::string::npos) << list->body;
+  EXPECT_TRUE(list->headers.Has("x-amz-request-id"));
 
   // admin.json is private.
   auto admin = env_.Stat(data_dir_ + "/admin.json");
