@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -1554,16 +1555,29 @@ net::Response S3Api::Call::GetObject(bool head) {
   net::Response stream = net::Response::Stream(
       status, content_type,
       [shared, key = key_](net::BodyWriter& out) -> base::Status {
-        std::string buf(kStreamPieceBytes, '\0');
+        // Double buffering: the next piece is read (and verified) while this one is sent, so
+        // the disk and the socket work at the same time. Reads stay sequential: the next read
+        // starts only once the previous one has returned.
+        std::string buffers[2] = {std::string(kStreamPieceBytes, '\0'),
+                                  std::string(kStreamPieceBytes, '\0')};
+        auto read_into = [&shared](std::string* buffer) {
+          return shared->Read(buffer->data(), buffer->size());
+        };
+        int current = 0;
+        auto pending = std::async(std::launch::async, read_into, &buffers[current]);
         for (;;) {
-          auto n = shared->Read(buf.data(), buf.size());
+          Result<size_t> n = pending.get();
           if (!n.ok()) {
             SOVAI_LOG(ERROR).With("key", key).With("error", n.status().ToString())
                 << "s3: aborting a GET: stored data failed verification";
             return n.status();
           }
           if (*n == 0) return base::Status();
-          SOVAI_RETURN_IF_ERROR(out.Write(std::string_view(buf.data(), *n)));
+          const int next = 1 - current;
+          pending = std::async(std::launch::async, read_into, &buffers[next]);
+          // On a write error the future's destructor waits for the read in flight.
+          SOVAI_RETURN_IF_ERROR(out.Write(std::string_view(buffers[current].data(), *n)));
+          current = next;
         }
       },
       length);
