@@ -19,12 +19,12 @@
 //   ... server.port() ...
 //   server.Shutdown();   // also done by ~Server
 //
-// Threading: sockets are driven by `io_threads` I/O threads (C++20 coroutines on Boost.Asio, a
-// strand per connection). A handler runs on a worker thread (a pool that grows on demand up to
-// `max_worker_threads`) and may block: reading the body and writing a streamed response block
-// that worker, not an I/O thread. Routes with `inline_handler` run on the I/O thread with their
-// body already buffered; they must not block. Streamed/SSE/file response bodies always run on a
-// worker. Handlers may be called concurrently from many threads.
+// Threading: sockets are driven by `io_threads` I/O threads (C++20 coroutines on Boost.Asio; a
+// connection stays on one I/O thread). A handler runs on a worker thread (a pool that grows on
+// demand up to `max_worker_threads`) and may block: reading the body and writing a streamed
+// response block that worker, not an I/O thread. Routes with `inline_handler` run on the I/O
+// thread with their body already buffered; they must not block. Streamed/SSE/file response bodies
+// always run on a worker. Handlers may be called concurrently from many threads.
 //
 // No Boost/Asio/OpenSSL type appears in this header.
 #pragma once

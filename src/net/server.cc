@@ -1,6 +1,7 @@
-// The HTTP/1.1 server: one coroutine per connection on a per-connection strand; handlers and
-// streaming bodies on a worker pool, bridged to the socket by posting operations to the
-// connection's strand and waiting on their completion (see README.md).
+// The HTTP/1.1 server: one io_context per I/O thread, one coroutine per connection on the
+// context that accepted it (so a connection's state is only ever touched by one thread, without
+// strands); handlers and streaming bodies on a worker pool, bridged to the socket by posting
+// operations to the connection's context and waiting on their completion (see README.md).
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -82,10 +83,10 @@ class WorkerPool {
   bool stopping_ = false;
 };
 
-// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own strand.
-// The wait is a timer that never expires, cancelled (on the strand) when `fn` returns. (An
+// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own I/O thread.
+// The wait is a timer that never expires, cancelled (on the I/O thread) when `fn` returns. (An
 // earlier version used async_initiate with a handler resumed from the worker; with g++ 12 and
-// Boost 1.74 it corrupted the strand's reference count — heap-use-after-free under ASan.)
+// Boost 1.74 it corrupted the executor's reference count — heap-use-after-free under ASan.)
 template <class Fn>
 asio::awaitable<void> RunOnWorker(WorkerPool& pool, Fn fn) {
   asio::steady_timer done(co_await asio::this_coro::executor,
@@ -99,7 +100,7 @@ asio::awaitable<void> RunOnWorker(WorkerPool& pool, Fn fn) {
   co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
 }
 
-// One-shot hand-off of a value from the strand to a blocked worker. Unlike std::promise, the
+// One-shot hand-off of a value from an I/O thread to a blocked worker. Unlike std::promise, the
 // setter is done touching the object once the waiter can return (it notifies under the lock),
 // so the waiter may destroy it right away.
 template <class T>
@@ -220,7 +221,7 @@ Status StatusFromNetError(const boost::system::error_code& ec, std::string_view 
 class ConnectionBase {
  public:
   virtual ~ConnectionBase() = default;
-  // Called on the connection's strand at shutdown: idle → close now; busy → close after the
+  // Called on the connection's I/O thread at shutdown: idle → close now; busy → close after the
   // current request (`force` closes busy ones too).
   virtual void OnShutdown(bool force) = 0;
   virtual asio::any_io_executor executor() = 0;
@@ -264,8 +265,16 @@ class ServerCore {
     }
   }
 
-  // Declaration order matters: connections (destroyed with `io` at the latest) touch the
-  // registry and counters, and TLS streams use ssl_ctx, so those are declared before `io`.
+  ~ServerCore() {
+    // Context 0 first: its accept loop may be suspended holding a socket made on another context.
+    // Every other object lives on the context that runs it.
+    acceptor.reset();
+    work.clear();
+    for (auto& io : ios) io.reset();
+  }
+
+  // Declaration order matters: connections (destroyed with `ios` at the latest) touch the
+  // registry and counters, and TLS streams use ssl_ctx, so those are declared before `ios`.
   Router router;
   ServerOptions opts;
   HeadLimits head_limits;
@@ -290,9 +299,12 @@ class ServerCore {
 
   std::unique_ptr<asio::ssl::context> ssl_ctx;
   std::unique_ptr<WorkerPool> workers;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{asio::make_strand(io)};
+  // One context per I/O thread, each run by that thread only: a connection lives on one context,
+  // so its coroutine, socket and timers need no strand. Cross-thread work is asio::post.
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::optional<tcp::acceptor> acceptor;  // on ios[0]
+  size_t next_io = 0;                     // round-robin over ios; used by the accept loop only
   std::vector<std::thread> io_threads;
 };
 
@@ -346,15 +358,15 @@ class Connection final : public ConnectionBase,
   const std::string remote_;
   Stream stream_;
   beast::flat_buffer buffer_;
-  bool idle_ = false;     // waiting for the first byte of a request (on the strand)
+  bool idle_ = false;     // waiting for the first byte of a request (I/O thread)
   bool linger_ = false;   // a response was written on this request; drain before closing
-  bool closing_ = false;  // close after the current request (on the strand)
+  bool closing_ = false;  // close after the current request (I/O thread)
   uint64_t req_bytes_in_ = 0;
   uint64_t req_bytes_out_ = 0;
   boost::system::error_code ignored_;
 };
 
-// State of reading one request body; all socket work happens on the strand.
+// State of reading one request body; all socket work happens on the I/O thread.
 template <class Stream>
 class Connection<Stream>::BodyState {
  public:
@@ -382,7 +394,7 @@ class Connection<Stream>::BodyState {
     return deadline;
   }
 
-  // Strand side of "100 Continue": returns the bytes to write before the first read, if any.
+  // I/O-thread side of "100 Continue": returns the bytes to write before the first read, if any.
   bool NeedsContinue() {
     if (!expect_continue_ || continue_sent_) return false;
     continue_sent_ = true;
@@ -436,7 +448,7 @@ class Connection<Stream>::BodyState {
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
-// BodyReader for worker handlers: each Read posts one read to the strand and waits.
+// BodyReader for worker handlers: each Read posts one read to the I/O thread and waits.
 template <class Stream>
 class Connection<Stream>::BridgedReader final : public BodyReader {
  public:
@@ -472,7 +484,7 @@ class Connection<Stream>::BridgedReader final : public BodyReader {
   }
 
  private:
-  // Strand side.
+  // I/O-thread side.
   void StartRead(Connection& c, Completion<size_t>& done, char* buf, size_t n) {
     auto& body = s_.parser().get().body();
     body.data = buf;
@@ -498,7 +510,7 @@ class Connection<Stream>::BridgedReader final : public BodyReader {
   BodyState& s_;
 };
 
-// BodyWriter for streamed responses: each Write posts one write to the strand and waits.
+// BodyWriter for streamed responses: each Write posts one write to the I/O thread and waits.
 template <class Stream>
 class Connection<Stream>::BridgedWriter final : public BodyWriter {
  public:
@@ -953,15 +965,18 @@ asio::awaitable<void> ServerCore::Reject(tcp::socket socket) {
 asio::awaitable<void> ServerCore::AcceptLoop() {
   for (;;) {
     boost::system::error_code ec;
-    // Accept into a socket made on its strand (not async_accept(executor): that returns a socket
-    // typed on the strand, and converting it to tcp::socket corrupted executor reference counts
-    // with Boost 1.74 under ASan).
-    tcp::socket socket(asio::make_strand(io));
-    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    // Accept into a socket made on the context that will run the connection, round-robin (not
+    // async_accept(executor): converting the socket it returns to tcp::socket corrupted executor
+    // reference counts with Boost 1.74 under ASan).
+    tcp::socket socket(*ios[next_io]);
+    next_io = (next_io + 1) % ios.size();
+    co_await acceptor->async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
-      if (ec == asio::error::operation_aborted || !acceptor.is_open() || stopping.load()) co_return;
+      if (ec == asio::error::operation_aborted || !acceptor->is_open() || stopping.load()) {
+        co_return;
+      }
       // EMFILE and friends: back off instead of spinning.
-      asio::steady_timer t(io, std::chrono::milliseconds(50));
+      asio::steady_timer t(*ios[0], std::chrono::milliseconds(50));
       co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
@@ -1014,26 +1029,32 @@ Status ServerCore::Start() {
                                         "' is unusable: " + ec.message());
     }
   }
-  SOVAI_ASSIGN_OR_RETURN(tcp::endpoint ep, ResolveListen(io, opts.listen));
+  const int n = opts.io_threads > 0
+                    ? opts.io_threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < n; ++i) {
+    // Concurrency hint 1: only this context's thread runs it (other threads only post to it).
+    ios.push_back(std::make_unique<asio::io_context>(1));
+  }
+  acceptor.emplace(*ios[0]);
+  SOVAI_ASSIGN_OR_RETURN(tcp::endpoint ep, ResolveListen(*ios[0], opts.listen));
   boost::system::error_code ec;
-  acceptor.open(ep.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(ep, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return base::ErrnoToStatus(ec.value(), "listen on '" + opts.listen + "'");
-  auto local = acceptor.local_endpoint(ec);
+  auto local = acceptor->local_endpoint(ec);
   port = local.port();
   std::string host = local.address().to_string();
   address = local.address().is_v6() ? "[" + host + "]:" + std::to_string(port)
                                     : host + ":" + std::to_string(port);
 
   workers = std::make_unique<WorkerPool>(opts.max_worker_threads);
-  work.emplace(io.get_executor());
-  asio::co_spawn(acceptor.get_executor(), AcceptLoop(), asio::detached);
-  int n = opts.io_threads > 0 ? opts.io_threads
-                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 0; i < n; ++i) {
-    io_threads.emplace_back([this] {
+  for (auto& io : ios) work.push_back(asio::make_work_guard(*io));
+  asio::co_spawn(*ios[0], AcceptLoop(), asio::detached);
+  for (auto& io_ptr : ios) {
+    io_threads.emplace_back([&io = *io_ptr] {
       for (;;) {
         try {
           io.run();
@@ -1068,9 +1089,9 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     stopping.store(true);
   }
   Completion<bool> closed;
-  asio::post(acceptor.get_executor(), [this, &closed] {
+  asio::post(*ios[0], [this, &closed] {
     boost::system::error_code ec;
-    acceptor.close(ec);
+    acceptor->close(ec);
     closed.Set(true);
   });
   closed.Wait();
@@ -1088,8 +1109,8 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     }
   }
   workers->Shutdown();
-  work.reset();
-  io.stop();
+  work.clear();
+  for (auto& io : ios) io->stop();
   for (auto& t : io_threads) t.join();
   io_threads.clear();
 }
