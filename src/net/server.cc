@@ -14,6 +14,7 @@
 
 #include "net/http.h"
 #include "net/internal/beast.h"
+#include "net/internal/net_error.h"
 #include "net/internal/request_head.h"
 
 namespace sovai::net {
@@ -205,13 +206,6 @@ bool IsBodylessStatus(int status) {
 // Lingering close bounds.
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr uint64_t kLingerBytes = 16 * 1024 * 1024;
-
-Status StatusFromNetError(const boost::system::error_code& ec, std::string_view what) {
-  if (ec == beast::error::timeout) {
-    return base::DeadlineExceededError(std::string(what) + ": timed out");
-  }
-  return base::UnavailableError(std::string(what) + ": " + ec.message());
-}
 
 }  // namespace
 
@@ -424,7 +418,7 @@ class Connection<Stream>::BodyState {
         error_ = base::UnavailableError("client closed the connection mid-body after " +
                                         std::to_string(total_) + " bytes");
       } else {
-        error_ = base::UnavailableError("reading the request body failed: " + ec.message());
+        error_ = StatusFromNetError(ec, "reading the request body");
       }
     }
     return got;
