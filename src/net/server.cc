@@ -2,6 +2,7 @@
 // context that accepted it (so a connection's state is only ever touched by one thread, without
 // strands); handlers and streaming bodies on a worker pool, bridged to the socket by posting
 // operations to the connection's context and waiting on their completion (see README.md).
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "net/http.h"
@@ -128,34 +130,77 @@ class Completion {
 
 constexpr std::string_view kMethodNames[] = {"GET",    "HEAD",  "POST",    "PUT",
                                              "DELETE", "PATCH", "OPTIONS", "OTHER"};
+constexpr int kMethods = 8;
+constexpr int kOtherMethod = 7;
 int MethodIndex(std::string_view method) {
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < kOtherMethod; ++i) {
     if (kMethodNames[i] == method) return i;
   }
-  return 7;
+  return kOtherMethod;
 }
 
-// Counters of one route (or of the fallback / unmatched pseudo-routes). A mutex per route: the
-// critical section is a few loads on a tiny vector, and different routes never contend.
-struct StatSlot {
-  struct Entry {
-    uint8_t method;
-    uint16_t status;
-    uint64_t count;
-  };
-  std::mutex mu;  // guards entries
-  std::vector<Entry> entries;
-
-  void Add(int method, int status) {
-    std::lock_guard lock(mu);
-    for (auto& e : entries) {
-      if (e.method == method && e.status == status) {
-        ++e.count;
-        return;
+// Request counts per (slot, method, status), where a slot is a route, the fallback or the
+// unmatched pseudo-route. Bumped by every request on the I/O threads, so without a lock: one
+// relaxed atomic per (slot, method, status column). Statuses with a reason phrase (and 499, the
+// client went away) have a column; any other status a handler returns goes to a small locked
+// map that a well-behaved server never touches.
+class RequestCounters {
+ public:
+  explicit RequestCounters(int slots) : slots_(slots) {
+    column_.fill(-1);
+    for (int status = 100; status < kMaxStatus; ++status) {
+      if (!HttpReasonPhrase(status).empty() || status == 499) {
+        column_[static_cast<size_t>(status)] = static_cast<int16_t>(statuses_.size());
+        statuses_.push_back(status);
       }
     }
-    entries.push_back({static_cast<uint8_t>(method), static_cast<uint16_t>(status), 1});
+    counts_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(slots_) * kMethods *
+                                                        statuses_.size());
   }
+
+  void Add(int slot, int method, int status) {
+    int column = status >= 0 && status < kMaxStatus ? column_[static_cast<size_t>(status)] : -1;
+    if (column < 0) {
+      std::lock_guard lock(mu_);
+      ++other_[{slot, method, status}];
+      return;
+    }
+    Counter(slot, method, column).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Calls fn(slot, method, status, count) for every count that is not zero.
+  template <class Fn>
+  void ForEach(Fn fn) {
+    for (int slot = 0; slot < slots_; ++slot) {
+      for (int method = 0; method < kMethods; ++method) {
+        for (size_t column = 0; column < statuses_.size(); ++column) {
+          uint64_t n =
+              Counter(slot, method, static_cast<int>(column)).load(std::memory_order_relaxed);
+          if (n > 0) fn(slot, method, statuses_[column], n);
+        }
+      }
+    }
+    std::lock_guard lock(mu_);
+    for (const auto& [key, n] : other_) {
+      fn(std::get<0>(key), std::get<1>(key), std::get<2>(key), n);
+    }
+  }
+
+ private:
+  static constexpr int kMaxStatus = 1000;
+  std::atomic<uint64_t>& Counter(int slot, int method, int column) {
+    size_t i =
+        (static_cast<size_t>(slot) * kMethods + static_cast<size_t>(method)) * statuses_.size() +
+        static_cast<size_t>(column);
+    return counts_[i];
+  }
+
+  const int slots_;
+  std::array<int16_t, kMaxStatus> column_;           // status → column, -1 for other_
+  std::vector<int> statuses_;                        // column → status
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // [slot][method][column]
+  std::mutex mu_;                                    // guards other_
+  std::map<std::tuple<int, int, int>, uint64_t> other_;
 };
 
 std::string JsonEscape(std::string_view s) {
@@ -223,12 +268,11 @@ class ConnectionBase {
 
 class ServerCore {
  public:
-  ServerCore(Router r, const ServerOptions& o) : router(std::move(r)), opts(o) {
+  ServerCore(Router r, const ServerOptions& o)
+      : router(std::move(r)), opts(o), counters(router.route_count() + 2) {
     head_limits.max_header_bytes = o.max_header_bytes;
     head_limits.max_header_count = o.max_header_count;
     head_limits.max_target_bytes = o.max_target_bytes;
-    for (int i = 0; i < router.route_count() + 2; ++i)
-      slots.push_back(std::make_unique<StatSlot>());
     if (!opts.error_renderer) opts.error_renderer = DefaultErrorRenderer;
   }
 
@@ -285,7 +329,7 @@ class ServerCore {
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> next_id{1};
-  std::vector<std::unique_ptr<StatSlot>> slots;  // routes, then fallback, then unmatched
+  RequestCounters counters;  // slots: routes, then fallback, then unmatched
 
   std::mutex conns_mu;  // guards conns
   std::condition_variable conns_cv;
@@ -593,7 +637,7 @@ asio::awaitable<void> Connection<Stream>::Run() {
 template <class Stream>
 void Connection<Stream>::Finish(const Request& req, int slot, int status, Clock::time_point start) {
   server_.active_requests.fetch_sub(1, std::memory_order_relaxed);
-  server_.slots[static_cast<size_t>(slot)]->Add(MethodIndex(req.method()), status);
+  server_.counters.Add(slot, MethodIndex(req.method()), status);
   if (server_.opts.access_log) {
     AccessLogEntry e;
     e.method = req.method();
@@ -666,7 +710,7 @@ asio::awaitable<bool> Connection<Stream>::HandleOne() {
       co_return false;  // slow or vanished client: drop it
     }
     HeadError err = HeadErrorFromParse(ec, server_.head_limits);
-    server_.slots[static_cast<size_t>(unmatched_slot)]->Add(7, err.status);
+    server_.counters.Add(unmatched_slot, kOtherMethod, err.status);
     co_await WriteSimpleError(err.status, err.message, nullptr);
     co_return false;
   }
@@ -1142,15 +1186,11 @@ ServerStats Server::Stats() const {
   s.bytes_in = impl_->bytes_in.load();
   s.bytes_out = impl_->bytes_out.load();
   const int routes = impl_->router.route_count();
-  for (int i = 0; i < static_cast<int>(impl_->slots.size()); ++i) {
-    std::string pattern = i < routes ? std::string(impl_->router.route_key(i).first)
-                                     : (i == routes ? "" : "<unmatched>");
-    StatSlot& slot = *impl_->slots[static_cast<size_t>(i)];
-    std::lock_guard lock(slot.mu);
-    for (const auto& e : slot.entries) {
-      s.requests.push_back({pattern, std::string(kMethodNames[e.method]), e.status, e.count});
-    }
-  }
+  impl_->counters.ForEach([&](int slot, int method, int status, uint64_t count) {
+    std::string pattern = slot < routes ? std::string(impl_->router.route_key(slot).first)
+                                        : (slot == routes ? "" : "<unmatched>");
+    s.requests.push_back({std::move(pattern), std::string(kMethodNames[method]), status, count});
+  });
   std::sort(s.requests.begin(), s.requests.end(), [](const RequestCount& a, const RequestCount& b) {
     return std::tie(a.pattern, a.method, a.status) < std::tie(b.pattern, b.method, b.status);
   });

@@ -282,6 +282,31 @@ TEST_F(HttpTest, TwoHundredConcurrentKeepAliveClients) {
   EXPECT_LE(server_->Stats().total_connections, static_cast<uint64_t>(kClients) + 5);
 }
 
+TEST_F(HttpTest, UnusualStatusesAreCounted) {
+  Router r;
+  AddPing(r);
+  r.Get("/odd", [](Request&) { return Response::Text(299, "odd"); }, {.inline_handler = true});
+  r.Get("/bad", [](Request&) { return Response::Text(1000, "bad"); }, {.inline_handler = true});
+  StartServer(std::move(r));
+  HttpClient c(ClientOpts());
+  auto res = c.Get("/odd");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 299);
+  EXPECT_EQ(res->body, "odd");
+  res = c.Get("/bad");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 500) << "an invalid status is answered 500";
+  ASSERT_TRUE(c.Get("/ping").ok());
+  // The stats count what the handler returned, sorted by (pattern, method, status).
+  std::vector<std::string> rows;
+  for (const auto& rc : server_->Stats().requests) {
+    rows.push_back(rc.pattern + " " + rc.method + " " + std::to_string(rc.status) + " " +
+                   std::to_string(rc.count));
+  }
+  EXPECT_EQ(rows,
+            (std::vector<std::string>{"/bad GET 1000 1", "/odd GET 299 1", "/ping GET 200 1"}));
+}
+
 // --- big streams ----------------------------------------------------------------------------
 
 TEST_F(HttpTest, StreamedUploadOf1GiBInBoundedMemory) {
