@@ -62,6 +62,8 @@ class Headers {
   void Set(std::string name, std::string value);
   // Removes every field `name`.
   void Remove(std::string_view name);
+  // Removes every field (keeping the storage for reuse).
+  void Clear() { fields_.clear(); }
 
   size_t size() const { return fields_.size(); }
   bool empty() const { return fields_.empty(); }
@@ -179,6 +181,9 @@ class Request {
   BodyReader& body();
 
   // --- Construction (used by the server and by tests) ---------------------------------------
+  // Empties the request for the next one on the same connection: everything but the remote
+  // address and the TLS flag is reset, and string/vector storage is kept for reuse.
+  void Clear();
   // Parses `target` into raw_path/raw_query/path/query_params. InvalidArgument when the target
   // is not origin-form ("/..."), contains a bad %-escape, or decodes to a NUL byte.
   base::Status SetTarget(std::string_view target);

@@ -161,6 +161,33 @@ TEST(RequestTest, TargetAndQuery) {
   EXPECT_FALSE(req.SetTarget("/a?x=%zz").ok());
 }
 
+TEST(RequestTest, ClearKeepsOnlyTheConnection) {
+  Request req;
+  req.set_remote_address("10.0.0.1:5000");
+  req.set_is_tls(true);
+  req.set_method("PUT");
+  req.set_version(10);
+  ASSERT_TRUE(req.SetTarget("/a/b?x=1").ok());
+  req.mutable_headers().Add("Host", "h");
+  req.set_content_length(5);
+  req.set_chunked(true);
+  req.set_route("/a/{id}", {{"id", "b"}});
+  req.Clear();
+  EXPECT_EQ(req.method(), "");
+  EXPECT_EQ(req.target(), "");
+  EXPECT_EQ(req.raw_path(), "");
+  EXPECT_EQ(req.path(), "");
+  EXPECT_TRUE(req.query_params().empty());
+  EXPECT_TRUE(req.params().empty());
+  EXPECT_EQ(req.route_pattern(), "");
+  EXPECT_TRUE(req.headers().empty());
+  EXPECT_EQ(req.version(), 11);
+  EXPECT_FALSE(req.content_length().has_value());
+  EXPECT_FALSE(req.chunked());
+  EXPECT_EQ(req.remote_address(), "10.0.0.1:5000");
+  EXPECT_TRUE(req.is_tls());
+}
+
 TEST(HeadersTest, CaseInsensitive) {
   Headers h;
   h.Add("Content-Type", "a");
