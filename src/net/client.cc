@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "net/internal/beast.h"
+#include "net/internal/net_error.h"
 
 namespace sovai::net {
 
@@ -84,19 +85,9 @@ struct HttpClient::Impl {
   }
 
   Status Err(const ErrorCode& ec, std::string_view what) {
-    std::string where = opts.host + ":" + std::to_string(opts.port);
-    if (ec == beast::error::timeout) {
-      return base::DeadlineExceededError(std::string(what) + " " + where + ": timed out");
-    }
-    if (ec == asio::error::connection_refused) {
-      return base::UnavailableError(std::string(what) + " " + where +
-                                    ": connection refused (is the server running?)");
-    }
-    if (ec.category() == asio::error::get_ssl_category() ||
-        ec == asio::ssl::error::stream_truncated) {
-      return base::InternalError(std::string(what) + " " + where + ": TLS error: " + ec.message());
-    }
-    return base::UnavailableError(std::string(what) + " " + where + ": " + ec.message());
+    return StatusFromNetError(ec,
+                              std::string(what) + " " + opts.host + ":" + std::to_string(opts.port),
+                              TlsFailure::kInternal);
   }
 
   // A kept-alive connection the server closed meanwhile shows EOF (or stray bytes) on a peek.

@@ -97,12 +97,29 @@ BodyReader& Request::body() {
   return body_ != nullptr ? *body_ : empty;
 }
 
+void Request::Clear() {
+  method_.clear();
+  target_.clear();
+  raw_path_.clear();
+  raw_query_.clear();
+  path_.clear();
+  route_pattern_.clear();
+  params_.clear();
+  query_params_.clear();
+  headers_.Clear();
+  version_ = 11;
+  content_length_.reset();
+  chunked_ = false;
+  body_ = nullptr;
+}
+
 Status Request::SetTarget(std::string_view target) {
   if (target.empty() || target.front() != '/') {
     return base::InvalidArgumentError("request target must start with '/': '" +
                                       std::string(target.substr(0, 256)) + "'");
   }
-  target_ = std::string(target);
+  // assign(), not a new string: a connection reuses its Request, and with it this storage.
+  target_.assign(target);
   size_t q = target.find('?');
   std::string_view raw_path = target.substr(0, q);
   std::string_view raw_query =
@@ -116,9 +133,13 @@ Status Request::SetTarget(std::string_view target) {
       raw_path = raw_path.substr(0, hash);
     }
   }
-  raw_path_ = std::string(raw_path);
-  raw_query_ = std::string(raw_query);
-  SOVAI_ASSIGN_OR_RETURN(path_, PercentDecode(raw_path_));
+  raw_path_.assign(raw_path);
+  raw_query_.assign(raw_query);
+  if (raw_path_.find('%') == std::string::npos) {
+    path_.assign(raw_path_);  // nothing to decode ('+' is not a space in paths)
+  } else {
+    SOVAI_ASSIGN_OR_RETURN(path_, PercentDecode(raw_path_));
+  }
   if (path_.find('\0') != std::string::npos) {
     return base::InvalidArgumentError("request path contains a NUL byte");
   }

@@ -19,12 +19,12 @@
 //   ... server.port() ...
 //   server.Shutdown();   // also done by ~Server
 //
-// Threading: sockets are driven by `io_threads` I/O threads (C++20 coroutines on Boost.Asio, a
-// strand per connection). A handler runs on a worker thread (a pool that grows on demand up to
-// `max_worker_threads`) and may block: reading the body and writing a streamed response block
-// that worker, not an I/O thread. Routes with `inline_handler` run on the I/O thread with their
-// body already buffered; they must not block. Streamed/SSE/file response bodies always run on a
-// worker. Handlers may be called concurrently from many threads.
+// Threading: sockets are driven by `io_threads` I/O threads (C++20 coroutines on Boost.Asio; a
+// connection stays on one I/O thread). A handler runs on a worker thread (a pool that grows on
+// demand up to `max_worker_threads`) and may block: reading the body and writing a streamed
+// response block that worker, not an I/O thread. Routes with `inline_handler` run on the I/O
+// thread with their body already buffered; they must not block. Streamed/SSE/file response bodies
+// always run on a worker. Handlers may be called concurrently from many threads.
 //
 // No Boost/Asio/OpenSSL type appears in this header.
 #pragma once
@@ -62,6 +62,8 @@ class Headers {
   void Set(std::string name, std::string value);
   // Removes every field `name`.
   void Remove(std::string_view name);
+  // Removes every field (keeping the storage for reuse).
+  void Clear() { fields_.clear(); }
 
   size_t size() const { return fields_.size(); }
   bool empty() const { return fields_.empty(); }
@@ -179,6 +181,9 @@ class Request {
   BodyReader& body();
 
   // --- Construction (used by the server and by tests) ---------------------------------------
+  // Empties the request for the next one on the same connection: everything but the remote
+  // address and the TLS flag is reset, and string/vector storage is kept for reuse.
+  void Clear();
   // Parses `target` into raw_path/raw_query/path/query_params. InvalidArgument when the target
   // is not origin-form ("/..."), contains a bad %-escape, or decodes to a NUL byte.
   base::Status SetTarget(std::string_view target);

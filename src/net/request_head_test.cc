@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 namespace sovai::net::internal {
 namespace {
 
@@ -78,6 +80,50 @@ TEST(RequestHeadTest, BodiesAndLimits) {
   Request req6;
   r = ParseRequest("PUT /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\nhello", {}, 100, req6);
   EXPECT_EQ(r.error.status, 400);
+}
+
+TEST(RequestHeadTest, BodiesLargerThanOneBuffer) {
+  // The parser copies body bytes into the caller's buffer and stops when it is full; a body of
+  // many buffers comes through whole, framed by length or by chunks.
+  std::string body(10'000, '\0');
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<char>('a' + i % 26);
+  Request req;
+  auto r = ParseRequest(
+      "PUT /x HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body, {},
+      1 << 20, req);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(r.body, body);
+  std::string chunked = "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (size_t off = 0; off < body.size(); off += 3000) {
+    std::string piece = body.substr(off, 3000);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    chunked += std::string(size) + "\r\n" + piece + "\r\n";
+  }
+  chunked += "0\r\n\r\n";
+  Request req2;
+  r = ParseRequest(chunked, {}, 1 << 20, req2);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(r.body, body);
+}
+
+TEST(RequestHeadTest, ParserFillsTheRequestAndChecksInOrder) {
+  HeadLimits limits;
+  limits.max_header_count = 2;
+  limits.max_target_bytes = 8;
+  // Too many fields and a bad target: the field count is reported first.
+  Request req;
+  EXPECT_EQ(
+      ParseRequestHead("GET x HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n", limits, req).error.status,
+      431);
+  // OPTIONS * is served as "/".
+  Request req2;
+  auto r = ParseRequestHead("OPTIONS * HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", limits, req2);
+  ASSERT_TRUE(r.error.ok()) << r.error.message;
+  EXPECT_EQ(req2.raw_path(), "/");
+  EXPECT_EQ(req2.version(), 10);
+  EXPECT_EQ(*req2.header("connection"), "keep-alive");
+  EXPECT_FALSE(req2.has_body());
 }
 
 }  // namespace

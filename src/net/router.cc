@@ -15,17 +15,45 @@ struct Segment {
   std::string text;  // literal text, or the parameter name
 };
 
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  // "/a/b" → {"a", "b"}; "/" → {""}; "/a/" → {"a", ""}.
-  std::vector<std::string_view> out;
-  path.remove_prefix(1);
-  for (;;) {
-    size_t slash = path.find('/');
-    out.push_back(path.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    path.remove_prefix(slash + 1);
+// A path split at '/': "/a/b" → {"a", "b"}; "/" → {""}; "/a/" → {"a", ""}. Find runs on every
+// request, so paths of up to kInline segments are split without allocating.
+class PathParts {
+ public:
+  explicit PathParts(std::string_view path) {
+    path.remove_prefix(1);
+    for (;;) {
+      size_t slash = path.find('/');
+      Push(path.substr(0, slash));
+      if (slash == std::string_view::npos) break;
+      path.remove_prefix(slash + 1);
+    }
   }
-  return out;
+  size_t size() const { return size_; }
+  std::string_view operator[](size_t i) const {
+    return i < kInline ? inline_[i] : more_[i - kInline];
+  }
+
+ private:
+  static constexpr size_t kInline = 16;
+  void Push(std::string_view part) {
+    if (size_ < kInline) {
+      inline_[size_] = part;
+    } else {
+      more_.push_back(part);
+    }
+    ++size_;
+  }
+  std::string_view inline_[kInline];
+  std::vector<std::string_view> more_;
+  size_t size_ = 0;
+};
+
+// Whether a raw path segment decodes to `literal` (segments without escapes are compared as
+// they are, without decoding into a new string).
+bool SegmentEquals(std::string_view raw, const std::string& literal) {
+  if (raw.find('%') == std::string_view::npos) return raw == literal;
+  auto decoded = PercentDecode(raw);
+  return decoded.ok() && *decoded == literal;
 }
 
 }  // namespace
@@ -35,6 +63,10 @@ struct Router::Impl {
     std::string method;
     std::string pattern;
     std::vector<Segment> segments;
+    // Specificity per segment (literal 3, parameter 2, catch-all 1), compared lexicographically
+    // between matching routes: literal segments win over parameters, parameters over catch-alls,
+    // position by position.
+    std::vector<int> score;
     Handler handler;
     RouteOptions options;
   };
@@ -54,7 +86,7 @@ void Router::Add(std::string method, std::string pattern, Handler handler, Route
   SOVAI_CHECK(handler) << "route handler is empty: " << pattern;
   SOVAI_CHECK_LE(options.max_body_bytes, kMaxBodyBytesCeiling);
   Impl::Route route;
-  std::vector<std::string_view> parts = SplitPath(pattern);
+  const PathParts parts(pattern);
   for (size_t i = 0; i < parts.size(); ++i) {
     std::string_view p = parts[i];
     Segment seg;
@@ -75,6 +107,7 @@ void Router::Add(std::string method, std::string pattern, Handler handler, Route
           << "braces must enclose a whole segment: " << pattern;
       seg.text = std::string(p);
     }
+    route.score.push_back(seg.kind == Segment::kLiteral ? 3 : seg.kind == Segment::kParam ? 2 : 1);
     route.segments.push_back(std::move(seg));
   }
   for (const auto& r : impl_->routes) {
@@ -120,67 +153,50 @@ Router::Match Router::Find(std::string_view method, std::string_view raw_path) c
     return match;
   };
   if (raw_path.empty() || raw_path.front() != '/') return use_fallback();
-  std::vector<std::string_view> parts = SplitPath(raw_path);
-
-  // Score: per segment, literal=3, param=2, catch-all=1, compared lexicographically, so literal
-  // segments win over parameters and parameters over catch-alls, position by position.
-  struct Candidate {
-    int index;
-    std::vector<int> score;
-  };
-  std::vector<Candidate> path_matches;
-  for (size_t ri = 0; ri < impl_->routes.size(); ++ri) {
-    const auto& segs = impl_->routes[ri].segments;
-    std::vector<int> score;
-    bool ok = true;
-    size_t i = 0;
-    for (; i < segs.size() && ok; ++i) {
+  const PathParts parts(raw_path);
+  auto path_matches = [&](const Impl::Route& route) {
+    const auto& segs = route.segments;
+    for (size_t i = 0; i < segs.size(); ++i) {
       const Segment& s = segs[i];
-      if (s.kind == Segment::kCatchAll) {
-        score.push_back(1);
-        i = segs.size();
-        break;
-      }
-      if (i >= parts.size()) {
-        ok = false;
-        break;
-      }
-      if (s.kind == Segment::kParam) {
-        ok = !parts[i].empty();
-        score.push_back(2);
-      } else {
-        auto decoded = PercentDecode(parts[i]);
-        ok = decoded.ok() && *decoded == s.text;
-        score.push_back(3);
+      if (s.kind == Segment::kCatchAll) return parts.size() + 1 >= segs.size();
+      if (i >= parts.size()) return false;
+      if (s.kind == Segment::kParam ? parts[i].empty() : !SegmentEquals(parts[i], s.text)) {
+        return false;
       }
     }
-    bool ends_with_catch_all = !segs.empty() && segs.back().kind == Segment::kCatchAll;
-    if (ok &&
-        (ends_with_catch_all ? parts.size() + 1 >= segs.size() : parts.size() == segs.size())) {
-      path_matches.push_back({static_cast<int>(ri), std::move(score)});
-    }
-  }
-  if (path_matches.empty()) return use_fallback();
+    return parts.size() == segs.size();
+  };
 
-  std::stable_sort(path_matches.begin(), path_matches.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-  // The most specific route for this method; HEAD falls back to GET.
-  const Candidate* chosen = nullptr;
-  for (std::string_view m :
-       {method, method == "HEAD" ? std::string_view("GET") : std::string_view()}) {
-    if (m.empty()) continue;
-    for (const auto& c : path_matches) {
-      if (impl_->routes[static_cast<size_t>(c.index)].method == m) {
-        chosen = &c;
-        break;
-      }
+  // The most specific route for this method, the first registered among equals; HEAD falls back
+  // to GET.
+  const bool head = method == "HEAD";
+  int chosen = -1;
+  int chosen_get = -1;
+  bool any_path_match = false;
+  for (size_t ri = 0; ri < impl_->routes.size(); ++ri) {
+    const auto& route = impl_->routes[ri];
+    const bool for_method = route.method == method;
+    const bool for_get = head && route.method == "GET";
+    if (!for_method && !for_get) {
+      // Routes for other methods matter only for the answer: 405 rather than the fallback.
+      if (!any_path_match && path_matches(route)) any_path_match = true;
+      continue;
     }
-    if (chosen != nullptr) break;
+    if (!path_matches(route)) continue;
+    any_path_match = true;
+    int& best = for_method ? chosen : chosen_get;
+    if (best < 0 || route.score > impl_->routes[static_cast<size_t>(best)].score) {
+      best = static_cast<int>(ri);
+    }
   }
-  if (chosen == nullptr) {
+  if (chosen < 0) chosen = chosen_get;
+  if (!any_path_match) return use_fallback();
+
+  if (chosen < 0) {
     std::vector<std::string> allow;
-    for (const auto& c : path_matches) {
-      const std::string& m = impl_->routes[static_cast<size_t>(c.index)].method;
+    for (const auto& route : impl_->routes) {
+      if (!path_matches(route)) continue;
+      const std::string& m = route.method;
       if (std::find(allow.begin(), allow.end(), m) == allow.end()) allow.push_back(m);
       if (m == "GET" && std::find(allow.begin(), allow.end(), "HEAD") == allow.end()) {
         allow.push_back("HEAD");
@@ -195,7 +211,7 @@ Router::Match Router::Find(std::string_view method, std::string_view raw_path) c
     return match;
   }
 
-  const auto& route = impl_->routes[static_cast<size_t>(chosen->index)];
+  const auto& route = impl_->routes[static_cast<size_t>(chosen)];
   for (size_t i = 0; i < route.segments.size(); ++i) {
     const Segment& s = route.segments[i];
     if (s.kind == Segment::kLiteral) continue;
@@ -220,7 +236,7 @@ Router::Match Router::Find(std::string_view method, std::string_view raw_path) c
   match.handler = &route.handler;
   match.options = &route.options;
   match.pattern = route.pattern;
-  match.route_index = chosen->index;
+  match.route_index = chosen;
   return match;
 }
 

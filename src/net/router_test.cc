@@ -65,6 +65,45 @@ TEST(RouterTest, NotFoundVsMethodNotAllowed) {
   EXPECT_EQ(CallMatched(r.Find("HEAD", "/v1/jobs/x")), "get");  // HEAD served by GET
 }
 
+TEST(RouterTest, SpecificityTiesAndHead) {
+  Router r;
+  r.Get("/{a}/x", Named("first"));
+  r.Get("/{b}/x", Named("second"));
+  r.Add("HEAD", "/obj/{any...}", Named("head-route"));
+  r.Get("/obj/x", Named("get-route"));
+  // Equally specific: the first registered wins.
+  EXPECT_EQ(CallMatched(r.Find("GET", "/q/x")), "first");
+  // A HEAD route wins over a more specific GET route; GET serves HEAD only without one.
+  EXPECT_EQ(CallMatched(r.Find("HEAD", "/obj/x")), "head-route");
+  EXPECT_EQ(CallMatched(r.Find("HEAD", "/q/x")), "first");
+  // Literal segments compare decoded.
+  EXPECT_EQ(CallMatched(r.Find("GET", "/o%62j/x")), "get-route");
+  // A bad escape matches no literal, and a parameter that cannot be decoded matches nothing.
+  EXPECT_EQ(r.Find("GET", "/o%zzj/x").kind, Router::Match::kNotFound);
+}
+
+TEST(RouterTest, LongPaths) {
+  // More segments than the router splits without allocating.
+  Router r;
+  std::string pattern;
+  std::string path;
+  for (int i = 0; i < 20; ++i) {
+    pattern += "/s" + std::to_string(i);
+    path += "/s" + std::to_string(i);
+  }
+  r.Get(pattern + "/{id}", Named("param"));
+  r.Get("/s0/{rest...}", Named("catch-all"));
+  Router::Match m = r.Find("GET", path + "/x%20y");
+  EXPECT_EQ(CallMatched(m), "param");
+  ASSERT_EQ(m.params.size(), 1u);
+  EXPECT_EQ(m.params[0].second, "x y");
+  m = r.Find("GET", path + "/x/y");
+  EXPECT_EQ(CallMatched(m), "catch-all");
+  ASSERT_EQ(m.params.size(), 1u);
+  EXPECT_EQ(m.params[0].second, path.substr(4) + "/x/y");
+  EXPECT_EQ(r.Find("PUT", path + "/x").kind, Router::Match::kMethodNotAllowed);
+}
+
 TEST(RouterTest, Fallback) {
   Router r;
   r.Get("/health", Named("health"));
@@ -120,6 +159,33 @@ TEST(RequestTest, TargetAndQuery) {
   EXPECT_FALSE(req.SetTarget("http://example.com/").ok());
   EXPECT_FALSE(req.SetTarget("/a%00b").ok());
   EXPECT_FALSE(req.SetTarget("/a?x=%zz").ok());
+}
+
+TEST(RequestTest, ClearKeepsOnlyTheConnection) {
+  Request req;
+  req.set_remote_address("10.0.0.1:5000");
+  req.set_is_tls(true);
+  req.set_method("PUT");
+  req.set_version(10);
+  ASSERT_TRUE(req.SetTarget("/a/b?x=1").ok());
+  req.mutable_headers().Add("Host", "h");
+  req.set_content_length(5);
+  req.set_chunked(true);
+  req.set_route("/a/{id}", {{"id", "b"}});
+  req.Clear();
+  EXPECT_EQ(req.method(), "");
+  EXPECT_EQ(req.target(), "");
+  EXPECT_EQ(req.raw_path(), "");
+  EXPECT_EQ(req.path(), "");
+  EXPECT_TRUE(req.query_params().empty());
+  EXPECT_TRUE(req.params().empty());
+  EXPECT_EQ(req.route_pattern(), "");
+  EXPECT_TRUE(req.headers().empty());
+  EXPECT_EQ(req.version(), 11);
+  EXPECT_FALSE(req.content_length().has_value());
+  EXPECT_FALSE(req.chunked());
+  EXPECT_EQ(req.remote_address(), "10.0.0.1:5000");
+  EXPECT_TRUE(req.is_tls());
 }
 
 TEST(HeadersTest, CaseInsensitive) {

@@ -1,19 +1,31 @@
-// The HTTP/1.1 server: one coroutine per connection on a per-connection strand; handlers and
-// streaming bodies on a worker pool, bridged to the socket by posting operations to the
-// connection's strand and waiting on their completion (see README.md).
+// The HTTP/1.1 server: one io_context per I/O thread, one coroutine per connection on the
+// context that accepted it (so a connection's state is only ever touched by one thread, without
+// strands); handlers and streaming bodies on a worker pool, bridged to the socket by posting
+// operations to the connection's context and waiting on their completion (see README.md).
+//
+// The per-request path of a keep-alive connection is kept lean, since it is what a cheap
+// endpoint costs: the request is parsed straight into a Request the connection reuses, an
+// inline handler runs in the connection's coroutine frame, its response head is serialized into
+// a reused string and sent with the body by one direct send, and timeouts are a per-connection
+// watchdog timer rather than a timer operation per socket operation.
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "net/http.h"
 #include "net/internal/beast.h"
+#include "net/internal/net_error.h"
 #include "net/internal/request_head.h"
+#include "net/internal/response_head.h"
 
 namespace sovai::net {
 
@@ -23,7 +35,21 @@ using namespace internal;  // NOLINT(google-build-using-namespace): asio/beast/h
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
+// Everything a connection touches is typed on the io_context's own executor, not on the
+// type-erased any_io_executor: no type-erased executor copies and queries per operation.
+using IoExecutor = asio::io_context::executor_type;
+template <class T = void>
+using Task = asio::awaitable<T, IoExecutor>;
+using Socket = asio::basic_stream_socket<tcp, IoExecutor>;
+using Acceptor = asio::basic_socket_acceptor<tcp, IoExecutor>;
+using Timer = asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, IoExecutor>;
+
 namespace {
+
+// Completion token for `co_await op(..., Into(ec))`: the error lands in `ec` instead of throwing.
+auto Into(boost::system::error_code& ec) {
+  return asio::redirect_error(asio::use_awaitable_t<IoExecutor>(), ec);
+}
 
 // --- Worker pool ----------------------------------------------------------------------------
 
@@ -82,24 +108,23 @@ class WorkerPool {
   bool stopping_ = false;
 };
 
-// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own strand.
-// The wait is a timer that never expires, cancelled (on the strand) when `fn` returns. (An
+// Suspends the calling coroutine while `fn` runs on a worker; resumes it on its own I/O thread.
+// The wait is a timer that never expires, cancelled (on the I/O thread) when `fn` returns. (An
 // earlier version used async_initiate with a handler resumed from the worker; with g++ 12 and
-// Boost 1.74 it corrupted the strand's reference count — heap-use-after-free under ASan.)
+// Boost 1.74 it corrupted the executor's reference count — heap-use-after-free under ASan.)
 template <class Fn>
-asio::awaitable<void> RunOnWorker(WorkerPool& pool, Fn fn) {
-  asio::steady_timer done(co_await asio::this_coro::executor,
-                          asio::steady_timer::time_point::max());
+Task<void> RunOnWorker(WorkerPool& pool, Fn fn) {
+  Timer done(co_await asio::this_coro::executor, Timer::time_point::max());
   pool.Submit([&done, &fn] {
     fn();
     // `done` outlives this: the coroutine stays suspended until the cancel below has run.
     asio::post(done.get_executor(), [&done] { done.cancel(); });
   });
   boost::system::error_code ec;
-  co_await done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_await done.async_wait(Into(ec));
 }
 
-// One-shot hand-off of a value from the strand to a blocked worker. Unlike std::promise, the
+// One-shot hand-off of a value from an I/O thread to a blocked worker. Unlike std::promise, the
 // setter is done touching the object once the waiter can return (it notifies under the lock),
 // so the waiter may destroy it right away.
 template <class T>
@@ -126,34 +151,77 @@ class Completion {
 
 constexpr std::string_view kMethodNames[] = {"GET",    "HEAD",  "POST",    "PUT",
                                              "DELETE", "PATCH", "OPTIONS", "OTHER"};
+constexpr int kMethods = 8;
+constexpr int kOtherMethod = 7;
 int MethodIndex(std::string_view method) {
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < kOtherMethod; ++i) {
     if (kMethodNames[i] == method) return i;
   }
-  return 7;
+  return kOtherMethod;
 }
 
-// Counters of one route (or of the fallback / unmatched pseudo-routes). A mutex per route: the
-// critical section is a few loads on a tiny vector, and different routes never contend.
-struct StatSlot {
-  struct Entry {
-    uint8_t method;
-    uint16_t status;
-    uint64_t count;
-  };
-  std::mutex mu;  // guards entries
-  std::vector<Entry> entries;
-
-  void Add(int method, int status) {
-    std::lock_guard lock(mu);
-    for (auto& e : entries) {
-      if (e.method == method && e.status == status) {
-        ++e.count;
-        return;
+// Request counts per (slot, method, status), where a slot is a route, the fallback or the
+// unmatched pseudo-route. Bumped by every request on the I/O threads, so without a lock: one
+// relaxed atomic per (slot, method, status column). Statuses with a reason phrase (and 499, the
+// client went away) have a column; any other status a handler returns goes to a small locked
+// map that a well-behaved server never touches.
+class RequestCounters {
+ public:
+  explicit RequestCounters(int slots) : slots_(slots) {
+    column_.fill(-1);
+    for (int status = 100; status < kMaxStatus; ++status) {
+      if (!HttpReasonPhrase(status).empty() || status == 499) {
+        column_[static_cast<size_t>(status)] = static_cast<int16_t>(statuses_.size());
+        statuses_.push_back(status);
       }
     }
-    entries.push_back({static_cast<uint8_t>(method), static_cast<uint16_t>(status), 1});
+    counts_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(slots_) * kMethods *
+                                                        statuses_.size());
   }
+
+  void Add(int slot, int method, int status) {
+    int column = status >= 0 && status < kMaxStatus ? column_[static_cast<size_t>(status)] : -1;
+    if (column < 0) {
+      std::lock_guard lock(mu_);
+      ++other_[{slot, method, status}];
+      return;
+    }
+    Counter(slot, method, column).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Calls fn(slot, method, status, count) for every count that is not zero.
+  template <class Fn>
+  void ForEach(Fn fn) {
+    for (int slot = 0; slot < slots_; ++slot) {
+      for (int method = 0; method < kMethods; ++method) {
+        for (size_t column = 0; column < statuses_.size(); ++column) {
+          uint64_t n =
+              Counter(slot, method, static_cast<int>(column)).load(std::memory_order_relaxed);
+          if (n > 0) fn(slot, method, statuses_[column], n);
+        }
+      }
+    }
+    std::lock_guard lock(mu_);
+    for (const auto& [key, n] : other_) {
+      fn(std::get<0>(key), std::get<1>(key), std::get<2>(key), n);
+    }
+  }
+
+ private:
+  static constexpr int kMaxStatus = 1000;
+  std::atomic<uint64_t>& Counter(int slot, int method, int column) {
+    size_t i =
+        (static_cast<size_t>(slot) * kMethods + static_cast<size_t>(method)) * statuses_.size() +
+        static_cast<size_t>(column);
+    return counts_[i];
+  }
+
+  const int slots_;
+  std::array<int16_t, kMaxStatus> column_;           // status → column, -1 for other_
+  std::vector<int> statuses_;                        // column → status
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // [slot][method][column]
+  std::mutex mu_;                                    // guards other_
+  std::map<std::tuple<int, int, int>, uint64_t> other_;
 };
 
 std::string JsonEscape(std::string_view s) {
@@ -205,42 +273,40 @@ bool IsBodylessStatus(int status) {
 constexpr auto kLingerTime = std::chrono::seconds(2);
 constexpr uint64_t kLingerBytes = 16 * 1024 * 1024;
 
-Status StatusFromNetError(const boost::system::error_code& ec, std::string_view what) {
-  if (ec == beast::error::timeout) {
-    return base::DeadlineExceededError(std::string(what) + ": timed out");
-  }
-  return base::UnavailableError(std::string(what) + ": " + ec.message());
-}
-
 }  // namespace
 
-// --- ServerCore (Server::Impl)
-// ---------------------------------------------------------------------------
+// --- ServerCore (Server::Impl) --------------------------------------------------------------
 
 class ConnectionBase {
  public:
   virtual ~ConnectionBase() = default;
-  // Called on the connection's strand at shutdown: idle → close now; busy → close after the
+  // Called on the connection's I/O thread at shutdown: idle → close now; busy → close after the
   // current request (`force` closes busy ones too).
   virtual void OnShutdown(bool force) = 0;
-  virtual asio::any_io_executor executor() = 0;
+  virtual IoExecutor executor() = 0;
 };
 
 class ServerCore {
  public:
-  ServerCore(Router r, const ServerOptions& o) : router(std::move(r)), opts(o) {
+  ServerCore(Router r, const ServerOptions& o)
+      : router(std::move(r)), opts(o), counters(router.route_count() + 2) {
     head_limits.max_header_bytes = o.max_header_bytes;
     head_limits.max_header_count = o.max_header_count;
     head_limits.max_target_bytes = o.max_target_bytes;
-    for (int i = 0; i < router.route_count() + 2; ++i)
-      slots.push_back(std::make_unique<StatSlot>());
     if (!opts.error_renderer) opts.error_renderer = DefaultErrorRenderer;
+  }
+  ~ServerCore() {
+    // Context 0 first: its accept loop may be suspended holding a socket made on another context.
+    // Every other object lives on the context that runs it.
+    acceptor.reset();
+    work.clear();
+    for (auto& io : ios) io.reset();
   }
 
   Status Start();
   void Shutdown(std::chrono::milliseconds grace);
-  asio::awaitable<void> AcceptLoop();
-  asio::awaitable<void> Reject(tcp::socket socket);
+  Task<void> AcceptLoop();
+  void Reject(Socket& socket);
 
   // Registry of live connections (for shutdown and max_connections).
   bool Register(uint64_t id, std::weak_ptr<ConnectionBase> conn) {
@@ -264,8 +330,8 @@ class ServerCore {
     }
   }
 
-  // Declaration order matters: connections (destroyed with `io` at the latest) touch the
-  // registry and counters, and TLS streams use ssl_ctx, so those are declared before `io`.
+  // Declaration order matters: connections (destroyed with `ios` at the latest) touch the
+  // registry and counters, and TLS streams use ssl_ctx, so those are declared before `ios`.
   Router router;
   ServerOptions opts;
   HeadLimits head_limits;
@@ -282,7 +348,7 @@ class ServerCore {
   std::atomic<uint64_t> bytes_in{0};
   std::atomic<uint64_t> bytes_out{0};
   std::atomic<uint64_t> next_id{1};
-  std::vector<std::unique_ptr<StatSlot>> slots;  // routes, then fallback, then unmatched
+  RequestCounters counters;  // slots: routes, then fallback, then unmatched
 
   std::mutex conns_mu;  // guards conns
   std::condition_variable conns_cv;
@@ -290,9 +356,12 @@ class ServerCore {
 
   std::unique_ptr<asio::ssl::context> ssl_ctx;
   std::unique_ptr<WorkerPool> workers;
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  tcp::acceptor acceptor{asio::make_strand(io)};
+  // One context per I/O thread, each run by that thread only: a connection lives on one context,
+  // so its coroutine, socket and timers need no strand. Cross-thread work is asio::post.
+  std::vector<std::unique_ptr<asio::io_context>> ios;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::optional<Acceptor> acceptor;  // on ios[0]
+  size_t next_io = 0;                // round-robin over ios; used by the accept loop only
   std::vector<std::thread> io_threads;
 };
 
@@ -300,66 +369,151 @@ namespace {
 
 // --- Connection -----------------------------------------------------------------------------
 
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+constexpr auto kNever = Clock::time_point::max();
+// Bytes asked of one socket read: a request head (most fit), or a piece of a body.
+constexpr size_t kHeadReadBytes = 4096;
+constexpr size_t kBodyReadBytes = 64 * 1024;
+// An empty read buffer larger than this (grown by a body or a big head) is released between
+// requests, so idle keep-alive connections stay small.
+constexpr size_t kIdleBufferBytes = 16 * 1024;
+
+// The response head and body as one gather write, less what has been sent already.
+using ResponseBuffers = std::array<asio::const_buffer, 2>;
+ResponseBuffers Skip(ResponseBuffers buffers, size_t n) {
+  for (auto& b : buffers) {
+    size_t k = std::min(n, b.size());
+    b += k;
+    n -= k;
+  }
+  return buffers;
+}
+
 template <class Stream>
 class Connection final : public ConnectionBase,
                          public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  static constexpr bool kTls = !std::is_same_v<Stream, Socket>;
 
   template <class... Args>
-  Connection(ServerCore& server, uint64_t id, std::string remote, Args&&... args)
+  Connection(ServerCore& server, uint64_t id, std::string remote, Socket socket, Args&&... args)
       : server_(server),
         id_(id),
         remote_(std::move(remote)),
-        stream_(std::forward<Args>(args)...) {}
+        stream_(std::move(socket), std::forward<Args>(args)...),
+        watchdog_(stream_.get_executor()) {
+    req_.set_remote_address(remote_);
+    req_.set_is_tls(kTls);
+  }
 
   ~Connection() override { server_.Unregister(id_); }
 
-  asio::any_io_executor executor() override { return stream_.get_executor(); }
+  IoExecutor executor() override { return stream_.get_executor(); }
 
   void OnShutdown(bool force) override {
     closing_ = true;
-    if (idle_ || force) Lowest().socket().close(ignored_);  // cancels the pending operation
+    if (idle_ || force) Lowest().close(ignored_);  // cancels the pending operation
   }
 
   // The caller keeps the connection alive until the returned coroutine completes.
-  asio::awaitable<void> Run();
+  Task<void> Run();
 
  private:
-  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(stream_); }
+  Socket& Lowest() { return beast::get_lowest_layer(stream_); }
   const ServerOptions& opts() const { return server_.opts; }
 
-  // Reads the next request and answers it. Returns false when the connection must close.
-  asio::awaitable<bool> HandleOne();
-  asio::awaitable<void> WriteSimpleError(int status, std::string message, const Request* req);
-  // Writes `res` (a handler's response). Returns false when the connection must close.
-  asio::awaitable<bool> WriteResponse(Request& req, Response& res, bool keep_alive, bool head);
-  void Finish(const Request& req, int slot, int status, Clock::time_point start);
+  // --- Deadlines. One timer per connection (the watchdog) instead of one timer operation per
+  // socket operation: ExpireAt before an operation is a store, and the watchdog is re-armed
+  // only when it fires early or a deadline comes sooner than it. When a deadline passes with
+  // its operation still pending the watchdog closes the socket; Settle, called when the
+  // operation completes, reports that as beast::error::timeout.
+  void ExpireAt(Clock::time_point deadline) {
+    deadline_ = deadline;
+    if (deadline < watchdog_at_) ArmWatchdog(deadline);
+  }
+  void ExpireAfter(Clock::duration timeout) { ExpireAt(Clock::now() + timeout); }
+  void Settle(boost::system::error_code& ec) {
+    deadline_ = kNever;
+    if (ec && timed_out_) ec = beast::error::timeout;
+  }
+  void ArmWatchdog(Clock::time_point at) {
+    watchdog_at_ = at;
+    watchdog_.expires_at(at);  // cancels the wait this replaces
+    watchdog_.async_wait([weak = this->weak_from_this()](const boost::system::error_code& ec) {
+      if (ec) return;  // replaced by a sooner deadline, or the connection is gone
+      if (auto self = weak.lock()) self->OnWatchdog();
+    });
+  }
+  void OnWatchdog() {
+    watchdog_at_ = kNever;
+    if (deadline_ == kNever) return;  // nothing pending; the next ExpireAt arms it again
+    if (Clock::now() < deadline_) {
+      ArmWatchdog(deadline_);
+      return;
+    }
+    timed_out_ = true;
+    Lowest().close(ignored_);
+  }
 
-  // Body reading, shared by the bridged reader (worker) and the inline path (coroutine).
+  // --- Responses.
+  // Turns an invalid status into 500 and renders error bodies.
+  void Normalize(const Request* req, Response& res);
+  // Serializes the head of a fixed (not streamed) response into head_; returns what to send.
+  ResponseBuffers PrepareFixed(int version, Response& res, bool keep_alive, bool head);
+  // Sends what PrepareFixed returned: a direct non-blocking send first, which takes the whole of
+  // a small response without suspending; SendRest sends what it left. Both count bytes_out.
+  size_t SendNow(const ResponseBuffers& buffers, boost::system::error_code& ec);
+  Task<bool> SendRest(ResponseBuffers buffers, size_t sent);
+  // Writes a fixed response by the two above, for the paths that are not per-request hot.
+  Task<bool> WriteFixed(const Request* req, int version, Response& res, bool keep_alive, bool head);
+  // Writes a streamed response (the body from res.stream on a worker). Returns false when the
+  // connection must close.
+  Task<bool> WriteStreamed(Response& res, bool keep_alive, bool head);
+
+  // --- Requests.
   class BodyState;
   class BridgedReader;
   class BridgedWriter;
+  // Runs the handler of a request that has a body or runs on a worker (all but the inline,
+  // bodyless fast path), reading the body as it goes. Returns false when the client vanished or
+  // stalled mid-body: there is nobody to answer, and `drop_status` is 408 or 499.
+  Task<bool> RunHandler(const Router::Match& match, Response& res, bool& keep_alive,
+                        int& drop_status);
+  // Reads the next piece of the body into [buf, buf + n) (sending "100 Continue" first when the
+  // client waits for it): from what is buffered, else from the socket. Returns the bytes
+  // obtained; 0 with body.done() at the end of the body, or with body.error() on failure. On
+  // the I/O thread; both the inline path and BridgedReader use it.
+  Task<size_t> ReadBody(BodyState& body, char* buf, size_t n);
+  // Runs `handler` on req_ (on the calling thread); a throwing handler is answered 500.
+  void Call(const Handler& handler, Response& res);
+  // Counts the request in the stats and the access log.
+  void Finish(int slot, int status, Clock::time_point start);
 
   ServerCore& server_;
   const uint64_t id_;
   const std::string remote_;
   Stream stream_;
-  beast::flat_buffer buffer_;
-  bool idle_ = false;     // waiting for the first byte of a request (on the strand)
+  Timer watchdog_;
+  Clock::time_point deadline_ = kNever;     // of the pending socket operation; kNever: none
+  Clock::time_point watchdog_at_ = kNever;  // when watchdog_ fires; kNever: not waiting
+  bool timed_out_ = false;                  // the watchdog closed the socket
+  beast::flat_buffer buffer_;               // bytes read and not parsed yet
+  Request req_;                             // the current request; reused (storage kept)
+  std::optional<RequestParser> parser_;     // the current request's parser
+  std::string head_;                        // the serialized response head; reused
+  bool idle_ = false;                       // waiting for the first byte of a request
   bool linger_ = false;   // a response was written on this request; drain before closing
-  bool closing_ = false;  // close after the current request (on the strand)
+  bool closing_ = false;  // close after the current request
   uint64_t req_bytes_in_ = 0;
   uint64_t req_bytes_out_ = 0;
   boost::system::error_code ignored_;
 };
 
-// State of reading one request body; all socket work happens on the strand.
+// State of reading one request body; all socket work happens on the I/O thread.
 template <class Stream>
 class Connection<Stream>::BodyState {
  public:
-  BodyState(Connection& c, http::request_parser<http::buffer_body>& parser, bool expect_continue,
-            uint64_t limit)
+  BodyState(Connection& c, RequestParser& parser, bool expect_continue, uint64_t limit)
       : c_(c), parser_(parser), expect_continue_(expect_continue), limit_(limit) {}
 
   bool done() const { return parser_.is_done(); }
@@ -382,21 +536,21 @@ class Connection<Stream>::BodyState {
     return deadline;
   }
 
-  // Strand side of "100 Continue": returns the bytes to write before the first read, if any.
+  // Whether "100 Continue" must be sent before the first read (true once).
   bool NeedsContinue() {
     if (!expect_continue_ || continue_sent_) return false;
     continue_sent_ = true;
     return true;
   }
 
-  // Called with the outcome of one async_read_some into a buffer of `n` bytes. Returns body
-  // bytes obtained; sets error_ on failure.
+  // Called with the outcome of one read step into a buffer of `n` bytes. Returns body bytes
+  // obtained; sets error_ on failure.
   size_t OnRead(const boost::system::error_code& ec, size_t n, Clock::duration waited,
                 size_t parsed_bytes) {
     waited_ += std::chrono::duration_cast<std::chrono::milliseconds>(waited);
     c_.server_.bytes_in.fetch_add(parsed_bytes, std::memory_order_relaxed);
     c_.req_bytes_in_ += parsed_bytes;
-    size_t got = n - parser_.get().body().size;
+    size_t got = n - parser_.body_left();
     total_ += got;
     if (ec && ec != http::error::need_buffer) {
       if (ec == http::error::body_limit) {
@@ -408,23 +562,24 @@ class Connection<Stream>::BodyState {
             "client stopped sending the request body (read timeout " +
             std::to_string(c_.opts().read_timeout.count()) + " ms or slower than " +
             std::to_string(c_.opts().min_body_bytes_per_s) + " bytes/s)");
-      } else if (ec == http::error::partial_message || ec == asio::error::eof) {
+      } else if (ec == http::error::partial_message || ec == asio::error::eof ||
+                 ec == http::error::end_of_stream) {
         error_ = base::UnavailableError("client closed the connection mid-body after " +
                                         std::to_string(total_) + " bytes");
       } else {
-        error_ = base::UnavailableError("reading the request body failed: " + ec.message());
+        error_ = StatusFromNetError(ec, "reading the request body");
       }
     }
     return got;
   }
 
   void Fail(Status st) { error_ = std::move(st); }
-  http::request_parser<http::buffer_body>& parser() { return parser_; }
+  RequestParser& parser() { return parser_; }
   Connection& conn() { return c_; }
 
  private:
   Connection& c_;
-  http::request_parser<http::buffer_body>& parser_;
+  RequestParser& parser_;
   const bool expect_continue_;
   const uint64_t limit_;
   bool continue_sent_ = false;
@@ -434,9 +589,7 @@ class Connection<Stream>::BodyState {
   Status error_;
 };
 
-constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
-// BodyReader for worker handlers: each Read posts one read to the strand and waits.
+// BodyReader for worker handlers: each Read runs one ReadBody on the I/O thread and waits.
 template <class Stream>
 class Connection<Stream>::BridgedReader final : public BodyReader {
  public:
@@ -448,21 +601,14 @@ class Connection<Stream>::BridgedReader final : public BodyReader {
     Connection& c = s_.conn();
     for (;;) {
       Completion<size_t> done;
-      asio::post(c.stream_.get_executor(), [this, &c, &done, buf, n] {
-        if (s_.NeedsContinue()) {
-          c.Lowest().expires_after(c.opts().write_timeout);
-          asio::async_write(c.stream_, asio::buffer(kContinue.data(), kContinue.size()),
-                            [this, &c, &done, buf, n](boost::system::error_code ec, size_t) {
-                              if (ec) {
-                                s_.Fail(StatusFromNetError(ec, "sending 100 Continue"));
-                                done.Set(0);
-                                return;
-                              }
-                              StartRead(c, done, buf, n);
-                            });
-          return;
-        }
-        StartRead(c, done, buf, n);
+      // co_spawn from the I/O thread, not from this worker: everything about the coroutine
+      // (its frames, its executor's bookkeeping) then happens on one thread.
+      asio::post(c.executor(), [this, &c, &done, buf, n] {
+        asio::co_spawn(c.executor(), c.ReadBody(s_, buf, n),
+                       [this, &done](std::exception_ptr e, size_t got) {
+                         if (e) s_.Fail(base::InternalError("reading the request body failed"));
+                         done.Set(e ? 0 : got);
+                       });
       });
       size_t got = done.Wait();
       if (got > 0) return got;
@@ -472,33 +618,10 @@ class Connection<Stream>::BridgedReader final : public BodyReader {
   }
 
  private:
-  // Strand side.
-  void StartRead(Connection& c, Completion<size_t>& done, char* buf, size_t n) {
-    auto& body = s_.parser().get().body();
-    body.data = buf;
-    body.size = n;
-    body.more = true;
-    if (s_.parser().is_done()) {
-      done.Set(0);
-      return;
-    }
-    auto deadline = s_.NextDeadline();
-    auto start = Clock::now();
-    if (deadline <= start) {
-      done.Set(s_.OnRead(beast::error::timeout, n, {}, 0));
-      return;
-    }
-    c.Lowest().expires_at(deadline);
-    http::async_read_some(c.stream_, c.buffer_, s_.parser(),
-                          [this, &done, n, start](boost::system::error_code ec, size_t parsed) {
-                            done.Set(s_.OnRead(ec, n, Clock::now() - start, parsed));
-                          });
-  }
-
   BodyState& s_;
 };
 
-// BodyWriter for streamed responses: each Write posts one write to the strand and waits.
+// BodyWriter for streamed responses: each Write posts one write to the I/O thread and waits.
 template <class Stream>
 class Connection<Stream>::BridgedWriter final : public BodyWriter {
  public:
@@ -514,9 +637,10 @@ class Connection<Stream>::BridgedWriter final : public BodyWriter {
     }
     Completion<boost::system::error_code> done;
     auto chunk = http::make_chunk(asio::buffer(data.data(), data.size()));
-    asio::post(c_.stream_.get_executor(), [this, &done, &chunk, data] {
-      c_.Lowest().expires_after(c_.opts().write_timeout);
+    asio::post(c_.executor(), [this, &done, &chunk, data] {
+      c_.ExpireAfter(c_.opts().write_timeout);
       auto on_done = [this, &done](boost::system::error_code ec, size_t n) {
+        c_.Settle(ec);
         c_.server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
         done.Set(ec);
       };
@@ -547,22 +671,152 @@ class Connection<Stream>::BridgedWriter final : public BodyWriter {
 };
 
 template <class Stream>
-asio::awaitable<void> Connection<Stream>::Run() {
+Task<void> Connection<Stream>::Run() {
   try {
-    Lowest().socket().set_option(tcp::no_delay(true), ignored_);
+    Lowest().set_option(tcp::no_delay(true), ignored_);
     if constexpr (kTls) {
-      Lowest().expires_after(opts().header_timeout);
+      ExpireAfter(opts().header_timeout);
       boost::system::error_code ec;
-      co_await stream_.async_handshake(asio::ssl::stream_base::server,
-                                       asio::redirect_error(asio::use_awaitable, ec));
+      co_await stream_.async_handshake(asio::ssl::stream_base::server, Into(ec));
+      Settle(ec);
       if (ec) co_return;
+    } else {
+      // SendNow's direct send must fail with would_block rather than block the I/O thread.
+      Lowest().non_blocking(true, ignored_);
     }
+    const int unmatched_slot = server_.router.route_count() + 1;
+    // One request per iteration. The common case — an inline handler, no body, a fixed
+    // response — runs entirely in this frame: no coroutine is called, so none is allocated.
     for (;;) {
-      bool more = co_await HandleOne();
-      if (!more) break;
+      boost::system::error_code ec;
+      linger_ = false;
+
+      // 1. The head: its first byte within idle_timeout, the rest within header_timeout.
+      if (buffer_.size() == 0 && buffer_.capacity() > kIdleBufferBytes) buffer_.shrink_to_fit();
+      req_.Clear();
+      RequestParser& parser = parser_.emplace(req_, server_.head_limits);
+      parser.header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
+      parser.body_limit(kMaxBodyBytesCeiling);
+      size_t head_bytes = 0;
+      std::optional<Clock::time_point> head_deadline;  // set once the first bytes are in
+      bool read_failed = false;
+      for (;;) {
+        if (buffer_.size() > 0) {
+          size_t used = parser.put(buffer_.data(), ec);
+          buffer_.consume(used);
+          head_bytes += used;
+          if (ec != http::error::need_more) break;  // the whole head, or malformed
+          ec = {};
+        }
+        if (buffer_.size() == 0) {
+          idle_ = true;
+          if (closing_) break;
+          ExpireAfter(opts().idle_timeout);
+        } else {
+          if (!head_deadline) head_deadline = Clock::now() + opts().header_timeout;
+          ExpireAt(*head_deadline);
+        }
+        size_t n = co_await stream_.async_read_some(buffer_.prepare(kHeadReadBytes), Into(ec));
+        Settle(ec);
+        idle_ = false;
+        if (ec) {
+          read_failed = true;
+          break;
+        }
+        buffer_.commit(n);
+      }
+      if (idle_) break;  // shutting down between requests
+      if (read_failed) {
+        // A client that half-closes mid-head is answered 400, as Beast's reader did; a timeout,
+        // a reset or a close between requests just ends the connection.
+        if (ec != asio::error::eof || !parser.got_some()) break;
+        ec = {};
+        parser.put_eof(ec);
+      }
+      server_.bytes_in.fetch_add(head_bytes, std::memory_order_relaxed);
+      if (ec) {
+        HeadError err = HeadErrorFromParse(ec, server_.head_limits);
+        server_.counters.Add(unmatched_slot, kOtherMethod, err.status);
+        Response res = Response::Error(err.status, err.message);
+        co_await WriteFixed(nullptr, 11, res, false, false);
+        break;
+      }
+
+      auto start = server_.opts.access_log ? Clock::now() : Clock::time_point();
+      server_.active_requests.fetch_add(1, std::memory_order_relaxed);
+      req_bytes_in_ = 0;
+      req_bytes_out_ = 0;
+      if (HeadError err = parser.CheckHead(); !err.ok()) {
+        Response res = Response::Error(err.status, err.message);
+        co_await WriteFixed(nullptr, 11, res, false, false);
+        Finish(unmatched_slot, err.status, start);
+        break;
+      }
+      bool keep_alive = parser.keep_alive();
+      const bool head = req_.method() == "HEAD";
+
+      // 2. Route, and run the handler (or answer for the server).
+      Response res;
+      int slot = unmatched_slot;
+      Router::Match match = server_.router.Find(req_.method(), req_.raw_path());
+      if (match.kind != Router::Match::kFound) {
+        if (match.kind == Router::Match::kMethodNotAllowed) {
+          res =
+              Response::Error(405, "method " + std::string(req_.method()) + " is not allowed on " +
+                                       std::string(req_.raw_path()) + "; allowed: " + match.allow);
+          res.headers.Set("Allow", match.allow);
+        } else {
+          res = Response::Error(404, "no route for " + std::string(req_.method()) + " " +
+                                         std::string(req_.raw_path()));
+        }
+        // An unread body would be taken for the next request.
+        keep_alive = keep_alive && !req_.has_body();
+      } else {
+        req_.set_route(match.pattern, std::move(match.params));
+        slot = match.route_index;
+        const RouteOptions& ropts = *match.options;
+        if (req_.content_length() && *req_.content_length() > ropts.max_body_bytes) {
+          // The limit by Content-Length: refused before any body byte is read.
+          res = Response::Error(413, "request body of " + std::to_string(*req_.content_length()) +
+                                         " bytes exceeds the limit of " +
+                                         std::to_string(ropts.max_body_bytes) +
+                                         " bytes for this route");
+          keep_alive = false;
+        } else if (ropts.inline_handler && !req_.has_body()) {
+          Call(*match.handler, res);
+        } else {
+          int drop_status = 0;
+          bool answer = co_await RunHandler(match, res, keep_alive, drop_status);
+          if (!answer) {
+            Finish(slot, drop_status, start);
+            break;
+          }
+        }
+      }
+
+      // 3. The response.
+      const int status = res.status;  // what the stats count, even if invalid (then sent as 500)
+      keep_alive = keep_alive && !closing_;
+      Normalize(&req_, res);
+      bool ok = true;
+      if (!res.stream) {
+        ResponseBuffers buffers = PrepareFixed(req_.version(), res, keep_alive, head);
+        size_t sent = SendNow(buffers, ec);
+        if (!ec && sent < asio::buffer_size(buffers)) {
+          ok = co_await SendRest(buffers, sent);
+        } else {
+          ok = !ec;
+        }
+      } else {
+        ok = co_await WriteStreamed(res, keep_alive, head);
+        keep_alive = ok;
+      }
+      Finish(slot, status, start);
+      if (!ok || !keep_alive || closing_) break;
     }
+
     // Half-close so the client reads everything we wrote before seeing the end.
-    Lowest().socket().shutdown(tcp::socket::shutdown_send, ignored_);
+    Lowest().shutdown(tcp::socket::shutdown_send, ignored_);
     if (linger_) {
       // Lingering close: a client still sending a body we did not read would get a TCP reset
       // (and could lose our answer, e.g. a 413) if we closed with unread bytes. Drain briefly.
@@ -570,29 +824,156 @@ asio::awaitable<void> Connection<Stream>::Run() {
       uint64_t drained = 0;
       boost::system::error_code ec;
       while (!ec && drained < kLingerBytes && Clock::now() < until && !closing_) {
-        Lowest().expires_at(until);
+        ExpireAt(until);
         // (Not `drained += co_await ...`: keep co_await out of compound expressions, where
         // g++ 12 has had temporaries-lifetime bugs.)
-        size_t n = co_await Lowest().async_read_some(buffer_.prepare(64 * 1024),
-                                                     asio::redirect_error(asio::use_awaitable, ec));
+        size_t n = co_await Lowest().async_read_some(buffer_.prepare(64 * 1024), Into(ec));
+        Settle(ec);
         drained += n;
       }
     }
-    Lowest().close();
+    Lowest().close(ignored_);
   } catch (const std::exception&) {
     // One bad connection never takes the server down; the socket closes with `self`.
   }
 }
 
 template <class Stream>
-void Connection<Stream>::Finish(const Request& req, int slot, int status, Clock::time_point start) {
+Task<bool> Connection<Stream>::RunHandler(const Router::Match& match, Response& res,
+                                          bool& keep_alive, int& drop_status) {
+  const RouteOptions& ropts = *match.options;
+  RequestParser& parser = *parser_;
+  parser.body_limit(ropts.max_body_bytes);
+  auto expect = req_.header("Expect");
+  bool expect_continue = expect && EqualsIgnoreCase(*expect, "100-continue") &&
+                         req_.version() == 11 && req_.has_body();
+  BodyState body(*this, parser, expect_continue, ropts.max_body_bytes);
+  auto call = [&] { Call(*match.handler, res); };
+  if (ropts.inline_handler) {
+    // Buffer the body (up to the route's limit, which the parser enforces), then call.
+    std::string buffered;
+    while (req_.has_body() && !body.done() && body.error().ok()) {
+      // Read straight into the string; room for the rest of a known length, else a piece.
+      size_t room = kBodyReadBytes;
+      if (auto length = req_.content_length(); length && *length > body.total()) {
+        room = static_cast<size_t>(std::min<uint64_t>(kStreamChunkBytes, *length - body.total()));
+      }
+      size_t have = buffered.size();
+      buffered.resize(have + room);
+      size_t got = co_await ReadBody(body, buffered.data() + have, room);
+      buffered.resize(have + got);
+    }
+    if (body.error().ok()) {
+      struct StringReader final : BodyReader {
+        std::string_view rest;
+        Result<size_t> Read(char* buf, size_t n) override {
+          n = std::min(n, rest.size());
+          std::memcpy(buf, rest.data(), n);
+          rest.remove_prefix(n);
+          return n;
+        }
+      } reader;
+      reader.rest = buffered;
+      req_.set_body_reader(&reader);
+      call();
+      req_.set_body_reader(nullptr);
+    }
+  } else {
+    BridgedReader reader(body);
+    req_.set_body_reader(&reader);
+    co_await RunOnWorker(*server_.workers, call);
+    req_.set_body_reader(nullptr);
+  }
+
+  // The connection's fate follows from the body.
+  if (body.limit_exceeded()) {
+    res = Response::Error(413, body.error().message());
+    keep_alive = false;
+  } else if (!body.error().ok()) {
+    // The client vanished or stalled mid-body: nobody to answer.
+    drop_status = body.error().code() == base::StatusCode::kDeadlineExceeded ? 408 : 499;
+    co_return false;
+  } else if (!body.done()) {
+    keep_alive = false;  // unread body bytes: the framing is lost
+  }
+  co_return true;
+}
+
+template <class Stream>
+Task<size_t> Connection<Stream>::ReadBody(BodyState& body, char* buf, size_t n) {
+  if (!body.error().ok() || body.done() || n == 0) co_return 0;
+  boost::system::error_code ec;
+  if (body.NeedsContinue()) {
+    ExpireAfter(opts().write_timeout);
+    co_await asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()), Into(ec));
+    Settle(ec);
+    if (ec) {
+      body.Fail(StatusFromNetError(ec, "sending 100 Continue"));
+      co_return 0;
+    }
+  }
+  RequestParser& parser = body.parser();
+  parser.set_body_buffer(buf, n);
+  const auto start = Clock::now();
+  const auto deadline = body.NextDeadline();
+  if (deadline <= start) {
+    size_t got = body.OnRead(beast::error::timeout, n, {}, 0);
+    parser.set_body_buffer(nullptr, 0);
+    co_return got;
+  }
+  // One read step, as Beast's http::async_read_some: parse what is buffered, and read from the
+  // socket while the parser needs more input.
+  size_t parsed = 0;
+  bool need_input = buffer_.size() == 0;
+  for (;;) {
+    if (!need_input) {
+      size_t used = parser.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      parsed += used;
+      if (ec != http::error::need_more) break;
+      ec = {};
+    }
+    need_input = false;
+    ExpireAt(deadline);
+    size_t got = co_await stream_.async_read_some(buffer_.prepare(kBodyReadBytes), Into(ec));
+    Settle(ec);
+    buffer_.commit(got);
+    if (ec == asio::error::eof) {
+      if (parser.got_some()) {
+        ec = {};
+        parser.put_eof(ec);  // partial_message: the body is cut short
+      } else {
+        ec = http::error::end_of_stream;
+      }
+      break;
+    }
+    if (ec) break;
+  }
+  size_t got = body.OnRead(ec, n, Clock::now() - start, parsed);
+  parser.set_body_buffer(nullptr, 0);  // `buf` belongs to the caller
+  co_return got;
+}
+
+template <class Stream>
+void Connection<Stream>::Call(const Handler& handler, Response& res) {
+  try {
+    res = handler(req_);
+  } catch (const std::exception& e) {
+    res = Response::Error(500, std::string("handler failed: ") + e.what());
+  } catch (...) {
+    res = Response::Error(500, "handler failed with an unknown exception");
+  }
+}
+
+template <class Stream>
+void Connection<Stream>::Finish(int slot, int status, Clock::time_point start) {
   server_.active_requests.fetch_sub(1, std::memory_order_relaxed);
-  server_.slots[static_cast<size_t>(slot)]->Add(MethodIndex(req.method()), status);
+  server_.counters.Add(slot, MethodIndex(req_.method()), status);
   if (server_.opts.access_log) {
     AccessLogEntry e;
-    e.method = req.method();
-    e.path = req.raw_path();
-    e.pattern = req.route_pattern();
+    e.method = req_.method();
+    e.path = req_.raw_path();
+    e.pattern = req_.route_pattern();
     e.remote_address = remote_;
     e.status = status;
     e.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
@@ -606,268 +987,90 @@ void Connection<Stream>::Finish(const Request& req, int slot, int status, Clock:
 }
 
 template <class Stream>
-asio::awaitable<void> Connection<Stream>::WriteSimpleError(int status, std::string message,
-                                                           const Request* req) {
-  // A copy, not a move: the error path is cold, and a moved-from coroutine parameter trips
-  // clang-tidy's use-after-move check (the coroutine frame destroys it after the co_await).
-  Response res = Response::Error(status, message);
-  server_.RenderError(req, res);
-  http::response<http::string_body> msg;
-  msg.version(req != nullptr ? req->version() : 11);
-  msg.result(static_cast<unsigned>(status));
-  for (const auto& [k, v] : res.headers) msg.insert(k, v);
-  if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
-  msg.keep_alive(false);
-  msg.body() = std::move(res.body);
-  msg.prepare_payload();
-  linger_ = true;
-  Lowest().expires_after(opts().write_timeout);
-  boost::system::error_code ec;
-  size_t n =
-      co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
-  server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
-}
-
-template <class Stream>
-asio::awaitable<bool> Connection<Stream>::HandleOne() {
-  boost::system::error_code ec;
-  linger_ = false;
-  // 1. Wait (idle_timeout) for the first byte of the next request.
-  if (buffer_.size() == 0) {
-    idle_ = true;
-    if (closing_) co_return false;
-    Lowest().expires_after(opts().idle_timeout);
-    size_t n = co_await stream_.async_read_some(buffer_.prepare(4096),
-                                                asio::redirect_error(asio::use_awaitable, ec));
-    idle_ = false;
-    if (ec) co_return false;  // EOF, idle timeout, shutdown: close quietly
-    buffer_.commit(n);
-  }
-  idle_ = false;
-
-  // 2. The head, within header_timeout.
-  http::request_parser<http::buffer_body> parser;
-  parser.header_limit(static_cast<std::uint32_t>(opts().max_header_bytes));
-  parser.body_limit(kMaxBodyBytesCeiling);
-  Lowest().expires_after(opts().header_timeout);
-  size_t head_bytes = co_await http::async_read_header(
-      stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
-  server_.bytes_in.fetch_add(head_bytes, std::memory_order_relaxed);
-  const int unmatched_slot = server_.router.route_count() + 1;
-  if (ec) {
-    if (ec == beast::error::timeout || ec == asio::error::eof || ec == http::error::end_of_stream ||
-        ec == asio::error::operation_aborted || ec == asio::error::connection_reset) {
-      co_return false;  // slow or vanished client: drop it
-    }
-    HeadError err = HeadErrorFromParse(ec, server_.head_limits);
-    server_.slots[static_cast<size_t>(unmatched_slot)]->Add(7, err.status);
-    co_await WriteSimpleError(err.status, err.message, nullptr);
-    co_return false;
-  }
-
-  auto start = Clock::now();
-  server_.active_requests.fetch_add(1, std::memory_order_relaxed);
-  req_bytes_in_ = 0;
-  req_bytes_out_ = 0;
-  Request req;
-  req.set_remote_address(remote_);
-  req.set_is_tls(kTls);
-  HeadError err = FillRequest(parser, server_.head_limits, req);
-  if (!err.ok()) {
-    co_await WriteSimpleError(err.status, err.message, nullptr);
-    Finish(req, unmatched_slot, err.status, start);
-    co_return false;
-  }
-  bool keep_alive = parser.get().keep_alive();
-  bool head = req.method() == "HEAD";
-
-  // 3. Route.
-  Router::Match match = server_.router.Find(req.method(), req.raw_path());
-  if (match.kind != Router::Match::kFound) {
-    Response res;
-    if (match.kind == Router::Match::kMethodNotAllowed) {
-      res = Response::Error(405, "method " + std::string(req.method()) + " is not allowed on " +
-                                     std::string(req.raw_path()) + "; allowed: " + match.allow);
-      res.headers.Set("Allow", match.allow);
-    } else {
-      res = Response::Error(
-          404, "no route for " + std::string(req.method()) + " " + std::string(req.raw_path()));
-    }
-    int status = res.status;
-    bool ok = co_await WriteResponse(req, res, keep_alive && !req.has_body(), head);
-    Finish(req, unmatched_slot, status, start);
-    co_return ok&& keep_alive && !req.has_body();
-  }
-  req.set_route(match.pattern, std::move(match.params));
-  const RouteOptions& ropts = *match.options;
-  const int slot = match.route_index;
-
-  // 4. Body limit by Content-Length: reject before reading any body byte.
-  if (req.content_length() && *req.content_length() > ropts.max_body_bytes) {
-    Response res =
-        Response::Error(413, "request body of " + std::to_string(*req.content_length()) +
-                                 " bytes exceeds the limit of " +
-                                 std::to_string(ropts.max_body_bytes) + " bytes for this route");
-    bool ok = co_await WriteResponse(req, res, false, head);
-    (void)ok;
-    Finish(req, slot, 413, start);
-    co_return false;
-  }
-  parser.body_limit(ropts.max_body_bytes);
-  auto expect = req.header("Expect");
-  bool expect_continue =
-      expect && EqualsIgnoreCase(*expect, "100-continue") && req.version() == 11 && req.has_body();
-  BodyState body(*this, parser, expect_continue, ropts.max_body_bytes);
-
-  // 5. Run the handler.
-  Response res;
-  auto call = [&] {
-    try {
-      res = (*match.handler)(req);
-    } catch (const std::exception& e) {
-      res = Response::Error(500, std::string("handler failed: ") + e.what());
-    } catch (...) {
-      res = Response::Error(500, "handler failed with an unknown exception");
-    }
-  };
-  if (ropts.inline_handler) {
-    std::string buffered;
-    if (req.has_body()) {
-      if (body.NeedsContinue()) {
-        Lowest().expires_after(opts().write_timeout);
-        co_await asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
-                                   asio::redirect_error(asio::use_awaitable, ec));
-      }
-      std::vector<char> chunk(kStreamChunkBytes);
-      while (!ec && !body.done() && body.error().ok()) {
-        auto& b = parser.get().body();
-        b.data = chunk.data();
-        b.size = chunk.size();
-        b.more = true;
-        auto t0 = Clock::now();
-        auto deadline = body.NextDeadline();
-        if (deadline <= t0) {
-          (void)body.OnRead(beast::error::timeout, chunk.size(), {}, 0);
-          break;
-        }
-        Lowest().expires_at(deadline);
-        size_t parsed = co_await http::async_read_some(
-            stream_, buffer_, parser, asio::redirect_error(asio::use_awaitable, ec));
-        size_t got = body.OnRead(ec, chunk.size(), Clock::now() - t0, parsed);
-        if (ec == http::error::need_buffer) ec = {};
-        buffered.append(chunk.data(), got);
-      }
-    }
-    if (body.error().ok() && !ec) {
-      struct StringReader final : BodyReader {
-        std::string_view rest;
-        Result<size_t> Read(char* buf, size_t n) override {
-          n = std::min(n, rest.size());
-          std::memcpy(buf, rest.data(), n);
-          rest.remove_prefix(n);
-          return n;
-        }
-      } reader;
-      reader.rest = buffered;
-      req.set_body_reader(&reader);
-      call();
-      req.set_body_reader(nullptr);
-    }
-  } else {
-    BridgedReader reader(body);
-    req.set_body_reader(&reader);
-    co_await RunOnWorker(*server_.workers, call);
-    req.set_body_reader(nullptr);
-  }
-
-  // 6. Decide the connection's fate from the body state.
-  if (body.limit_exceeded()) {
-    res = Response::Error(413, body.error().message());
-    keep_alive = false;
-  } else if (!body.error().ok()) {
-    // The client vanished or stalled mid-body: nobody to answer.
-    int status = body.error().code() == base::StatusCode::kDeadlineExceeded ? 408 : 499;
-    Finish(req, slot, status, start);
-    co_return false;
-  } else if (!body.done()) {
-    keep_alive = false;  // unread body bytes: the framing is lost
-  }
-  int status = res.status;
-  bool ok = co_await WriteResponse(req, res, keep_alive && !closing_, head);
-  Finish(req, slot, status, start);
-  co_return ok&& keep_alive && !closing_;
-}
-
-template <class Stream>
-asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& res,
-                                                        bool keep_alive, bool head) {
-  boost::system::error_code ec;
+void Connection<Stream>::Normalize(const Request* req, Response& res) {
   if (res.status < 100 || res.status > 999) {
     res =
         Response::Error(500, "handler returned invalid HTTP status " + std::to_string(res.status));
   }
-  server_.RenderError(&req, res);
-  linger_ = true;
-  const bool streamed = static_cast<bool>(res.stream);
-  if (!streamed) {
-    http::response<http::string_body> msg;
-    msg.version(req.version());
-    msg.result(static_cast<unsigned>(res.status));
-    if (auto reason = HttpReasonPhrase(res.status); !reason.empty()) {
-      msg.reason(beast::string_view(reason.data(), reason.size()));
-    }
-    for (const auto& [k, v] : res.headers) msg.insert(k, v);
-    if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
-    const bool keep_handler_length = head && res.body.empty() && res.headers.Has("Content-Length");
-    if (IsBodylessStatus(res.status)) {
-      msg.erase(http::field::content_length);
-      res.body.clear();
-    } else if (!keep_handler_length) {
-      msg.content_length(res.body.size());
-    }
-    msg.erase(http::field::transfer_encoding);
-    msg.keep_alive(keep_alive);
-    req_bytes_out_ = head ? 0 : res.body.size();
-    msg.body() = std::move(res.body);
-    Lowest().expires_after(opts().write_timeout);
-    if (head) {
-      http::response_serializer<http::string_body> sr(msg);
-      size_t n = co_await http::async_write_header(stream_, sr,
-                                                   asio::redirect_error(asio::use_awaitable, ec));
-      server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
-    } else {
-      size_t n =
-          co_await http::async_write(stream_, msg, asio::redirect_error(asio::use_awaitable, ec));
-      server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
-    }
-    co_return !ec;
-  }
+  server_.RenderError(req, res);
+}
 
-  // Streamed body.
-  http::response<http::empty_body> msg;
-  msg.version(req.version());
-  msg.result(static_cast<unsigned>(res.status));
-  if (auto reason = HttpReasonPhrase(res.status); !reason.empty()) {
-    msg.reason(beast::string_view(reason.data(), reason.size()));
+template <class Stream>
+ResponseBuffers Connection<Stream>::PrepareFixed(int version, Response& res, bool keep_alive,
+                                                 bool head) {
+  linger_ = true;
+  BodyFraming framing = BodyFraming::kLength;
+  if (IsBodylessStatus(res.status)) {
+    res.body.clear();
+    framing = BodyFraming::kNone;
+  } else if (head && res.body.empty() && res.headers.Has("Content-Length")) {
+    framing = BodyFraming::kHandlerLength;  // HEAD: the size of what GET would send
   }
-  for (const auto& [k, v] : res.headers) msg.insert(k, v);
-  if (!opts().server_name.empty()) msg.set(http::field::server, opts().server_name);
-  msg.erase(http::field::content_length);
-  msg.erase(http::field::transfer_encoding);
+  head_.clear();
+  AppendResponseHead(version, res.status, res.headers, opts().server_name, framing, res.body.size(),
+                     keep_alive, head_);
+  req_bytes_out_ = head ? 0 : res.body.size();
+  std::string_view body = head ? std::string_view() : std::string_view(res.body);
+  return {asio::buffer(head_.data(), head_.size()), asio::buffer(body.data(), body.size())};
+}
+
+template <class Stream>
+size_t Connection<Stream>::SendNow(const ResponseBuffers& buffers, boost::system::error_code& ec) {
+  ec = {};
+  if constexpr (kTls) {
+    return 0;  // TLS records are written by the stream's own (asynchronous) writes
+  } else {
+    size_t n = Lowest().write_some(buffers, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+    server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+    return n;
+  }
+}
+
+template <class Stream>
+Task<bool> Connection<Stream>::SendRest(ResponseBuffers buffers, size_t sent) {
+  boost::system::error_code ec;
+  ExpireAfter(opts().write_timeout);
+  size_t n = co_await asio::async_write(stream_, Skip(buffers, sent), Into(ec));
+  Settle(ec);
+  server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+  co_return !ec;
+}
+
+template <class Stream>
+Task<bool> Connection<Stream>::WriteFixed(const Request* req, int version, Response& res,
+                                          bool keep_alive, bool head) {
+  Normalize(req, res);
+  ResponseBuffers buffers = PrepareFixed(version, res, keep_alive, head);
+  boost::system::error_code ec;
+  size_t sent = SendNow(buffers, ec);
+  if (ec) co_return false;
+  if (sent == asio::buffer_size(buffers)) co_return true;
+  bool ok = co_await SendRest(buffers, sent);
+  co_return ok;
+}
+
+template <class Stream>
+Task<bool> Connection<Stream>::WriteStreamed(Response& res, bool keep_alive, bool head) {
+  linger_ = true;
+  BodyFraming framing = BodyFraming::kNone;
   bool chunked = false;
   if (res.stream_length) {
-    msg.content_length(*res.stream_length);
-  } else if (req.version() >= 11) {
-    msg.chunked(true);
+    framing = BodyFraming::kLength;
+  } else if (req_.version() >= 11) {
+    framing = BodyFraming::kChunked;
     chunked = true;
   } else {
     keep_alive = false;  // HTTP/1.0: the end of the body is the end of the connection
   }
-  msg.keep_alive(keep_alive);
-  http::response_serializer<http::empty_body> sr(msg);
-  Lowest().expires_after(opts().write_timeout);
+  head_.clear();
+  AppendResponseHead(req_.version(), res.status, res.headers, opts().server_name, framing,
+                     res.stream_length.value_or(0), keep_alive, head_);
+  boost::system::error_code ec;
+  ExpireAfter(opts().write_timeout);
   size_t n =
-      co_await http::async_write_header(stream_, sr, asio::redirect_error(asio::use_awaitable, ec));
+      co_await asio::async_write(stream_, asio::buffer(head_.data(), head_.size()), Into(ec));
+  Settle(ec);
   server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
   if (ec) co_return false;
   if (head) co_return keep_alive;
@@ -888,9 +1091,9 @@ asio::awaitable<bool> Connection<Stream>::WriteResponse(Request& req, Response& 
   if (!st.ok() || !writer.error().ok()) co_return false;  // abort: no final chunk
   if (res.stream_length && writer.bytes_written() != *res.stream_length) co_return false;
   if (chunked) {
-    Lowest().expires_after(opts().write_timeout);
-    size_t last = co_await asio::async_write(stream_, http::make_chunk_last(),
-                                             asio::redirect_error(asio::use_awaitable, ec));
+    ExpireAfter(opts().write_timeout);
+    size_t last = co_await asio::async_write(stream_, http::make_chunk_last(), Into(ec));
+    Settle(ec);
     server_.bytes_out.fetch_add(last, std::memory_order_relaxed);
     if (ec) co_return false;
   }
@@ -929,47 +1132,49 @@ Result<tcp::endpoint> ResolveListen(asio::io_context& io, const std::string& lis
 // Runs a connection. The lambda (stored in co_spawn's frame) owns the connection, so it outlives
 // every operation of its coroutine.
 template <class Conn>
-void Spawn(const asio::any_io_executor& ex, std::shared_ptr<Conn> conn) {
+void Spawn(const IoExecutor& ex, std::shared_ptr<Conn> conn) {
   asio::co_spawn(
-      ex, [conn = std::move(conn)]() -> asio::awaitable<void> { co_await conn->Run(); },
-      asio::detached);
+      ex, [conn = std::move(conn)]() -> Task<void> { co_await conn->Run(); }, asio::detached);
 }
 
-asio::awaitable<void> ServerCore::Reject(tcp::socket socket) {
-  // Over max_connections: a short 503 on plain TCP (TLS peers are just closed).
-  beast::tcp_stream stream(std::move(socket));
+void ServerCore::Reject(Socket& socket) {
+  // Over max_connections: a short 503 on plain TCP (TLS peers are just closed). The send buffer
+  // of a new connection has room for it, so one non-blocking send does.
+  boost::system::error_code ec;
   if (!ssl_ctx) {
     static constexpr std::string_view kBusy =
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n"
         "Content-Length: 48\r\n\r\nserver is at its connection limit; retry later\r\n";
-    stream.expires_after(std::chrono::seconds(2));
-    boost::system::error_code ec;
-    co_await asio::async_write(stream, asio::buffer(kBusy.data(), kBusy.size()),
-                               asio::redirect_error(asio::use_awaitable, ec));
-    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    socket.non_blocking(true, ec);
+    size_t n = socket.write_some(asio::buffer(kBusy.data(), kBusy.size()), ec);
+    bytes_out.fetch_add(n, std::memory_order_relaxed);
+    socket.shutdown(tcp::socket::shutdown_send, ec);
   }
+  socket.close(ec);
 }
 
-asio::awaitable<void> ServerCore::AcceptLoop() {
+Task<void> ServerCore::AcceptLoop() {
   for (;;) {
     boost::system::error_code ec;
-    // Accept into a socket made on its strand (not async_accept(executor): that returns a socket
-    // typed on the strand, and converting it to tcp::socket corrupted executor reference counts
-    // with Boost 1.74 under ASan).
-    tcp::socket socket(asio::make_strand(io));
-    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    // Accept into a socket made on the context that will run the connection, round-robin (not
+    // async_accept(executor): converting the socket it returns corrupted executor reference
+    // counts with Boost 1.74 under ASan).
+    Socket socket(ios[next_io]->get_executor());
+    next_io = (next_io + 1) % ios.size();
+    co_await acceptor->async_accept(socket, Into(ec));
     if (ec) {
-      if (ec == asio::error::operation_aborted || !acceptor.is_open() || stopping.load()) co_return;
+      if (ec == asio::error::operation_aborted || !acceptor->is_open() || stopping.load()) {
+        co_return;
+      }
       // EMFILE and friends: back off instead of spinning.
-      asio::steady_timer t(io, std::chrono::milliseconds(50));
-      co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      Timer t(ios[0]->get_executor(), std::chrono::milliseconds(50));
+      co_await t.async_wait(Into(ec));
       continue;
     }
     total_connections.fetch_add(1, std::memory_order_relaxed);
     if (open_connections.load() >= opts.max_connections) {
       rejected_connections.fetch_add(1, std::memory_order_relaxed);
-      auto ex = socket.get_executor();
-      asio::co_spawn(ex, Reject(std::move(socket)), asio::detached);
+      Reject(socket);
       continue;
     }
     std::string remote;
@@ -979,15 +1184,14 @@ asio::awaitable<void> ServerCore::AcceptLoop() {
     }
     open_connections.fetch_add(1);
     uint64_t id = next_id.fetch_add(1);
-    auto ex = socket.get_executor();
+    IoExecutor ex = socket.get_executor();
     // When shutting down, Register fails and the connection closes with its last owner.
     if (ssl_ctx) {
-      auto c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
-          *this, id, remote, std::move(socket), *ssl_ctx);
+      auto c = std::make_shared<Connection<beast::ssl_stream<Socket>>>(*this, id, remote,
+                                                                       std::move(socket), *ssl_ctx);
       if (Register(id, c)) Spawn(ex, std::move(c));
     } else {
-      auto c =
-          std::make_shared<Connection<beast::tcp_stream>>(*this, id, remote, std::move(socket));
+      auto c = std::make_shared<Connection<Socket>>(*this, id, remote, std::move(socket));
       if (Register(id, c)) Spawn(ex, std::move(c));
     }
   }
@@ -1014,26 +1218,32 @@ Status ServerCore::Start() {
                                         "' is unusable: " + ec.message());
     }
   }
-  SOVAI_ASSIGN_OR_RETURN(tcp::endpoint ep, ResolveListen(io, opts.listen));
+  const int n = opts.io_threads > 0
+                    ? opts.io_threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 0; i < n; ++i) {
+    // Concurrency hint 1: only this context's thread runs it (other threads only post to it).
+    ios.push_back(std::make_unique<asio::io_context>(1));
+  }
+  acceptor.emplace(ios[0]->get_executor());
+  SOVAI_ASSIGN_OR_RETURN(tcp::endpoint ep, ResolveListen(*ios[0], opts.listen));
   boost::system::error_code ec;
-  acceptor.open(ep.protocol(), ec);
-  if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor.bind(ep, ec);
-  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  acceptor->open(ep.protocol(), ec);
+  if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor->bind(ep, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return base::ErrnoToStatus(ec.value(), "listen on '" + opts.listen + "'");
-  auto local = acceptor.local_endpoint(ec);
+  auto local = acceptor->local_endpoint(ec);
   port = local.port();
   std::string host = local.address().to_string();
   address = local.address().is_v6() ? "[" + host + "]:" + std::to_string(port)
                                     : host + ":" + std::to_string(port);
 
   workers = std::make_unique<WorkerPool>(opts.max_worker_threads);
-  work.emplace(io.get_executor());
-  asio::co_spawn(acceptor.get_executor(), AcceptLoop(), asio::detached);
-  int n = opts.io_threads > 0 ? opts.io_threads
-                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 0; i < n; ++i) {
-    io_threads.emplace_back([this] {
+  for (auto& io : ios) work.push_back(asio::make_work_guard(*io));
+  asio::co_spawn(ios[0]->get_executor(), AcceptLoop(), asio::detached);
+  for (auto& io_ptr : ios) {
+    io_threads.emplace_back([&io = *io_ptr] {
       for (;;) {
         try {
           io.run();
@@ -1068,9 +1278,9 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     stopping.store(true);
   }
   Completion<bool> closed;
-  asio::post(acceptor.get_executor(), [this, &closed] {
+  asio::post(*ios[0], [this, &closed] {
     boost::system::error_code ec;
-    acceptor.close(ec);
+    acceptor->close(ec);
     closed.Set(true);
   });
   closed.Wait();
@@ -1088,8 +1298,8 @@ void ServerCore::Shutdown(std::chrono::milliseconds grace) {
     }
   }
   workers->Shutdown();
-  work.reset();
-  io.stop();
+  work.clear();
+  for (auto& io : ios) io->stop();
   for (auto& t : io_threads) t.join();
   io_threads.clear();
 }
@@ -1127,15 +1337,11 @@ ServerStats Server::Stats() const {
   s.bytes_in = impl_->bytes_in.load();
   s.bytes_out = impl_->bytes_out.load();
   const int routes = impl_->router.route_count();
-  for (int i = 0; i < static_cast<int>(impl_->slots.size()); ++i) {
-    std::string pattern = i < routes ? std::string(impl_->router.route_key(i).first)
-                                     : (i == routes ? "" : "<unmatched>");
-    StatSlot& slot = *impl_->slots[static_cast<size_t>(i)];
-    std::lock_guard lock(slot.mu);
-    for (const auto& e : slot.entries) {
-      s.requests.push_back({pattern, std::string(kMethodNames[e.method]), e.status, e.count});
-    }
-  }
+  impl_->counters.ForEach([&](int slot, int method, int status, uint64_t count) {
+    std::string pattern = slot < routes ? std::string(impl_->router.route_key(slot).first)
+                                        : (slot == routes ? "" : "<unmatched>");
+    s.requests.push_back({std::move(pattern), std::string(kMethodNames[method]), status, count});
+  });
   std::sort(s.requests.begin(), s.requests.end(), [](const RequestCount& a, const RequestCount& b) {
     return std::tie(a.pattern, a.method, a.status) < std::tie(b.pattern, b.method, b.status);
   });

@@ -1,6 +1,7 @@
 // libFuzzer target for the request parsing path of src/net: Beast's parser configured with our
 // limits, Request construction (target, path, query, percent-decoding), router matching, Range
-// parsing, percent-coding round trips, and the SSE parser. No sockets, no coroutines.
+// parsing, response heads, percent-coding round trips, and the SSE parser. No sockets, no
+// coroutines.
 //
 // Build: cmake -DSOVAI_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 ...
 //        ninja http_request_fuzzer && ./http_request_fuzzer corpus_dir
@@ -13,6 +14,7 @@
 #include "net/client.h"
 #include "net/http.h"
 #include "net/internal/request_head.h"
+#include "net/internal/response_head.h"
 
 namespace {
 
@@ -69,6 +71,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     SOVAI_CHECK_LE(parsed.head_bytes, size);
     SOVAI_CHECK(!head.raw_path().empty() && head.raw_path().front() == '/');
     Exercise(head);
+    // The request's fields as a response's (the server's head serializer on arbitrary fields,
+    // Connection tokens included).
+    std::string out;
+    sovai::net::internal::AppendResponseHead(head.version(), 200, head.headers(), "sovai",
+                                             sovai::net::internal::BodyFraming::kLength, size,
+                                             size % 2 == 0, out);
+    SOVAI_CHECK(out.size() >= 4 && out.compare(out.size() - 4, 4, "\r\n\r\n") == 0);
   } else {
     SOVAI_CHECK(parsed.error.status >= 400 && parsed.error.status <= 505);
   }

@@ -127,8 +127,13 @@ class PeakRss {
 // A raw TCP connection for clients that misbehave on purpose.
 class RawConn {
  public:
-  explicit RawConn(uint16_t port) {
+  // `receive_buffer_bytes` > 0 caps the socket's receive buffer (set before connecting, so the
+  // window stays small): a client that does not read then stalls the server quickly.
+  explicit RawConn(uint16_t port, int receive_buffer_bytes = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer_bytes > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
@@ -141,6 +146,8 @@ class RawConn {
     fd_ = -1;
   }
   bool connected() const { return connected_; }
+  // Half-close: the server sees EOF, and can still answer.
+  void ShutdownWrite() { ::shutdown(fd_, SHUT_WR); }
   bool Send(std::string_view s) {
     while (!s.empty()) {
       ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
@@ -280,6 +287,123 @@ TEST_F(HttpTest, TwoHundredConcurrentKeepAliveClients) {
   EXPECT_EQ(ok.load(), kClients * kRequests);
   // Keep-alive: one connection per client (not per request).
   EXPECT_LE(server_->Stats().total_connections, static_cast<uint64_t>(kClients) + 5);
+}
+
+TEST_F(HttpTest, UnusualStatusesAreCounted) {
+  Router r;
+  AddPing(r);
+  r.Get("/odd", [](Request&) { return Response::Text(299, "odd"); }, {.inline_handler = true});
+  r.Get("/bad", [](Request&) { return Response::Text(1000, "bad"); }, {.inline_handler = true});
+  StartServer(std::move(r));
+  HttpClient c(ClientOpts());
+  auto res = c.Get("/odd");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 299);
+  EXPECT_EQ(res->body, "odd");
+  res = c.Get("/bad");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 500) << "an invalid status is answered 500";
+  ASSERT_TRUE(c.Get("/ping").ok());
+  // The stats count what the handler returned, sorted by (pattern, method, status).
+  std::vector<std::string> rows;
+  for (const auto& rc : server_->Stats().requests) {
+    rows.push_back(rc.pattern + " " + rc.method + " " + std::to_string(rc.status) + " " +
+                   std::to_string(rc.count));
+  }
+  EXPECT_EQ(rows,
+            (std::vector<std::string>{"/bad GET 1000 1", "/odd GET 299 1", "/ping GET 200 1"}));
+}
+
+// --- big responses, write timeouts ----------------------------------------------------------
+
+TEST_F(HttpTest, LargeFixedResponseAndKeepAlive) {
+  // Larger than any socket buffer: the server's direct send takes part of it, the rest goes
+  // out asynchronously, and the connection is reused afterwards.
+  const std::string big = [] {
+    std::string b(32 << 20, '\0');
+    Fill(0, b.data(), b.size());
+    return b;
+  }();
+  Router r;
+  AddPing(r);
+  r.Get("/big", [&](Request&) { return Response::Text(200, big); }, {.inline_handler = true});
+  StartServer(std::move(r));
+  HttpClient c(ClientOpts());
+  for (int i = 0; i < 2; ++i) {
+    auto res = c.Get("/big");
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_EQ(res->body.size(), big.size());
+    EXPECT_TRUE(res->body == big);
+    ASSERT_TRUE(c.Get("/ping").ok());
+  }
+  EXPECT_EQ(server_->Stats().total_connections, 1u);
+}
+
+TEST_F(HttpTest, ClientThatStopsReadingIsDroppedAtWriteTimeout) {
+  std::promise<Status> writer_end;
+  Router r;
+  AddPing(r);
+  r.Get("/forever", [&](Request&) {
+    return Response::Stream(200, "text/plain", [&](BodyWriter& out) -> Status {
+      const std::string piece(64 << 10, 'x');
+      for (;;) {
+        Status st = out.Write(piece);
+        if (!st.ok()) {
+          writer_end.set_value(st);
+          return st;
+        }
+      }
+    });
+  });
+  r.Get("/big", [](Request&) { return Response::Text(200, std::string(64 << 20, 'y')); },
+        {.inline_handler = true});
+  ServerOptions o;
+  o.write_timeout = 1s;
+  StartServer(std::move(r), o);
+  // A streamed body: the producer's Write fails with DeadlineExceeded.
+  RawConn streamed(server_->port(), 64 << 10);
+  ASSERT_TRUE(streamed.Send("GET /forever HTTP/1.1\r\nHost: x\r\n\r\n"));
+  auto fut = writer_end.get_future();
+  ASSERT_EQ(fut.wait_for(20s), std::future_status::ready);
+  Status st = fut.get();
+  EXPECT_EQ(st.code(), base::StatusCode::kDeadlineExceeded) << st;
+  // A fixed body: the connection is closed with the body cut short.
+  RawConn fixed(server_->port(), 64 << 10);
+  ASSERT_TRUE(fixed.Send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string got = fixed.ReadAll(10s, nullptr, "\r\n\r\n");  // the response has started
+  ASSERT_EQ(got.substr(0, 12), "HTTP/1.1 200") << got.substr(0, 200);
+  for (int i = 0; i < 200 && server_->Stats().open_connections > 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(server_->Stats().open_connections, 0u) << "the stalled connections are closed";
+  bool eof = false;
+  got += fixed.ReadAll(10s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_LT(got.size(), size_t{64} << 20);
+  ExpectHealthy();
+}
+
+TEST_F(HttpTest, SlowHandlerOutlivesSocketTimeouts) {
+  // Socket timeouts bound socket operations only, not a handler that takes its time.
+  Router r;
+  AddPing(r);
+  r.Get("/slow", [](Request&) {
+    std::this_thread::sleep_for(1200ms);
+    return Response::Text(200, "done");
+  });
+  ServerOptions o;
+  o.idle_timeout = 400ms;
+  o.header_timeout = 400ms;
+  o.read_timeout = 400ms;
+  o.write_timeout = 400ms;
+  StartServer(std::move(r), o);
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string out = c.ReadAll(10s, nullptr, "done");
+  EXPECT_EQ(out.substr(0, 12), "HTTP/1.1 200") << out;
+  ASSERT_TRUE(c.Send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"));
+  out = c.ReadAll(10s, nullptr, "pong");
+  EXPECT_NE(out.find("pong"), std::string::npos) << "same connection, next request: " << out;
 }
 
 // --- big streams ----------------------------------------------------------------------------
@@ -425,6 +549,20 @@ TEST_F(HttpTest, MalformedRequestLineGets400AndClose) {
     EXPECT_EQ(out.substr(0, 12), "HTTP/1.1 400") << bad << " → " << out;
     EXPECT_TRUE(eof) << "connection must close after a malformed request";
   }
+  ExpectHealthy();
+}
+
+TEST_F(HttpTest, HalfCloseMidHeadGets400) {
+  Router r;
+  AddPing(r);
+  StartServer(std::move(r));
+  RawConn c(server_->port());
+  ASSERT_TRUE(c.Send("GET /ping HTTP/1.1\r\nHost: x\r\n"));  // no blank line
+  c.ShutdownWrite();
+  bool eof = false;
+  std::string out = c.ReadAll(5s, &eof);
+  EXPECT_EQ(out.substr(0, 12), "HTTP/1.1 400") << out;
+  EXPECT_TRUE(eof);
   ExpectHealthy();
 }
 

@@ -27,14 +27,60 @@ struct HeadError {
 // Maps a Beast parse error while reading the head to 431 (header_limit) or 400.
 HeadError HeadErrorFromParse(const boost::system::error_code& ec, const HeadLimits& limits);
 
-// Fills `out` (method, target, path, query, headers, version, length/chunked) from a completely
-// parsed head and checks our limits: 505 for versions other than 1.0/1.1, 414 for a long
-// target, 431 for too many fields, 400 for a bad target or a body on a request that cannot have
-// one framed (e.g. Transfer-Encoding other than chunked).
-template <class Parser>
-HeadError FillRequest(const Parser& parser, const HeadLimits& limits, Request& out);
+// Beast's HTTP/1 request parser (all framing: request line, fields, Content-Length, chunked)
+// writing straight into a net::Request: fields go into `out` as they are parsed, with no
+// intermediate http::fields, and body bytes into the caller's buffer (as http::buffer_body
+// does). Beast's parsers cannot be reset, so the server makes one per request; it allocates
+// nothing itself. `out` must be empty (Request::Clear) and outlive the parser.
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  RequestParser(Request& out, const HeadLimits& limits) : out_(out), limits_(limits) {}
 
-// Parses `bytes` as a request head with the given limits (no socket): Beast's parser + FillRequest.
+  // Once is_header_done(): our rules on the head, the first that fails in this order: 505 for
+  // versions other than 1.0/1.1, 414 for a long target, 431 for too many fields, 400 for a bad
+  // target or a body that cannot be framed (Transfer-Encoding other than chunked). Beast's parse
+  // errors (400/431) come from put() instead; see HeadErrorFromParse.
+  HeadError CheckHead() const;
+
+  // Where put() copies the next body bytes: up to `size` bytes at `data`. put() stops with
+  // http::error::need_buffer once they are used up (or when `data` is null).
+  void set_body_buffer(char* data, size_t size) {
+    body_data_ = data;
+    body_left_ = size;
+  }
+  // How much of the body buffer is still free.
+  size_t body_left() const { return body_left_; }
+
+ private:
+  void on_request_impl(http::verb method, beast::string_view method_str, beast::string_view target,
+                       int version, boost::system::error_code& ec) override;
+  void on_response_impl(int, beast::string_view, int, boost::system::error_code&) override {}
+  void on_field_impl(http::field name, beast::string_view name_string, beast::string_view value,
+                     boost::system::error_code& ec) override;
+  void on_header_impl(boost::system::error_code& ec) override;
+  void on_body_init_impl(const boost::optional<std::uint64_t>&,
+                         boost::system::error_code&) override {}
+  size_t on_body_impl(beast::string_view body, boost::system::error_code& ec) override;
+  void on_chunk_header_impl(std::uint64_t, beast::string_view,
+                            boost::system::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body,
+                            boost::system::error_code& ec) override {
+    return on_body_impl(body, ec);
+  }
+  void on_finish_impl(boost::system::error_code&) override {}
+
+  Request& out_;
+  const HeadLimits& limits_;
+  int version_ = 11;
+  size_t target_bytes_ = 0;
+  size_t field_count_ = 0;
+  bool has_transfer_encoding_ = false;
+  base::Status target_status_;  // from Request::SetTarget
+  char* body_data_ = nullptr;
+  size_t body_left_ = 0;
+};
+
+// Parses `bytes` as a request head with the given limits (no socket), with RequestParser.
 // On success `head_bytes` is the size of the head; status 400 when the head is incomplete.
 struct ParsedHead {
   HeadError error;
@@ -51,51 +97,5 @@ struct ParsedRequest {
 };
 ParsedRequest ParseRequest(std::string_view bytes, const HeadLimits& limits,
                            uint64_t max_body_bytes, Request& out);
-
-// --- implementation of the template ---------------------------------------------------------
-
-template <class Parser>
-HeadError FillRequest(const Parser& parser, const HeadLimits& limits, Request& out) {
-  const auto& h = parser.get();
-  int version = h.version();
-  if (version != 10 && version != 11) {
-    return {505, "HTTP version " + std::to_string(version / 10) + "." +
-                     std::to_string(version % 10) + " is not supported; use HTTP/1.1"};
-  }
-  out.set_version(version);
-  out.set_method(std::string(h.method_string()));
-  std::string_view target(h.target().data(), h.target().size());
-  if (target.size() > limits.max_target_bytes) {
-    return {414, "request target is " + std::to_string(target.size()) + " bytes; the limit is " +
-                     std::to_string(limits.max_target_bytes)};
-  }
-  size_t count = 0;
-  for (const auto& field : h) {
-    (void)field;
-    ++count;
-  }
-  if (count > limits.max_header_count) {
-    return {431, "request has " + std::to_string(count) + " header fields; the limit is " +
-                     std::to_string(limits.max_header_count)};
-  }
-  if (target == "*" && h.method() == http::verb::options) {
-    target = "/";
-  }
-  if (base::Status st = out.SetTarget(target); !st.ok()) return {400, st.message()};
-  Headers& headers = out.mutable_headers();
-  for (const auto& field : h) {
-    headers.Add(std::string(field.name_string()), std::string(field.value()));
-  }
-  out.set_chunked(parser.chunked());
-  if (auto len = parser.content_length()) {
-    out.set_content_length(*len);
-  }
-  // Beast accepts "Transfer-Encoding: gzip" (body delimited by EOF) on requests; a request body
-  // must be framed by Content-Length or chunked.
-  if (h.count(http::field::transfer_encoding) > 0 && !parser.chunked()) {
-    return {400, "Transfer-Encoding must end with 'chunked' on a request"};
-  }
-  return {};
-}
 
 }  // namespace sovai::net::internal
