@@ -64,8 +64,8 @@ Statement& Statement::Bind(int index, int64_t value) {
 }
 
 Statement& Statement::Bind(int index, std::string_view text) {
-  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
-                               SQLITE_UTF8);
+  int rc =
+      sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_.ok()) bind_error_ = Error(rc, "bind");
   return *this;
 }
@@ -127,8 +127,9 @@ Database::~Database() { sqlite3_close_v2(db_); }
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                  const DatabaseOptions& options) {
   sqlite3* raw = nullptr;
-  int flags = SQLITE_OPEN_NOMUTEX | (options.read_only ? SQLITE_OPEN_READONLY
-                                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  int flags =
+      SQLITE_OPEN_NOMUTEX |
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
     Status st = SqliteError(raw, rc, "opening database '" + path + "'");
