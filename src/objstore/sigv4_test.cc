@@ -532,8 +532,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"X-Amz-Content-SHA256", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
               {"Authorization", "AWS4-HMAC-SHA256 Credential=AKIDBOTOCORE0000/20240501/us-west-2/s3/aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, Signature=1959ecfae743d34cebfa3c294a6abe66c361f088a14aa87fb19a79654f6277f7"},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV4-header",
@@ -549,8 +549,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"X-Amz-Content-SHA256", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
               {"Authorization", "AWS4-HMAC-SHA256 Credential=AKIDBOTOCORE0000/20240501/us-west-2/s3/aws4_request, SignedHeaders=date;host;x-amz-content-sha256, Signature=d568c0d698c1a62077fece2ba5bdda83c8524d0dee891302ad07b91c0406c82c"},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV4-header",
@@ -566,8 +566,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"X-Amz-Content-SHA256", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
               {"Authorization", "AWS4-HMAC-SHA256 Credential=AKIDBOTOCORE0000/20240501/us-west-2/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=74b7e84cce3ee2a5c24a3adf17f75d8cb6944e9c04f9680d345a40c645344a6d"},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV4-header",
@@ -659,8 +659,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
           .headers = {
               {"Host", "127.0.0.1:9000"},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV4-query",
@@ -689,8 +689,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"Date", "Wed, 01 May 2024 12:00:00 GMT"},
               {"Authorization", "AWS AKIDBOTOCORE0000:jfv4RlgqV+5TW+J5PmpOw9fTxEk="},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV2-header",
@@ -705,8 +705,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"Date", "Wed, 01 May 2024 12:00:00 GMT"},
               {"Authorization", "AWS AKIDBOTOCORE0000:2LXxZfaB6jk7CPw+OieOkMwD0BI="},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV2-header",
@@ -742,8 +742,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
               {"Date", "Wed, 01 May 2024 12:00:00 GMT"},
               {"Authorization", "AWS AKIDBOTOCORE0000:UFAhGPWSSAjMdnje4bhZVDdoXAU="},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV2-header",
@@ -756,8 +756,8 @@ const std::vector<BotocoreVector>& BotocoreVectors() {
           .headers = {
               {"Host", "127.0.0.1:9000"},
           },
-          .body = std::string("", 0),
-          .decoded = std::string("", 0),
+          .body = std::string(),
+          .decoded = std::string(),
           .trailers = {
           },
           .expected_method = "SigV2-query",

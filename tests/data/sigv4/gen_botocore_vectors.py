@@ -229,10 +229,11 @@ def cxx_block():
         for k, val in v["headers"]:
             lines.append(f"              {{{cxx_string(k)}, {cxx_string(val)}}},")
         lines.append("          },")
-        lines.append(f"          .body = std::string({cxx_string(v['body'])}, "
-                     f"{len(v['body'])}),")
-        lines.append(f"          .decoded = std::string({cxx_string(v['decoded'])}, "
-                     f"{len(v['decoded'])}),")
+        for field in ("body", "decoded"):
+            # Explicit lengths keep NUL bytes; an empty value is a plain std::string().
+            value = (f"std::string({cxx_string(v[field])}, {len(v[field])})" if v[field]
+                     else "std::string()")
+            lines.append(f"          .{field} = {value},")
         lines.append("          .trailers = {")
         for k, val in v["trailers"]:
             lines.append(f"              {{{cxx_string(k)}, {cxx_string(val)}}},")
