@@ -19,7 +19,7 @@ import uuid
 
 from botocore.exceptions import ClientError
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
 
 # aws-cli v1 exits 1 when a high-level `aws s3` transfer fails and 255 when a call gets an error
 # response from the server (v2 uses 254 for the latter; this suite drives v1).
@@ -35,37 +35,6 @@ s3 =
     multipart_threshold = 8MB
     multipart_chunksize = 8MB
 """
-
-
-def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size_bytes:
-        out += hashlib.sha256(b"%s:%d" % (seed.encode(), counter)).digest()
-        counter += 1
-    return bytes(out[:size_bytes])
-
-
-def write_file(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def tree_files(root):
-    """{relative path with '/': bytes} for every file under root."""
-    files = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            files[os.path.relpath(path, root).replace(os.sep, "/")] = read_file(path)
-    return files
 
 
 class S3AwsCliBase:

@@ -17,7 +17,7 @@ import uuid
 
 from botocore.exceptions import ClientError
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
 
 RCLONE_CONFIG = """[sovai]
 type = s3
@@ -35,37 +35,6 @@ RCLONE_FLAGS = ["--s3-chunk-size", "5M", "--s3-upload-cutoff", "5M", "--retries"
                 "--low-level-retries", "1", "--stats", "0"]
 
 MIB = 1024 * 1024
-
-
-def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size_bytes:
-        out += hashlib.sha256(b"%s:%d" % (seed.encode(), counter)).digest()
-        counter += 1
-    return bytes(out[:size_bytes])
-
-
-def write_file(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def tree_files(root):
-    """{relative path with '/': bytes} for every file under root."""
-    files = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            files[os.path.relpath(path, root).replace(os.sep, "/")] = read_file(path)
-    return files
 
 
 def multipart_etag(data, part_size_bytes):

@@ -20,7 +20,7 @@ import uuid
 
 from botocore.exceptions import ClientError
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
 
 # s3cmd's exit codes (S3/ExitCodes.py).
 EX_OK = 0
@@ -45,37 +45,6 @@ progress_meter = False
 socket_timeout = 60
 max_retries = 1
 """
-
-
-def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size_bytes:
-        out += hashlib.sha256(b"%s:%d" % (seed.encode(), counter)).digest()
-        counter += 1
-    return bytes(out[:size_bytes])
-
-
-def write_file(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def tree_files(root):
-    """{relative path with '/': bytes} for every file under root."""
-    files = {}
-    for directory, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(directory, name)
-            files[os.path.relpath(path, root).replace(os.sep, "/")] = read_file(path)
-    return files
 
 
 class S3cmdBase:

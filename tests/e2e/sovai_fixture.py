@@ -2,6 +2,7 @@
 at run time, optional HTTPS for S3 with a self-signed certificate. Tests talk to it with the
 real clients (boto3, aws-cli, s3cmd, rclone, npm SDKs)."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +14,34 @@ import urllib.request
 
 SOVAI_BINARY = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
 REGION = "eu-west-local"
+
+
+def random_bytes(size_bytes, seed):
+    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size_bytes:
+        out += hashlib.sha256(b"%s:%d" % (seed.encode(), counter)).digest()
+        counter += 1
+    return bytes(out[:size_bytes])
+
+def write_file(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+def tree_files(root):
+    """{relative path with '/': bytes} for every file under root."""
+    files = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            files[os.path.relpath(path, root).replace(os.sep, "/")] = read_file(path)
+    return files
 
 
 def make_self_signed_cert(directory):
