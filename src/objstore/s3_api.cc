@@ -113,6 +113,14 @@ void AddChecksumHeaders(net::Response& res, const Checksums& c) {
   if (!c.type.empty()) res.headers.Set("x-amz-checksum-type", c.type);
 }
 
+// <Owner><ID>user</ID><DisplayName>user</DisplayName></Owner> (or Initiator, Grantee).
+void WriteIdentity(XmlWriter& w, const char* element, const std::string& user) {
+  w.Open(element);
+  w.Element("ID", user);
+  w.Element("DisplayName", user);
+  w.Close();
+}
+
 // --- Bucket policies (a subset of IAM's language) ----------------------------------------------
 
 bool Wildcard(std::string_view pattern, std::string_view text) {
@@ -646,10 +654,7 @@ net::Response S3Api::Call::ListBuckets() {
   bool admin = std::find(admins.begin(), admins.end(), user_) != admins.end();
   XmlWriter w;
   w.Open("ListAllMyBucketsResult", kS3Namespace);
-  w.Open("Owner");
-  w.Element("ID", user_);
-  w.Element("DisplayName", user_);
-  w.Close();
+  WriteIdentity(w, "Owner", user_);
   w.Open("Buckets");
   for (const auto& b : *all) {
     if (b.owner != user_ && !admin) continue;
@@ -820,16 +825,10 @@ net::Response S3Api::Call::Acl(bool object) {
   }
   XmlWriter w;
   w.Open("AccessControlPolicy", kS3Namespace);
-  w.Open("Owner");
-  w.Element("ID", b->owner);
-  w.Element("DisplayName", b->owner);
-  w.Close();
+  WriteIdentity(w, "Owner", b->owner);
   w.Open("AccessControlList");
   w.Open("Grant");
-  w.Open("Grantee");  // gets its xsi:type attribute below
-  w.Element("ID", b->owner);
-  w.Element("DisplayName", b->owner);
-  w.Close();
+  WriteIdentity(w, "Grantee", b->owner);
   w.Element("Permission", "FULL_CONTROL");
   w.Close();
   w.Close();
@@ -927,10 +926,7 @@ net::Response S3Api::Call::ListObjects(bool v2) {
     w.Element("Size", v.size);
     w.Element("StorageClass", "STANDARD");
     if (owner) {
-      w.Open("Owner");
-      w.Element("ID", v.owner);
-      w.Element("DisplayName", v.owner);
-      w.Close();
+      WriteIdentity(w, "Owner", v.owner);
     }
     w.Close();
   }
@@ -998,10 +994,7 @@ net::Response S3Api::Call::ListVersions() {
       w.Element("Size", v.size);
       w.Element("StorageClass", "STANDARD");
     }
-    w.Open("Owner");
-    w.Element("ID", v.owner);
-    w.Element("DisplayName", v.owner);
-    w.Close();
+    WriteIdentity(w, "Owner", v.owner);
     w.Close();
   }
   for (const auto& p : r->common_prefixes) {
@@ -1047,14 +1040,8 @@ net::Response S3Api::Call::ListUploads() {
     w.Open("Upload");
     w.Element("Key", u.key);
     w.Element("UploadId", u.upload_id);
-    w.Open("Initiator");
-    w.Element("ID", u.owner);
-    w.Element("DisplayName", u.owner);
-    w.Close();
-    w.Open("Owner");
-    w.Element("ID", u.owner);
-    w.Element("DisplayName", u.owner);
-    w.Close();
+    WriteIdentity(w, "Initiator", u.owner);
+    WriteIdentity(w, "Owner", u.owner);
     w.Element("StorageClass", "STANDARD");
     w.Element("Initiated", Iso8601(u.created_micros));
     if (!u.checksum_algorithm.empty()) w.Element("ChecksumAlgorithm", u.checksum_algorithm);
@@ -1798,14 +1785,8 @@ net::Response S3Api::Call::ListParts() {
   if (!page.empty()) w.Element("NextPartNumberMarker", page.back()->part_number);
   w.Element("MaxParts", max_parts);
   w.BoolElement("IsTruncated", truncated);
-  w.Open("Initiator");
-  w.Element("ID", u->owner);
-  w.Element("DisplayName", u->owner);
-  w.Close();
-  w.Open("Owner");
-  w.Element("ID", u->owner);
-  w.Element("DisplayName", u->owner);
-  w.Close();
+  WriteIdentity(w, "Initiator", u->owner);
+  WriteIdentity(w, "Owner", u->owner);
   w.Element("StorageClass", "STANDARD");
   if (!u->checksum_algorithm.empty()) w.Element("ChecksumAlgorithm", u->checksum_algorithm);
   for (const PartInfo* p : page) {
