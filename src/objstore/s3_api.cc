@@ -262,7 +262,13 @@ class S3Api::Call {
                      const std::string& key);
   S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
   S3Result<std::string> ReadXmlBody();
-  S3Status CheckContentMd5(std::string_view body);
+  // The checksum algorithms the request asks for (ChecksumBits).
+  uint32_t RequestedChecksumBits() const;
+  // Checks Content-MD5 (raw `md5`) and every declared x-amz-checksum-* (header or trailer) against
+  // what was computed; returns the checksums to store. BadDigest / InvalidDigest.
+  S3Result<Checksums> VerifyDigests(
+      std::string_view md5, const Checksums& computed,
+      const std::vector<std::pair<std::string, std::string>>& trailers);
   S3Result<ObjectMeta> MetaFromHeaders();
   void AddCors(net::Response& res);
 
@@ -428,43 +434,56 @@ S3Result<std::string> S3Api::Call::ReadXmlBody() {
     }
     return S3Error(S3Code::kIncompleteBody, text.status().message());
   }
-  SOVAI_S3_RETURN_IF_ERROR(CheckContentMd5(*text));
+  auto checked = VerifyDigests(base::Md5(*text), ComputeChecksums(*text, RequestedChecksumBits()),
+                               body.trailers());
+  if (!checked.ok()) return checked.error();
+  return std::move(*text);
+}
+
+uint32_t S3Api::Call::RequestedChecksumBits() const {
+  // Every x-amz-checksum-* header, every declared trailer, and the SDK's announced algorithm.
+  uint32_t bits = 0;
   for (const auto& f : kChecksumFields) {
-    auto declared = req_.header(f.header);
-    if (!declared) continue;
-    StagedData tmp;
-    // Small bodies: compute directly.
-    std::string computed;
-    if (f.bit == kCrc32) computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc32(*text)));
-    if (f.bit == kCrc32c)
-      computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc32c(*text)));
-    if (f.bit == kCrc64Nvme) {
-      computed = base::Base64Encode(base::ToBigEndianBytes(base::Crc64Nvme(*text)));
+    if (req_.header(f.header)) bits |= f.bit;
+    for (const auto& t : auth_.trailer_names) {
+      if (t == f.header) bits |= f.bit;
     }
-    if (f.bit == kSha1) computed = base::Base64Encode(base::Sha1(*text));
-    if (f.bit == kSha256) computed = base::Base64Encode(base::Sha256(*text));
-    if (computed != *declared) {
+  }
+  if (auto algo = req_.header("x-amz-sdk-checksum-algorithm")) bits |= ChecksumBitOf(*algo);
+  return bits;
+}
+
+S3Result<Checksums> S3Api::Call::VerifyDigests(
+    std::string_view md5, const Checksums& computed,
+    const std::vector<std::pair<std::string, std::string>>& trailers) {
+  if (auto declared_md5 = req_.header("Content-MD5")) {
+    auto decoded = base::Base64Decode(base::Trim(*declared_md5));
+    if (!decoded.ok() || decoded->size() != 16) {
+      return S3Error(S3Code::kInvalidDigest, "The Content-MD5 you specified was invalid.");
+    }
+    if (*decoded != md5) {
+      return S3Error(S3Code::kBadDigest,
+                     "The Content-MD5 you specified did not match what we received.");
+    }
+  }
+  Checksums out;
+  for (const auto& f : kChecksumFields) {
+    std::optional<std::string> declared;
+    if (auto h = req_.header(f.header)) declared = std::string(*h);
+    for (const auto& [name, value] : trailers) {
+      if (name == f.header) declared = value;
+    }
+    const std::string& value = computed.*f.member;
+    if (declared && *declared != value) {
       return S3Error(S3Code::kBadDigest, std::string("The ") + f.algorithm +
                                              " you specified did not match the calculated "
                                              "checksum.");
     }
+    // Declared ones are verified; an announced algorithm without a value stores what we computed.
+    out.*f.member = value;
   }
-  return std::move(*text);
-}
-
-S3Status S3Api::Call::CheckContentMd5(std::string_view body) {
-  auto md5 = req_.header("Content-MD5");
-  if (!md5) return std::nullopt;
-  auto decoded = base::Base64Decode(base::Trim(*md5));
-  if (!decoded.ok() || decoded->size() != 16) {
-    return S3Error(S3Code::kInvalidDigest, "The Content-MD5 you specified was invalid.");
-  }
-  if (*decoded != base::Md5(body)) {
-    return S3Error(S3Code::kBadDigest,
-                   "The Content-MD5 you specified did not match what we "
-                   "received.");
-  }
-  return std::nullopt;
+  if (!out.empty()) out.type = "FULL_OBJECT";
+  return out;
 }
 
 S3Result<ObjectMeta> S3Api::Call::MetaFromHeaders() {
@@ -1147,16 +1166,7 @@ S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size
     return S3Error(S3Code::kEntityTooLarge,
                    "Your proposed upload exceeds the maximum allowed size");
   }
-  // Which checksums to compute: every x-amz-checksum-* header, every declared trailer, and the
-  // SDK's declared algorithm.
-  uint32_t bits = 0;
-  for (const auto& f : kChecksumFields) {
-    if (req_.header(f.header)) bits |= f.bit;
-    for (const auto& t : auth_.trailer_names) {
-      if (t == f.header) bits |= f.bit;
-    }
-  }
-  if (auto algo = req_.header("x-amz-sdk-checksum-algorithm")) bits |= ChecksumBitOf(*algo);
+  uint32_t bits = RequestedChecksumBits();
   PayloadReader body(req_.body(), auth_);
   auto staged =
       store_.Stage(body, {.checksums = bits, .max_size = max_size, .allow_inline = allow_inline});
@@ -1168,37 +1178,9 @@ S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size
     store_.Discard(*staged);
     return e;
   };
-  if (auto md5 = req_.header("Content-MD5")) {
-    auto decoded = base::Base64Decode(base::Trim(*md5));
-    if (!decoded.ok() || decoded->size() != 16) {
-      return reject(S3Error(S3Code::kInvalidDigest, "The Content-MD5 you specified was invalid."));
-    }
-    if (*decoded != staged->md5) {
-      return reject(S3Error(S3Code::kBadDigest,
-                            "The Content-MD5 you specified did not match what we received."));
-    }
-  }
-  Checksums out;
-  for (const auto& f : kChecksumFields) {
-    std::optional<std::string> declared;
-    if (auto h = req_.header(f.header)) declared = std::string(*h);
-    for (const auto& [name, value] : body.trailers()) {
-      if (name == f.header) declared = value;
-    }
-    const std::string& computed = (*staged).checksums.*f.member;
-    if (declared) {
-      if (*declared != computed) {
-        return reject(S3Error(S3Code::kBadDigest, std::string("The ") + f.algorithm +
-                                                      " you specified did not match the "
-                                                      "calculated checksum."));
-      }
-      out.*f.member = computed;
-    } else if (!computed.empty()) {
-      out.*f.member = computed;  // the SDK announced the algorithm; store what we computed
-    }
-  }
-  if (!out.empty()) out.type = "FULL_OBJECT";
-  *verified = out;
+  auto checked = VerifyDigests(staged->md5, staged->checksums, body.trailers());
+  if (!checked.ok()) return reject(checked.error());
+  *verified = std::move(*checked);
   api_.stats_.bytes_stored.fetch_add(staged->size);
   return staged;
 }

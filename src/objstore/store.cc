@@ -1971,6 +1971,14 @@ S3Status StoreImpl::DeleteAccessKey(const std::string& access_key) {
 
 }  // namespace
 
+Checksums ComputeChecksums(std::string_view data, uint32_t bits) {
+  Digests digests(bits);
+  digests.Update(data);
+  StagedData out;
+  digests.Finish(out);
+  return out.checksums;
+}
+
 bool IsPlausibleVersionId(std::string_view s) {
   if (s == "null") return true;
   if (s.size() != 32) return false;

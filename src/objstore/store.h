@@ -299,6 +299,9 @@ class Store {
   virtual StoreStats Stats() = 0;
 };
 
+// The checksums of `data` for the ChecksumBits in `bits`, encoded as S3 sends them.
+Checksums ComputeChecksums(std::string_view data, uint32_t bits);
+
 // Whether `s` is a version id this store could have produced ("null" or its random form).
 bool IsPlausibleVersionId(std::string_view s);
 

@@ -17,9 +17,8 @@ import unittest
 import urllib.request
 import uuid
 
-from botocore.exceptions import ClientError
 
-from sovai_fixture import random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
+from sovai_fixture import empty_and_delete_bucket, random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
 
 # aws-cli v1 exits 1 when a high-level `aws s3` transfer fails and 255 when a call gets an error
 # response from the server (v2 uses 254 for the latter; this suite drives v1).
@@ -71,18 +70,7 @@ class S3AwsCliBase:
 
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
-        try:
-            for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    self.s3.delete_object(Bucket=self.bucket, Key=v["Key"],
-                                          VersionId=v["VersionId"])
-            for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []):
-                self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"],
-                                               UploadId=u["UploadId"])
-            self.s3.delete_bucket(Bucket=self.bucket)
-        except ClientError as e:
-            if e.response["Error"]["Code"] != "NoSuchBucket":
-                raise
+        empty_and_delete_bucket(self.s3, self.bucket)
 
     # --- Helpers ---------------------------------------------------------------------------------
 

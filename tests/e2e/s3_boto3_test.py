@@ -22,7 +22,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import empty_and_delete_bucket, REGION, SovaiServer
 
 
 def error_code(e):
@@ -48,17 +48,7 @@ class S3Boto3Base:
 
     def tearDown(self):
         # Empty and delete the bucket the way S3 test suites do: every version, every upload.
-        try:
-            for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    self.s3.delete_object(Bucket=self.bucket, Key=v["Key"], VersionId=v["VersionId"])
-            for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []):
-                self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"],
-                                               UploadId=u["UploadId"])
-            self.s3.delete_bucket(Bucket=self.bucket)
-        except ClientError as e:
-            if error_code(e) != "NoSuchBucket":
-                raise
+        empty_and_delete_bucket(self.s3, self.bucket)
 
     def open_url(self, url, method="GET", data=None, headers=None):
         ctx = ssl.create_default_context(cafile=self.server.cert) if self.TLS else None

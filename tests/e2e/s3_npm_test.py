@@ -11,9 +11,8 @@ import subprocess
 import unittest
 import uuid
 
-from botocore.exceptions import ClientError
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import empty_and_delete_bucket, REGION, SovaiServer
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_npm_clients.mjs")
@@ -89,18 +88,7 @@ class S3NpmBase:
         self.bucket = "npm-" + uuid.uuid4().hex[:12]  # the script creates it
 
     def tearDown(self):
-        try:
-            for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    self.s3.delete_object(Bucket=self.bucket, Key=v["Key"],
-                                          VersionId=v["VersionId"])
-            for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []):
-                self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"],
-                                               UploadId=u["UploadId"])
-            self.s3.delete_bucket(Bucket=self.bucket)
-        except ClientError as e:
-            if e.response["Error"]["Code"] != "NoSuchBucket":
-                raise
+        empty_and_delete_bucket(self.s3, self.bucket)
 
     def run_suite(self, suite):
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}

@@ -18,9 +18,8 @@ import urllib.error
 import urllib.request
 import uuid
 
-from botocore.exceptions import ClientError
 
-from sovai_fixture import random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
+from sovai_fixture import empty_and_delete_bucket, random_bytes, write_file, read_file, tree_files, REGION, SovaiServer
 
 # s3cmd's exit codes (S3/ExitCodes.py).
 EX_OK = 0
@@ -77,18 +76,7 @@ class S3cmdBase:
 
     def tearDown(self):
         shutil.rmtree(self.work, ignore_errors=True)
-        try:
-            for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=self.bucket):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    self.s3.delete_object(Bucket=self.bucket, Key=v["Key"],
-                                          VersionId=v["VersionId"])
-            for u in self.s3.list_multipart_uploads(Bucket=self.bucket).get("Uploads", []):
-                self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"],
-                                               UploadId=u["UploadId"])
-            self.s3.delete_bucket(Bucket=self.bucket)
-        except ClientError as e:
-            if e.response["Error"]["Code"] != "NoSuchBucket":
-                raise
+        empty_and_delete_bucket(self.s3, self.bucket)
 
     # --- Helpers ---------------------------------------------------------------------------------
 

@@ -44,6 +44,23 @@ def tree_files(root):
     return files
 
 
+
+def empty_and_delete_bucket(s3, bucket):
+    """Deletes every version, delete marker and multipart upload, then the bucket, the way S3
+    test suites clean up (a bucket that is already gone is fine)."""
+    from botocore.exceptions import ClientError
+    try:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                s3.delete_object(Bucket=bucket, Key=v["Key"], VersionId=v["VersionId"])
+        for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+            s3.abort_multipart_upload(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"])
+        s3.delete_bucket(Bucket=bucket)
+    except ClientError as e:
+        if e.response["Error"]["Code"] != "NoSuchBucket":
+            raise
+
+
 def make_self_signed_cert(directory):
     """A self-signed certificate for 127.0.0.1 / localhost; returns (cert, key) paths."""
     cert = os.path.join(directory, "cert.pem")
