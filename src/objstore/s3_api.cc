@@ -35,21 +35,13 @@ std::string Iso8601(int64_t micros) { return base::FormatRfc3339(micros, 3); }
 
 std::string NewRequestId() { return base::HexEncode(base::RandomBytes(8)); }
 
-std::string Unquote(std::string_view etag) {
-  etag = base::Trim(etag);
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
-
 // Whether an If-Match / If-None-Match list matches `etag` ("*" matches anything).
 bool EtagListMatches(std::string_view header, std::string_view etag) {
   for (std::string_view item : base::Split(header, ',')) {
     std::string_view t = base::Trim(item);
     if (t == "*") return true;
     if (t.substr(0, 2) == "W/") t.remove_prefix(2);
-    if (Unquote(t) == Unquote(etag)) return true;
+    if (UnquoteEtag(t) == UnquoteEtag(etag)) return true;
   }
   return false;
 }

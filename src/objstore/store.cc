@@ -19,6 +19,7 @@
 #include "base/crypto.h"
 #include "base/log.h"
 #include "base/sqlite.h"
+#include "base/strings.h"
 #include "base/ulid.h"
 #include "objstore/data_file.h"
 
@@ -109,12 +110,6 @@ std::string RandomAlnum(size_t n) {
 }
 
 std::string Quote(std::string_view etag) { return "\"" + std::string(etag) + "\""; }
-std::string Unquote(std::string_view etag) {
-  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
-    etag = etag.substr(1, etag.size() - 2);
-  }
-  return std::string(etag);
-}
 
 std::string DumpJsonLenient(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -890,7 +885,7 @@ S3Status StoreImpl::CheckPutConditions(const PutOptions& o,
     if (!exists) {
       return S3Error(S3Code::kNoSuchKey, "The specified key does not exist.").With("Key", o.key);
     }
-    if (*o.if_match != "*" && Unquote(*o.if_match) != Unquote(current->etag)) {
+    if (*o.if_match != "*" && UnquoteEtag(*o.if_match) != UnquoteEtag(current->etag)) {
       return S3Error(S3Code::kPreconditionFailed,
                      "At least one of the pre-conditions you specified did not hold")
           .With("Condition", "If-Match");
@@ -1860,7 +1855,7 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
       }
       previous = r.part_number;
       auto it = stored.find(r.part_number);
-      if (it == stored.end() || Unquote(it->second.etag) != Unquote(r.etag)) {
+      if (it == stored.end() || UnquoteEtag(it->second.etag) != UnquoteEtag(r.etag)) {
         return S3Error(S3Code::kInvalidPart,
                        "One or more of the specified parts could not be found. The part may not "
                        "have been uploaded, or the specified entity tag may not match the part's "
@@ -1886,7 +1881,7 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
 
     std::string md5s;
     for (const auto& p : chosen) {
-      auto raw = base::HexDecode(Unquote(p.etag));
+      auto raw = base::HexDecode(UnquoteEtag(p.etag));
       if (raw.ok()) md5s += *raw;
       v.segments.emplace_back(p.data_id, p.size);
       v.part_sizes.push_back(p.size);
@@ -1970,6 +1965,14 @@ S3Status StoreImpl::DeleteAccessKey(const std::string& access_key) {
 }
 
 }  // namespace
+
+std::string UnquoteEtag(std::string_view etag) {
+  etag = base::Trim(etag);
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') {
+    etag = etag.substr(1, etag.size() - 2);
+  }
+  return std::string(etag);
+}
 
 Checksums ComputeChecksums(std::string_view data, uint32_t bits) {
   Digests digests(bits);

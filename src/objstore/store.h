@@ -299,6 +299,9 @@ class Store {
   virtual StoreStats Stats() = 0;
 };
 
+// An ETag without surrounding whitespace and quotes ("\"abc\"" → "abc"), for comparisons.
+std::string UnquoteEtag(std::string_view etag);
+
 // The checksums of `data` for the ChecksumBits in `bits`, encoded as S3 sends them.
 Checksums ComputeChecksums(std::string_view data, uint32_t bits);
 
