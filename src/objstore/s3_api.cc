@@ -1801,37 +1801,17 @@ void S3Api::Install(net::Router& router) {
 net::Response S3Api::Handle(net::Request& req) { return Call(*this, req).Run(); }
 
 void S3Api::RenderServerError(const net::Request* req, net::Response& res) {
+  // The S3 code for each status the HTTP layer answers by itself.
+  static constexpr std::pair<int, S3Code> kCodes[] = {
+      {400, S3Code::kInvalidRequest}, {403, S3Code::kAccessDenied},
+      {404, S3Code::kNoSuchKey},      {405, S3Code::kMethodNotAllowed},
+      {408, S3Code::kRequestTimeout}, {411, S3Code::kMissingContentLength},
+      {413, S3Code::kEntityTooLarge}, {501, S3Code::kNotImplemented},
+      {503, S3Code::kSlowDown},
+  };
   S3Code code = S3Code::kInternalError;
-  switch (res.status) {
-    case 400:
-      code = S3Code::kInvalidRequest;
-      break;
-    case 403:
-      code = S3Code::kAccessDenied;
-      break;
-    case 404:
-      code = S3Code::kNoSuchKey;
-      break;
-    case 405:
-      code = S3Code::kMethodNotAllowed;
-      break;
-    case 408:
-      code = S3Code::kRequestTimeout;
-      break;
-    case 411:
-      code = S3Code::kMissingContentLength;
-      break;
-    case 413:
-      code = S3Code::kEntityTooLarge;
-      break;
-    case 501:
-      code = S3Code::kNotImplemented;
-      break;
-    case 503:
-      code = S3Code::kSlowDown;
-      break;
-    default:
-      break;
+  for (const auto& [status, s3_code] : kCodes) {
+    if (status == res.status) code = s3_code;
   }
   S3Error e(code, res.error_message.value_or(std::string(net::HttpReasonPhrase(res.status))));
   res.headers.Set("Content-Type", std::string(kXmlType));
