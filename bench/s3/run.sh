@@ -2,7 +2,11 @@
 # S3 object storage: `sovai server`'s S3 endpoint against its peers, side by side in one run, on
 # the same machine and the same filesystem:
 #   PUT of one BIG_MB object (multipart, PART_MB parts, BIG_CONCURRENCY at once)
-#       vs the disk's raw sequential write of as many bytes, fdatasync'd (s3_load disk-write);
+#       vs the disk's raw sequential write of as many bytes, fdatasync'd (s3_load disk-write),
+#       and vs the MD5 ceiling: the same bytes hashed as parts on BIG_CONCURRENCY threads and
+#       nothing else (s3_load md5). Every part's ETag is its MD5, so a compliant server cannot
+#       beat that ceiling; on a machine whose disk outruns MD5 on all cores it is the real limit
+#       (docs/decisions/0004-part-etags-stay-md5.md);
 #   GET of that object (one stream)      vs nginx serving a file of the same size;
 #   4 KiB PUT/s at each PUT_CONCURRENCY  vs the durable-write floor at the same concurrency: per
 #       object write a temp file, fdatasync, rename, fsync the directory (s3_load fsync-put);
@@ -133,6 +137,10 @@ peer_put_big() {
   load --op disk-write --dir "$work/nginx/root/bench" --key big --big-mb "$big_mb" --part-mb "$part_mb"
   rec disk_write "$(field MB_per_s)"
   printf '  PUT %5d MiB          disk  %8.1f MB/s\n' "$big_mb" "$(field MB_per_s)"
+  load --op md5 --big-mb "$big_mb" --part-mb "$part_mb" --concurrency "$big_concurrency"
+  rec md5_ceiling "$(field MB_per_s)"
+  printf '  PUT %5d MiB          md5   %8.1f MB/s   (hashing only, %d threads)\n' "$big_mb" \
+    "$(field MB_per_s)" "$big_concurrency"
 }
 sovai_put_big() {
   cpu_begin
@@ -246,6 +254,8 @@ row "" "peer" "sovai" "ratio" "goal"
 s=$(median sovai_put_big); p=$(median disk_write)
 row "PUT $big_mb MiB multipart" "$(printf 'disk  %9.1f MB/s' "$p")" "$(printf 'sovai %9.1f MB/s' "$s")" \
   "$(ratio "$s" "$p")" ">= 0.80"
+p=$(median md5_ceiling)
+row "" "$(printf 'md5   %9.1f MB/s' "$p")" "" "$(ratio "$s" "$p")" "(ceiling: part ETags)"
 s=$(median sovai_get_big); p=$(median nginx_get_big)
 row "GET $big_mb MiB" "$(printf 'nginx %9.1f MB/s' "$p")" "$(printf 'sovai %9.1f MB/s' "$s")" \
   "$(ratio "$s" "$p")" ">= 0.80"

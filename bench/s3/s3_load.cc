@@ -1,7 +1,8 @@
 // s3_load: the load generator of bench/s3/run.sh. Drives Sovai's S3 endpoint with SigV4-signed
 // requests over N concurrent keep-alive connections (one blocking socket per thread), or
 // plays a peer: plain HTTP GETs of the same paths from nginx (--plain), the disk's raw sequential
-// write with fdatasync (disk-write), and the durable small-write floor (fsync-put).
+// write with fdatasync (disk-write), the durable small-write floor (fsync-put), and the MD5
+// ceiling of a big PUT (md5).
 //
 //   s3_load --op put --endpoint http://127.0.0.1:9000 --access-key AK --secret-key SK
 //           --region eu-west-local --bucket bench --prefix p/ --concurrency 16 --duration-s 5
@@ -10,6 +11,7 @@
 //   s3_load --op get-big ... --key big [--plain]
 //   s3_load --op disk-write --dir /tmp/x --big-mb 1024 --part-mb 64
 //   s3_load --op fsync-put  --dir /tmp/x --size-bytes 4096 --concurrency 64 --duration-s 5
+//   s3_load --op md5 --big-mb 1024 --part-mb 64 --concurrency 4
 //
 // Prints one line of key=value fields (run.sh parses it): ops, seconds, ops_per_s, MB_per_s
 // (MB = 10^6 bytes), p50_ms and p99_ms of the per-operation latency (one PUT/GET; one part for
@@ -447,9 +449,10 @@ void Report(const Config& c, ThreadStats& s, double client_cores) {
       "s3_load op=%s target=%s concurrency=%lld ops=%llu bytes=%llu seconds=%.3f ops_per_s=%.1f "
       "MB_per_s=%.1f p50_ms=%.3f p99_ms=%.3f errors=%llu client_cpu=%.2f\n",
       c.op.c_str(),
-      c.op == "disk-write" || c.op == "fsync-put" ? "disk"
-      : c.plain                                   ? "plain-http"
-                                                  : "s3",
+      c.op == "md5"                                 ? "cpu"
+      : c.op == "disk-write" || c.op == "fsync-put" ? "disk"
+      : c.plain                                     ? "plain-http"
+                                                    : "s3",
       static_cast<long long>(c.concurrency), static_cast<unsigned long long>(ops),
       static_cast<unsigned long long>(s.bytes), seconds, static_cast<double>(ops) / seconds,
       static_cast<double>(s.bytes) / seconds / 1e6, p50, p99,
@@ -683,9 +686,10 @@ base::Status SyncDir(const std::string& dir) {
   return base::Status();
 }
 
-// The physical limit of put-big: big_mb written sequentially to one new file in part_mb write()s
-// through the page cache (as Sovai writes), one fdatasync at the end, then the directory fsync.
-// Leaves the file at <dir>/<key> (run.sh lets nginx serve it for the get-big peer).
+// The physical limit of put-big: big_mb written sequentially to one new file in 1 MiB write()s
+// through the page cache (Sovai's write size), streamed to the disk as it goes (base::WriteBehind,
+// as Sovai's data files are), one fdatasync at the end, then the directory fsync. Leaves the file
+// at <dir>/<key> (run.sh lets nginx serve it for the get-big peer).
 ThreadStats DiskWrite(const Config& c, FirstError& first) {
   ThreadStats s;
   const std::string path = c.dir + "/" + c.key;
@@ -703,10 +707,12 @@ ThreadStats DiskWrite(const Config& c, FirstError& first) {
   auto start = Clock::now();
   base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd.valid()) return fail(base::ErrnoToStatus(errno, "open '" + path + "'"));
+  base::WriteBehind behind;
   for (uint64_t done = 0; done < total;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(block, total - done));
+    size_t n = static_cast<size_t>(std::min<uint64_t>({block, uint64_t{1} << 20, total - done}));
     if (auto st = WriteAll(fd.get(), buf.data(), n, path); !st.ok()) return fail(st);
     done += n;
+    behind.Wrote(fd.get(), done);
   }
   if (::fdatasync(fd.get()) != 0) return fail(base::ErrnoToStatus(errno, "fdatasync " + path));
   fd.Reset();
@@ -715,6 +721,34 @@ ThreadStats DiskWrite(const Config& c, FirstError& first) {
   s.seconds = s.latencies_ms.back() / 1e3;
   s.bytes = total;
   return s;
+}
+
+// The hashing ceiling of put-big: S3 owes every part's MD5 (its ETag, which s3cmd checks against
+// the bytes it sent), so no compliant server can take parts faster than this machine computes MD5
+// over concurrent parts: big_mb hashed as part_mb parts on `concurrency` threads, nothing else
+// (no socket, no disk). Uses the server's hasher (base::Md5Hasher).
+ThreadStats Md5Ceiling(const Config& c) {
+  const int64_t parts = (c.big_mb + c.part_mb - 1) / c.part_mb;
+  const size_t block = std::min<size_t>(static_cast<size_t>(c.part_mb) << 20, 1 << 20);
+  std::string buf;
+  const std::string pattern = MakePattern();
+  while (buf.size() < block) buf += pattern.substr(0, block - buf.size());
+  std::atomic<int64_t> next{0};
+  return RunThreads(std::min<int64_t>(c.concurrency, parts), [&](int, ThreadStats& s) {
+    for (int64_t part = next.fetch_add(1); part < parts; part = next.fetch_add(1)) {
+      const uint64_t begin = static_cast<uint64_t>(part) * c.part_mb << 20;
+      const uint64_t end = std::min<uint64_t>(begin + (static_cast<uint64_t>(c.part_mb) << 20),
+                                              static_cast<uint64_t>(c.big_mb) << 20);
+      auto start = Clock::now();
+      base::Md5Hasher md5;
+      for (uint64_t at = begin; at < end; at += block) {
+        md5.Update(std::string_view(buf.data(), std::min<uint64_t>(block, end - at)));
+      }
+      if (md5.Finish().size() != base::kMd5Bytes) ++s.errors;
+      s.latencies_ms.push_back(MsSince(start));
+      s.bytes += end - begin;
+    }
+  });
 }
 
 // The durable small-write floor: per object, write a temporary file, fdatasync it, rename it into
@@ -788,9 +822,9 @@ base::Status Validate(const Config& c) {
   if (c.plain && c.op != "get" && c.op != "get-big") {
     return base::InvalidArgumentError("--plain is for get and get-big (peers such as nginx)");
   }
-  if (!s3 && c.op != "disk-write" && c.op != "fsync-put") {
+  if (!s3 && c.op != "disk-write" && c.op != "fsync-put" && c.op != "md5") {
     return base::InvalidArgumentError(
-        "--op must be create-bucket, put, get, put-big, get-big, disk-write or fsync-put");
+        "--op must be create-bucket, put, get, put-big, get-big, disk-write, fsync-put or md5");
   }
   return base::Status();
 }
@@ -798,7 +832,8 @@ base::Status Validate(const Config& c) {
 int Main(int argc, char** argv) {
   Config c;
   cli::FlagSet flags("s3_load", "S3 load generator and local peers for bench/s3/run.sh.");
-  flags.String("op", &c.op, "create-bucket, put, get, put-big, get-big, disk-write or fsync-put");
+  flags.String("op", &c.op,
+               "create-bucket, put, get, put-big, get-big, disk-write, fsync-put or md5");
   flags.String("endpoint", &c.endpoint, "http://HOST:PORT of the S3 endpoint (or the peer)");
   flags.String("access-key", &c.access_key, "SigV4 access key id");
   flags.String("secret-key", &c.secret_key, "SigV4 secret key");
@@ -829,7 +864,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   net::ClientOptions options;
-  if (c.op != "disk-write" && c.op != "fsync-put") {
+  if (c.op != "disk-write" && c.op != "fsync-put" && c.op != "md5") {
     auto parsed = net::ClientOptionsFromUrl(c.endpoint);
     if (!parsed.ok()) {
       std::fprintf(stderr, "s3_load: --endpoint: %s\n", parsed.status().message().c_str());
@@ -853,6 +888,7 @@ int Main(int argc, char** argv) {
   if (c.op == "get-big") stats = GetBig(c, options, first);
   if (c.op == "disk-write") stats = DiskWrite(c, first);
   if (c.op == "fsync-put") stats = FsyncPut(c, first);
+  if (c.op == "md5") stats = Md5Ceiling(c);
   // Over the whole run, setup included: it errs on the high side.
   const double client_cores = (CpuSeconds() - cpu_start) / (MsSince(start) / 1e3);
   Report(c, stats, client_cores);

@@ -749,6 +749,20 @@ Status WriteFdFully(int fd, std::string_view data) {
   return Status();
 }
 
+void WriteBehind::Wrote(int fd, uint64_t length) {
+  while (length - started_ >= kWindowBytes) {
+    (void)::sync_file_range(fd, static_cast<off_t>(started_), kWindowBytes, SYNC_FILE_RANGE_WRITE);
+    if (started_ >= kWindowBytes) {
+      const auto previous = static_cast<off_t>(started_ - kWindowBytes);
+      (void)::sync_file_range(
+          fd, previous, kWindowBytes,
+          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+      (void)::posix_fadvise(fd, previous, kWindowBytes, POSIX_FADV_DONTNEED);
+    }
+    started_ += kWindowBytes;
+  }
+}
+
 std::string ExitStatus::ToString() const {
   if (exited) return "exited with code " + std::to_string(code);
   if (signaled) {

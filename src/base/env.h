@@ -78,6 +78,25 @@ Result<std::string> ReadFdToEnd(int fd, size_t max_bytes);
 // Writes all of `data`, retrying short writes and EINTR.
 Status WriteFdFully(int fd, std::string_view data);
 
+// Streams a large sequential write to the disk while it is written, instead of piling up dirty
+// page-cache pages that the final fdatasync flushes in one burst. Call Wrote() after each write
+// with the file's length so far: each time a window of kWindowBytes fills, its writeback starts,
+// and the window before it is waited for and dropped from the page cache (a multi-GB upload then
+// neither stalls on a huge flush nor evicts hot small files). The final fdatasync has at most two
+// windows left. The calls are advice: they fail only on a bad descriptor, and durability still
+// comes from the caller's fdatasync, so their results are not reported.
+class WriteBehind {
+ public:
+  static constexpr uint64_t kWindowBytes = 8 << 20;
+
+  void Wrote(int fd, uint64_t length);
+  // Bytes whose writeback has been started (a multiple of kWindowBytes).
+  uint64_t started() const { return started_; }
+
+ private:
+  uint64_t started_ = 0;
+};
+
 // A file being written sequentially. Close() before destruction to see close errors; the
 // destructor closes silently.
 class WritableFile {

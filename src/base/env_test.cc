@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -272,6 +275,64 @@ TEST_F(EnvTest, DeleteDirRecursiveDoesNotFollowSymlinks) {
   EXPECT_TRUE(env_.DeleteDirRecursive(Path("tree")).ok());
   EXPECT_FALSE(env_.FileExists(Path("tree")));
   EXPECT_EQ(Read(Path("outside/keep")), "precious");
+}
+
+TEST_F(EnvTest, WriteBehindStreamsWindowsAndDropsThemFromTheCache) {
+  const std::string path = Path("big");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  ASSERT_TRUE(fd.valid());
+  constexpr uint64_t kWindow = WriteBehind::kWindowBytes;
+  constexpr uint64_t kTotal = 5 * kWindow + 12345;
+  std::string chunk(1 << 20, '\0');
+  for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<char>(i * 131 + 7);
+  WriteBehind behind;
+  uint64_t length = 0;
+  while (length < kTotal) {
+    std::string_view piece(chunk.data(), std::min<uint64_t>(chunk.size(), kTotal - length));
+    ASSERT_TRUE(WriteFdFully(fd.get(), piece).ok());
+    length += piece.size();
+    behind.Wrote(fd.get(), length);
+    EXPECT_EQ(behind.started(), length / kWindow * kWindow);
+  }
+  ASSERT_EQ(::fdatasync(fd.get()), 0);
+
+  // Every byte reads back; the windows before the last two left the page cache (unless the
+  // filesystem keeps file pages in memory by nature, as tmpfs does).
+  std::string back = Read(path);
+  ASSERT_EQ(back.size(), kTotal);
+  for (uint64_t at = 0; at < kTotal; at += chunk.size()) {
+    ASSERT_EQ(back.compare(at, std::min<uint64_t>(chunk.size(), kTotal - at), chunk, 0,
+                           std::min<uint64_t>(chunk.size(), kTotal - at)),
+              0)
+        << "at " << at;
+  }
+  struct statfs fs {};
+  ASSERT_EQ(::fstatfs(fd.get(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs keeps every page resident";
+  // Drop what reading back pulled in, rewrite the file through a fresh WriteBehind, and look.
+  ASSERT_EQ(::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED), 0);
+  ASSERT_EQ(::ftruncate(fd.get(), 0), 0);
+  ASSERT_EQ(::lseek(fd.get(), 0, SEEK_SET), 0);
+  WriteBehind again;
+  for (length = 0; length < kTotal;) {
+    std::string_view piece(chunk.data(), std::min<uint64_t>(chunk.size(), kTotal - length));
+    ASSERT_TRUE(WriteFdFully(fd.get(), piece).ok());
+    length += piece.size();
+    again.Wrote(fd.get(), length);
+  }
+  void* map = ::mmap(nullptr, kTotal, PROT_READ, MAP_SHARED, fd.get(), 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((kTotal + page - 1) / page);
+  ASSERT_EQ(::mincore(map, kTotal, resident.data()), 0);
+  ::munmap(map, kTotal);
+  auto resident_pages = [&](uint64_t from, uint64_t to) {
+    size_t n = 0;
+    for (uint64_t p = from / page; p < to / page; ++p) n += resident[p] & 1;
+    return n;
+  };
+  EXPECT_EQ(resident_pages(0, 3 * kWindow), 0u) << "windows behind the last two stay cached";
+  EXPECT_GT(resident_pages(4 * kWindow, 5 * kWindow), 0u) << "the newest window is still cached";
 }
 
 TEST_F(EnvTest, FileOperations) {

@@ -72,7 +72,7 @@ Status DataFileWriter::Append(std::string_view data) {
       current_fill_ = 0;
     }
     if (buffer_.empty() && take >= kWriteChunkBytes) {
-      SOVAI_RETURN_IF_ERROR(base::WriteFdFully(fd_.get(), data.substr(0, take)));
+      SOVAI_RETURN_IF_ERROR(WriteOut(data.substr(0, take)));
     } else {
       buffer_.append(data.data(), take);
       if (buffer_.size() >= kWriteChunkBytes) SOVAI_RETURN_IF_ERROR(Flush());
@@ -84,9 +84,17 @@ Status DataFileWriter::Append(std::string_view data) {
 
 Status DataFileWriter::Flush() {
   if (buffer_.empty()) return Status();
-  Status st = base::WriteFdFully(fd_.get(), buffer_);
+  Status st = WriteOut(buffer_);
   buffer_.clear();
-  return st.WithContext("writing '" + path_ + "'");
+  return st;
+}
+
+Status DataFileWriter::WriteOut(std::string_view bytes) {
+  SOVAI_RETURN_IF_ERROR(
+      base::WriteFdFully(fd_.get(), bytes).WithContext("writing '" + path_ + "'"));
+  written_ += bytes.size();
+  write_behind_.Wrote(fd_.get(), written_);
+  return Status();
 }
 
 Status DataFileWriter::Seal() {

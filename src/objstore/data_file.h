@@ -32,6 +32,9 @@ class DataFileWriter {
   DataFileWriter(base::UniqueFd fd, std::string path)
       : fd_(std::move(fd)), path_(std::move(path)) {}
   base::Status Flush();
+  // Writes `bytes` at the end of the file, streaming it to the disk (base::WriteBehind): an
+  // object of many GB does not fill the page cache with dirty pages.
+  base::Status WriteOut(std::string_view bytes);
 
   base::UniqueFd fd_;
   std::string path_;
@@ -40,6 +43,8 @@ class DataFileWriter {
   uint32_t current_crc_ = 0;
   uint32_t current_fill_ = 0;  // bytes in the block being checksummed
   uint64_t size_ = 0;
+  uint64_t written_ = 0;  // bytes handed to the kernel
+  base::WriteBehind write_behind_;
 };
 
 class DataFileReader {
