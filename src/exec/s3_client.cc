@@ -126,6 +126,8 @@ Status S3ErrorStatus(int http_status, std::string_view code, std::string_view me
     hint = " (the client signs for region '" + options.region + "')";
   } else if (code == "SlowDown" || code == "ServiceUnavailable") {
     status_code = StatusCode::kUnavailable;
+  } else if (code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists") {
+    status_code = StatusCode::kAlreadyExists;
   } else if (code == "PreconditionFailed" || code == "BucketNotEmpty") {
     status_code = StatusCode::kFailedPrecondition;
   } else if (http_status == 400) {
@@ -650,6 +652,20 @@ Status S3Client::DeleteObject(std::string_view bucket, std::string_view key) {
   call.bucket = std::string(bucket);
   call.key = std::string(key);
   call.what = "DELETE " + ObjectUri(bucket, key);
+  return Execute(call).status();
+}
+
+Status S3Client::CreateBucket(std::string_view bucket) {
+  objstore::XmlWriter xml;
+  xml.Open("CreateBucketConfiguration", objstore::kS3Namespace);
+  xml.Element("LocationConstraint", options_.region);
+  xml.Close();
+  Call call;
+  call.method = "PUT";
+  call.bucket = std::string(bucket);
+  call.what = "CreateBucket " + ObjectUri(bucket, "");
+  call.content_type = "application/xml";
+  call.body = xml.Finish();
   return Execute(call).status();
 }
 

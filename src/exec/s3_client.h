@@ -121,6 +121,11 @@ class S3Client {
   // are wrong: a HEAD answer carries no body to tell those apart), and transport errors.
   base::Status HeadBucket(std::string_view bucket);
 
+  // Creates a bucket in the client's region. Errors: AlreadyExists when it exists (S3's
+  // BucketAlreadyOwnedByYou or BucketAlreadyExists), InvalidArgument for an invalid name, and
+  // the errors above.
+  base::Status CreateBucket(std::string_view bucket);
+
  private:
   struct Call;
   struct Response;

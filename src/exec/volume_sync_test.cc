@@ -18,6 +18,7 @@
 #include "base/crypto.h"
 #include "base/env.h"
 #include "base/json.h"
+#include "exec/s3_test_server.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
@@ -25,50 +26,11 @@
 namespace sovai::exec {
 namespace {
 
+using testing::S3TestServer;
+constexpr const char* kAdminUser = testing::kS3TestAdminUser;
+
 using base::Env;
 using base::StatusCode;
-
-constexpr char kRegion[] = "eu-west-local";
-constexpr char kAdminUser[] = "admin";
-constexpr char kAccessKey[] = "SVTESTADMIN000000001";
-constexpr char kSecretKey[] = "test-secret-key-0123456789abcdefghijklmn";
-
-// objstore::Store + S3Api on a net::Server at 127.0.0.1:0, as `sovai server` wires them.
-class S3TestServer {
- public:
-  base::Status Start(const std::string& dir) {
-    objstore::StoreOptions store_options;
-    store_options.root = dir + "/objstore";
-    store_options.region = kRegion;
-    SOVAI_ASSIGN_OR_RETURN(store_, objstore::Store::Open(store_options));
-    if (auto st = store_->PutAccessKey({kAccessKey, kSecretKey, kAdminUser})) {
-      return base::InternalError(st->ToString());
-    }
-    api_ = std::make_unique<objstore::S3Api>(
-        *store_, objstore::S3ApiOptions{.region = kRegion, .admin_users = {kAdminUser}});
-    net::Router router;
-    api_->Install(router);
-    server_ = std::make_unique<net::Server>(std::move(router));
-    net::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.error_renderer = objstore::S3Api::RenderServerError;
-    return server_->Start(options);
-  }
-
-  objstore::Store& store() { return *store_; }
-  S3ClientOptions ClientOptions() const {
-    return {.endpoint = "http://" + server_->address(),
-            .region = kRegion,
-            .access_key = kAccessKey,
-            .secret_key = kSecretKey};
-  }
-
- private:
-  // Destroyed in reverse: the server stops before the API and the store it calls.
-  std::unique_ptr<objstore::Store> store_;
-  std::unique_ptr<objstore::S3Api> api_;
-  std::unique_ptr<net::Server> server_;
-};
 
 VolumeSpec Spec(const std::string& text) {
   auto spec = ParseVolumeSpec(text);
