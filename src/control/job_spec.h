@@ -1,0 +1,81 @@
+// What a user asks for when submitting a job (`POST /v1/jobs`, `sovai job run`), parsed from JSON
+// and validated before anything is queued. Every error names the field, so the REST layer turns it
+// into a problem+json `errors: [{field, message}]` entry.
+//
+//   {"name": "finetune-1", "image": "sovai/shell", "command": ["python3", "train.py"],
+//    "env": {"EPOCHS": "3"}, "flavor": "ai1-1-cpu", "units": 2,
+//    "volumes": ["data@EU-WEST-LOCAL/ds:/workspace/data:ro",
+//                "data@EU-WEST-LOCAL/out:/workspace/output:rw"],
+//    "labels": {"team": "nlp"}, "timeout_s": 3600, "priority": 0,
+//    "restart": {"policy": "on-failure", "max_retries": 2}, "network": "none"}
+//
+// Only `image` and `flavor` are required. Volumes are kept as written (the executor parses them
+// with exec::ParseVolumeSpec, which also validates them here).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "base/status.h"
+#include "control/flavors.h"
+
+namespace sovai::control {
+
+// Built-in images run on the host's root filesystem (read-only); `oci:` images name an image
+// archive in a bucket: `oci:bucket@REGION/path/to/image.tar`.
+inline constexpr std::string_view kShellImage = "sovai/shell";
+inline constexpr std::string_view kOciImagePrefix = "oci:";
+
+enum class RestartPolicy : uint8_t { kNever, kOnFailure };
+enum class NetworkMode : uint8_t { kNone, kHost };
+
+struct JobSpec {
+  std::string name;
+  std::string image;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::string flavor;
+  int units = 1;
+  std::vector<std::string> volumes;
+  std::map<std::string, std::string> labels;
+  int64_t timeout_s = 0;  // 0: the server's default
+  int priority = 0;
+  RestartPolicy restart = RestartPolicy::kNever;
+  int max_retries = 0;  // for kOnFailure
+  NetworkMode network = NetworkMode::kHost;
+};
+
+// One invalid field: `field` is a JSON path such as "volumes[1]" or "env.PATH".
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+
+// A spec that failed validation: InvalidArgument (bad fields) or NotFound (unknown flavor or
+// image), with every field error found.
+struct SpecError {
+  base::Status status;
+  std::vector<FieldError> fields;
+};
+
+// Parses and validates a job spec against the flavor catalog and the server's region. Returns
+// the spec or every problem found.
+struct SpecContext {
+  const FlavorCatalog* flavors = nullptr;
+  std::string region;  // volumes must name it (case-insensitively)
+};
+std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx);
+
+nlohmann::json JobSpecToJson(const JobSpec& spec);
+
+// "key=value,key2=value2" selectors and label maps: keys are 1..63 characters of [A-Za-z0-9._/-]
+// starting with an alphanumeric; values 0..63 characters of [A-Za-z0-9._-].
+base::Status ValidateLabel(std::string_view key, std::string_view value);
+
+}  // namespace sovai::control

@@ -1,0 +1,896 @@
+#include "control/jobs.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/json.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "base/ulid.h"
+#include "exec/s3_client.h"
+#include "exec/sandbox.h"
+#include "exec/volume_spec.h"
+#include "exec/volume_sync.h"
+
+namespace sovai::control {
+namespace {
+
+using base::Result;
+using base::Status;
+using nlohmann::json;
+
+constexpr std::string_view kStateNames[] = {"QUEUED",      "INITIALIZING", "PENDING", "RUNNING",
+                                            "FINALIZING",  "DONE",         "FAILED",  "ERROR",
+                                            "INTERRUPTED", "TIMEOUT"};
+constexpr int kMaxListLimit = 1000;
+// The key of an archived job log in the project's bucket.
+std::string LogArchiveKey(const std::string& job_id) { return "jobs/" + job_id + "/log.txt"; }
+
+json AllocationToJson(const Allocation& a) {
+  return {{"gpus", a.gpus}, {"cpus", a.cpus}, {"memory_bytes", a.memory_bytes}};
+}
+
+Allocation AllocationFromJson(const json& j) {
+  Allocation a;
+  a.gpus = j.value("gpus", std::vector<int>{});
+  a.cpus = j.value("cpus", std::vector<int>{});
+  a.memory_bytes = j.value("memory_bytes", uint64_t{0});
+  return a;
+}
+
+json HistoryToJson(const std::vector<JobTransition>& history) {
+  json out = json::array();
+  for (const JobTransition& t : history) {
+    out.push_back({{"state", JobStateName(t.state)}, {"at_unix_micros", t.at_unix_micros}});
+  }
+  return out;
+}
+
+// The bucket of a project's platform files (archived logs): "sovai-" + the project's ULID in
+// lowercase, a valid bucket name owned by the project.
+std::string ProjectBucket(const std::string& project) {
+  std::string suffix = project.substr(project.find('_') + 1);
+  return "sovai-" + base::AsciiToLower(suffix);
+}
+
+// Gives `uid:gid` every file and directory under `dir` (the platform runs as root; the workload
+// does not). Symlinks are changed themselves, never followed.
+Status ChownTree(const std::string& dir, uint32_t uid, uint32_t gid) {
+  std::error_code ec;
+  if (::lchown(dir.c_str(), uid, gid) != 0) {
+    return base::ErrnoToStatus(errno, "chown '" + dir + "'");
+  }
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (::lchown(it->path().c_str(), uid, gid) != 0) {
+      return base::ErrnoToStatus(errno, "chown '" + it->path().string() + "'");
+    }
+  }
+  if (ec) return base::InternalError("walking '" + dir + "': " + ec.message());
+  return Status();
+}
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return base::ErrnoToStatus(errno, "mkdir '" + path + "'");
+  }
+  // The umask must not narrow it: the workload's uid traverses these directories.
+  if (::chmod(path.c_str(), mode) != 0) return base::ErrnoToStatus(errno, "chmod '" + path + "'");
+  return Status();
+}
+
+}  // namespace
+
+std::string_view JobStateName(JobState state) { return kStateNames[static_cast<int>(state)]; }
+
+std::optional<JobState> ParseJobState(std::string_view name) {
+  for (size_t i = 0; i < std::size(kStateNames); ++i) {
+    if (kStateNames[i] == name) return static_cast<JobState>(i);
+  }
+  return std::nullopt;
+}
+
+bool IsTerminal(JobState state) { return state >= JobState::kDone; }
+
+json JobToJson(const Job& job) {
+  json j = {
+      {"id", job.id},
+      {"project", job.project},
+      {"user", job.user},
+      {"spec", JobSpecToJson(job.spec)},
+      {"status",
+       {{"state", JobStateName(job.state)},
+        {"reason", job.reason},
+        {"retries", job.retries},
+        {"history", HistoryToJson(job.history)}}},
+      {"created_unix_micros", job.created_unix_micros},
+  };
+  if (job.exit_code) j["status"]["exit_code"] = *job.exit_code;
+  if (job.exit_signal) j["status"]["exit_signal"] = *job.exit_signal;
+  if (job.allocation) j["status"]["allocation"] = AllocationToJson(*job.allocation);
+  return j;
+}
+
+// A job being run, from admission to its terminal state.
+struct JobService::Runner {
+  std::string id;
+  std::string project;
+  Allocation allocation;
+  // Set when the job was mid-run in a previous process: only finalize it.
+  std::optional<JobState> recovered_from;
+  std::thread thread;
+
+  std::mutex mu;  // guards the requests below
+  std::condition_variable cv;
+  std::optional<JobState> stop_as;  // kInterrupted (user, shutdown); the reason in stop_reason
+  std::string stop_reason;
+  bool push_requested = false;
+  std::string push_result;  // "" while pending
+  bool done = false;        // Run returned
+};
+
+JobService::JobService(ControlDb& db, JobServiceOptions options)
+    : db_(db),
+      options_(std::move(options)),
+      env_(options_.env != nullptr ? *options_.env : base::Env::Default()),
+      scheduler_(options_.capacity) {}
+
+JobService::~JobService() { Shutdown(); }
+
+Result<std::unique_ptr<JobService>> JobService::Start(ControlDb& db, JobServiceOptions options) {
+  SOVAI_CHECK(options.flavors != nullptr && options.sandbox != nullptr && options.s3_access);
+  SOVAI_CHECK(options.cpu_ids.size() == static_cast<size_t>(options.capacity.cpus));
+  std::unique_ptr<JobService> service(new JobService(db, std::move(options)));
+  SOVAI_RETURN_IF_ERROR(MakeDir(service->options_.data_dir, 0711));
+  SOVAI_RETURN_IF_ERROR(MakeDir(base::JoinPath(service->options_.data_dir, "jobs"), 0711));
+  SOVAI_RETURN_IF_ERROR(service->Recover());
+  return service;
+}
+
+std::string JobService::JobDir(const std::string& id) const {
+  return base::JoinPath(base::JoinPath(options_.data_dir, "jobs"), id);
+}
+
+namespace {
+
+Result<Job> JobFromRow(const base::Statement& st) {
+  // Columns: id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason,
+  // retries, allocation, created_at.
+  Job job;
+  job.id = st.ColumnText(0);
+  job.project = st.ColumnText(1);
+  job.user = st.ColumnText(2);
+  job.sequence = st.ColumnInt(3);
+  auto state = ParseJobState(st.ColumnText(4));
+  if (!state) return base::DataLossError("job " + job.id + " has an unknown state");
+  job.state = *state;
+  auto spec_json = base::ParseJson(st.ColumnText(5));
+  if (!spec_json.ok()) return base::DataLossError("job " + job.id + " has a corrupt spec");
+  // The stored spec was validated at submission; its parse cannot fail unless the row is corrupt.
+  const json& s = *spec_json;
+  JobSpec& spec = job.spec;
+  spec.name = s.value("name", "");
+  spec.image = s.value("image", "");
+  spec.command = s.value("command", std::vector<std::string>{});
+  spec.env = s.value("env", std::map<std::string, std::string>{});
+  spec.flavor = s.value("flavor", "");
+  spec.units = s.value("units", 1);
+  spec.volumes = s.value("volumes", std::vector<std::string>{});
+  spec.labels = s.value("labels", std::map<std::string, std::string>{});
+  spec.timeout_s = s.value("timeout_s", int64_t{0});
+  spec.priority = s.value("priority", 0);
+  spec.network = s.value("network", "host") == "none" ? NetworkMode::kNone : NetworkMode::kHost;
+  if (auto r = s.find("restart"); r != s.end() && r->is_object()) {
+    spec.restart = r->value("policy", "never") == "on-failure" ? RestartPolicy::kOnFailure
+                                                               : RestartPolicy::kNever;
+    spec.max_retries = r->value("max_retries", 0);
+  }
+  auto history = base::ParseJson(st.ColumnText(6));
+  if (history.ok() && history->is_array()) {
+    for (const json& t : *history) {
+      auto ts = ParseJobState(t.value("state", ""));
+      if (ts) job.history.push_back({*ts, t.value("at_unix_micros", int64_t{0})});
+    }
+  }
+  if (!st.ColumnIsNull(7)) job.exit_code = static_cast<int>(st.ColumnInt(7));
+  if (!st.ColumnIsNull(8)) job.exit_signal = static_cast<int>(st.ColumnInt(8));
+  job.reason = st.ColumnText(9);
+  job.retries = static_cast<int>(st.ColumnInt(10));
+  if (!st.ColumnIsNull(11)) {
+    auto a = base::ParseJson(st.ColumnText(11));
+    if (a.ok()) job.allocation = AllocationFromJson(*a);
+  }
+  job.created_unix_micros = st.ColumnInt(12);
+  return job;
+}
+
+constexpr std::string_view kJobColumns =
+    "id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason, retries, "
+    "allocation, created_at";
+
+}  // namespace
+
+Status JobService::Save(const Job& job) {
+  return db_.Write([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, history, "
+                    "exit_code, exit_signal, reason, retries, allocation, created_at, "
+                    "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                    "?13, ?14) ON CONFLICT(id) DO UPDATE SET state = ?5, history = ?7, "
+                    "exit_code = ?8, exit_signal = ?9, reason = ?10, retries = ?11, "
+                    "allocation = ?12, updated_at = ?14"));
+    st.Bind(1, job.id).Bind(2, job.project).Bind(3, job.user).Bind(4, job.sequence);
+    st.Bind(5, JobStateName(job.state)).Bind(6, base::DumpJson(JobSpecToJson(job.spec)));
+    st.Bind(7, base::DumpJson(HistoryToJson(job.history)));
+    if (job.exit_code) {
+      st.Bind(8, int64_t{*job.exit_code});
+    } else {
+      st.BindNull(8);
+    }
+    if (job.exit_signal) {
+      st.Bind(9, int64_t{*job.exit_signal});
+    } else {
+      st.BindNull(9);
+    }
+    st.Bind(10, job.reason).Bind(11, int64_t{job.retries});
+    if (job.allocation) {
+      st.Bind(12, base::DumpJson(AllocationToJson(*job.allocation)));
+    } else {
+      st.BindNull(12);
+    }
+    st.Bind(13, job.created_unix_micros).Bind(14, env_.NowUnixMicros());
+    return st.Run();
+  });
+}
+
+Result<Job> JobService::Load(const std::string& project, const std::string& id) {
+  std::optional<Job> found;
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare("SELECT " + std::string(kJobColumns) +
+                                       " FROM jobs WHERE id = ? AND project = ?"));
+    st.Bind(1, id).Bind(2, project);
+    SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return Status();
+    SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
+    found = std::move(job);
+    return Status();
+  }));
+  if (!found) return base::NotFoundError("job '" + id + "' does not exist in this project");
+  return std::move(*found);
+}
+
+Status JobService::Transition(Job& job, JobState state, std::string reason) {
+  job.state = state;
+  job.history.push_back({state, env_.NowUnixMicros()});
+  if (!reason.empty() || IsTerminal(state) || state == JobState::kQueued) {
+    job.reason = std::move(reason);
+  }
+  return Save(job);
+}
+
+Status JobService::Recover() {
+  std::vector<Job> live;
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare("SELECT " + std::string(kJobColumns) +
+                                       " FROM jobs WHERE state NOT IN ('DONE', 'FAILED', "
+                                       "'ERROR', 'INTERRUPTED', 'TIMEOUT') ORDER BY sequence"));
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
+      live.push_back(std::move(job));
+    }
+    SOVAI_ASSIGN_OR_RETURN(base::Statement max, sql.Prepare("SELECT MAX(sequence) FROM jobs"));
+    SOVAI_ASSIGN_OR_RETURN(bool row, max.Step());
+    if (row && !max.ColumnIsNull(0)) next_sequence_ = max.ColumnInt(0) + 1;
+    return Status();
+  }));
+  std::lock_guard lock(mu_);
+  for (Job& job : live) {
+    auto flavor = options_.flavors->Find(job.spec.flavor);
+    Result<ResourceRequest> request = flavor.ok() ? RequestFor(**flavor, job.spec.units)
+                                                  : Result<ResourceRequest>(flavor.status());
+    if (job.state == JobState::kQueued) {
+      if (!request.ok() || !scheduler_.CheckFits(*request).ok()) {
+        // The catalog or the machine changed under it: it can never start here now.
+        job.allocation.reset();
+        SOVAI_RETURN_IF_ERROR(Transition(
+            job, JobState::kError,
+            "cannot run after the restart: " +
+                (request.ok() ? scheduler_.CheckFits(*request) : request.status()).message()));
+        continue;
+      }
+      scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
+      continue;
+    }
+    // Its sandbox died with the previous process: finalize it on a runner.
+    auto runner = std::make_shared<Runner>();
+    runner->id = job.id;
+    runner->project = job.project;
+    runner->recovered_from = job.state;
+    Runner& r = *runner;
+    runners_[job.id] = std::move(runner);
+    r.thread = std::thread([this, &r] { Run(r); });
+  }
+  ScheduleLocked();
+  return Status();
+}
+
+Result<Job> JobService::Submit(const std::string& project, const std::string& user, JobSpec spec) {
+  SOVAI_ASSIGN_OR_RETURN(const Flavor* flavor, options_.flavors->Find(spec.flavor));
+  SOVAI_ASSIGN_OR_RETURN(ResourceRequest request, RequestFor(*flavor, spec.units));
+  Job job;
+  job.id = "job_" + ulids_.Next().ToString();
+  job.project = project;
+  job.user = user;
+  job.spec = std::move(spec);
+  job.created_unix_micros = env_.NowUnixMicros();
+  std::lock_guard lock(mu_);
+  if (shutting_down_) return base::UnavailableError("the server is shutting down");
+  if (Status fits = scheduler_.CheckFits(request); !fits.ok()) {
+    return base::FailedPreconditionError("flavor " + flavor->id + " x" +
+                                         std::to_string(job.spec.units) +
+                                         " cannot run here: " + fits.message());
+  }
+  job.sequence = next_sequence_++;
+  job.history.push_back({JobState::kQueued, job.created_unix_micros});
+  SOVAI_RETURN_IF_ERROR(Save(job));
+  scheduler_.Enqueue({job.id, project, job.spec.priority, request});
+  ScheduleLocked();
+  // Report the state after scheduling: a job that started at once is INITIALIZING already.
+  return Load(project, job.id);
+}
+
+void JobService::ScheduleLocked() {
+  ReapLocked();
+  if (shutting_down_) return;
+  for (Placement& p : scheduler_.Schedule()) {
+    auto runner = std::make_shared<Runner>();
+    runner->id = p.id;
+    runner->allocation = std::move(p.allocation);
+    Runner& r = *runner;
+    runners_[p.id] = std::move(runner);
+    r.thread = std::thread([this, &r] { Run(r); });
+  }
+}
+
+void JobService::ReapLocked() {
+  // A runner reaps others from its own finish(); it cannot join itself, so it stays for later.
+  std::vector<std::shared_ptr<Runner>> keep;
+  for (auto& r : finished_) {
+    if (r->thread.get_id() == std::this_thread::get_id()) {
+      keep.push_back(std::move(r));
+    } else if (r->thread.joinable()) {
+      r->thread.join();
+    }
+  }
+  finished_ = std::move(keep);
+}
+
+Result<Job> JobService::Get(const std::string& project, const std::string& id) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  if (job.state == JobState::kQueued) {
+    std::lock_guard lock(mu_);
+    for (const QueueEntry& e : scheduler_.Queue()) {
+      if (e.id == id) {
+        job.reason = "position " + std::to_string(e.position) + " in the queue: " + e.reason;
+      }
+    }
+  }
+  return job;
+}
+
+Result<JobPage> JobService::List(const std::string& project,
+                                 const std::map<std::string, std::string>& labels, int limit,
+                                 const std::string& after) {
+  limit = std::clamp(limit, 1, kMaxListLimit);
+  int64_t before_sequence = INT64_MAX;
+  if (!after.empty()) {
+    auto n = base::ParseInt64(after);
+    if (!n.ok()) return base::InvalidArgumentError("cursor '" + after + "' is not valid");
+    before_sequence = *n;
+  }
+  JobPage page;
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare("SELECT " + std::string(kJobColumns) +
+                                       " FROM jobs WHERE project = ? AND sequence < ? ORDER BY "
+                                       "sequence DESC"));
+    st.Bind(1, project).Bind(2, before_sequence);
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
+      bool match = std::all_of(labels.begin(), labels.end(), [&](const auto& kv) {
+        auto it = job.spec.labels.find(kv.first);
+        return it != job.spec.labels.end() && it->second == kv.second;
+      });
+      if (!match) continue;
+      if (static_cast<int>(page.jobs.size()) == limit) {
+        page.next_cursor = std::to_string(page.jobs.back().sequence);
+        break;
+      }
+      page.jobs.push_back(std::move(job));
+    }
+    return Status();
+  }));
+  return page;
+}
+
+Result<Job> JobService::Stop(const std::string& project, const std::string& id) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  std::unique_lock lock(mu_);
+  if (scheduler_.Dequeue(id)) {
+    lock.unlock();
+    SOVAI_RETURN_IF_ERROR(
+        Transition(job, JobState::kInterrupted, "stopped by a user while QUEUED"));
+    return job;
+  }
+  auto it = runners_.find(id);
+  if (it == runners_.end()) {
+    return base::FailedPreconditionError("job " + id + " has already ended (" +
+                                         std::string(JobStateName(job.state)) + ")");
+  }
+  std::shared_ptr<Runner> r = it->second;
+  lock.unlock();
+  {
+    std::lock_guard rl(r->mu);
+    if (!r->stop_as) {
+      r->stop_as = JobState::kInterrupted;
+      r->stop_reason = "stopped by a user";
+    }
+  }
+  r->cv.notify_all();
+  return job;
+}
+
+Status JobService::Delete(const std::string& project, const std::string& id) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  if (!IsTerminal(job.state)) {
+    return base::FailedPreconditionError("job " + id + " is " +
+                                         std::string(JobStateName(job.state)) +
+                                         "; stop it before deleting it");
+  }
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare("DELETE FROM jobs WHERE id = ? AND project = ?"));
+    st.Bind(1, id).Bind(2, project);
+    return st.Run();
+  }));
+  std::error_code ec;
+  std::filesystem::remove_all(JobDir(id), ec);
+  if (ec) SOVAI_LOG(WARNING) << "removing the files of job " << id << ": " << ec.message();
+  return Status();
+}
+
+Status JobService::PushData(const std::string& project, const std::string& id) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  if (job.state != JobState::kRunning) {
+    return base::FailedPreconditionError("job " + id + " is " +
+                                         std::string(JobStateName(job.state)) +
+                                         "; push-data needs a RUNNING job");
+  }
+  bool writable = false;
+  for (const std::string& v : job.spec.volumes) {
+    auto spec = exec::ParseVolumeSpec(v);
+    if (spec.ok() && spec->permission != exec::VolumePermission::kReadOnly) writable = true;
+  }
+  if (!writable) {
+    return base::FailedPreconditionError("job " + id + " has no rw or rwd volume to push");
+  }
+  std::shared_ptr<Runner> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = runners_.find(id);
+    if (it == runners_.end()) return base::FailedPreconditionError("job " + id + " has ended");
+    r = it->second;
+  }
+  std::unique_lock rl(r->mu);
+  r->push_requested = true;
+  r->push_result.clear();
+  r->cv.notify_all();
+  // The runner syncs between two polls of the workload and reports back.
+  r->cv.wait(rl, [&] { return !r->push_requested || r->done; });
+  if (r->push_result.empty() || r->push_result == "ok") return Status();
+  return base::UnavailableError("push-data failed: " + r->push_result);
+}
+
+Result<exec::LogChunk> JobService::ReadLog(const std::string& project, const std::string& id,
+                                           uint64_t offset, size_t max_bytes) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  const std::string path = base::JoinPath(JobDir(id), "log");
+  if (!env_.FileExists(path)) {
+    if (offset != 0) return base::InvalidArgumentError("offset is past the end of the log");
+    return exec::LogChunk{};
+  }
+  return exec::ReadLog(env_, path, offset, max_bytes);
+}
+
+void JobService::SetQuota(const std::string& project, Quota quota) {
+  std::lock_guard lock(mu_);
+  scheduler_.SetQuota(project, quota);
+  ScheduleLocked();
+}
+
+void JobService::Shutdown() {
+  std::vector<std::shared_ptr<Runner>> live;
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_ && runners_.empty()) {
+      ReapLocked();
+      return;
+    }
+    shutting_down_ = true;
+    for (auto& [id, r] : runners_) live.push_back(r);
+  }
+  for (auto& r : live) {
+    std::lock_guard rl(r->mu);
+    if (!r->stop_as) {
+      r->stop_as = JobState::kInterrupted;
+      r->stop_reason = "the server is shutting down";
+    }
+    r->cv.notify_all();
+  }
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return runners_.empty(); });
+  ReapLocked();
+}
+
+namespace {
+
+// The outcome of the RUNNING phase.
+struct RunOutcome {
+  JobState state = JobState::kDone;
+  std::optional<int> exit_code;
+  std::optional<int> exit_signal;
+  std::string reason;
+};
+
+}  // namespace
+
+void JobService::Run(Runner& runner) {
+  Result<Job> loaded = [&]() -> Result<Job> {
+    // The project is known for recovered runners; placed ones look it up by id.
+    Job job;
+    SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+      SOVAI_ASSIGN_OR_RETURN(base::Statement st, sql.Prepare("SELECT " + std::string(kJobColumns) +
+                                                             " FROM jobs WHERE id = ?"));
+      st.Bind(1, runner.id);
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) return base::NotFoundError("job " + runner.id + " vanished");
+      SOVAI_ASSIGN_OR_RETURN(job, JobFromRow(st));
+      return Status();
+    }));
+    return job;
+  }();
+
+  auto finish = [&] {
+    std::lock_guard lock(mu_);
+    scheduler_.Release(runner.id);
+    {
+      std::lock_guard rl(runner.mu);
+      runner.done = true;
+    }
+    runner.cv.notify_all();
+    auto it = runners_.find(runner.id);
+    if (it != runners_.end()) {
+      finished_.push_back(std::move(it->second));
+      runners_.erase(it);
+    }
+    ScheduleLocked();
+    cv_.notify_all();
+  };
+  if (!loaded.ok()) {
+    SOVAI_LOG(ERROR) << "job runner " << runner.id << ": " << loaded.status();
+    finish();
+    return;
+  }
+  Job job = std::move(*loaded);
+  const std::string dir = JobDir(job.id);
+  const std::string volumes_dir = base::JoinPath(dir, "volumes");
+  const bool root = ::geteuid() == 0;
+
+  std::unique_ptr<exec::LogWriter> log;
+  auto say = [&](std::string_view line) {
+    if (log) (void)log->Write(exec::LogSource::kSovai, std::string(line) + "\n");
+  };
+  auto fail = [&](JobState state, std::string reason) {
+    say("job " + std::string(JobStateName(state)) + ": " + reason);
+    job.allocation.reset();
+    if (Status st = Transition(job, state, std::move(reason)); !st.ok()) {
+      SOVAI_LOG(ERROR) << "job " << job.id << ": " << st;
+    }
+  };
+
+  // Directories: <dir> (0711), <dir>/log (0600), <dir>/volumes/<i>, <dir>/sandbox.
+  if (Status st = MakeDir(dir, 0711); !st.ok()) {
+    fail(JobState::kError, st.message());
+    finish();
+    return;
+  }
+  (void)MakeDir(volumes_dir, 0711);
+  if (auto opened = exec::LogWriter::Open(env_, base::JoinPath(dir, "log")); opened.ok()) {
+    log = std::move(*opened);
+  } else {
+    fail(JobState::kError, "cannot open the job log: " + opened.status().message());
+    finish();
+    return;
+  }
+
+  std::vector<exec::VolumeSpec> volumes;
+  for (const std::string& v : job.spec.volumes) {
+    auto spec = exec::ParseVolumeSpec(v);
+    SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
+    volumes.push_back(*spec);
+  }
+  std::unique_ptr<exec::S3Client> s3;
+  auto connect = [&]() -> Status {
+    if (s3) return Status();
+    SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project));
+    exec::S3ClientOptions o;
+    o.endpoint = access.endpoint;
+    o.region = access.region;
+    o.access_key = access.access_key;
+    o.secret_key = access.secret_key;
+    s3 = std::make_unique<exec::S3Client>(o);
+    return s3->status();
+  };
+  auto manifest_path = [&](size_t i) {
+    return base::JoinPath(dir, "manifest-" + std::to_string(i) + ".json");
+  };
+  auto sync_options = [&](const exec::VolumeSpec& v) {
+    exec::SyncOptions o;
+    o.progress = [&](std::string_view line) { say(line); };
+    o.env = &env_;
+    if (v.cache) {
+      o.cache_dir = base::JoinPath(base::JoinPath(options_.data_dir, "volume-cache"), job.project);
+    }
+    return o;
+  };
+  // Syncs the rw/rwd volumes up; the first error, or OK.
+  auto sync_up = [&]() -> Status {
+    for (size_t i = 0; i < volumes.size(); ++i) {
+      const exec::VolumeSpec& v = volumes[i];
+      if (v.permission == exec::VolumePermission::kReadOnly) continue;
+      SOVAI_RETURN_IF_ERROR(connect());
+      auto text = env_.ReadFile(manifest_path(i));
+      if (!text.ok())
+        return Status(text.status().code(), "volume " + v.SourceName() + " was never synced down");
+      SOVAI_ASSIGN_OR_RETURN(exec::SyncManifest baseline, exec::SyncManifest::FromJson(*text));
+      SOVAI_ASSIGN_OR_RETURN(
+          exec::SyncReport report,
+          exec::SyncUp(*s3, v, base::JoinPath(volumes_dir, std::to_string(i)), baseline,
+                       v.permission == exec::VolumePermission::kReadWriteDelete, sync_options(v)));
+      (void)report;
+    }
+    return Status();
+  };
+  // Uploads the log into the project's bucket (created on first use).
+  auto archive_log = [&] {
+    if (Status st = connect(); !st.ok()) {
+      say("log archive skipped: " + st.message());
+      return;
+    }
+    const std::string bucket = ProjectBucket(job.project);
+    if (Status st = s3->HeadBucket(bucket); st.code() == base::StatusCode::kNotFound) {
+      if (Status made = s3->CreateBucket(bucket); !made.ok()) {
+        say("log archive skipped: " + made.message());
+        return;
+      }
+    }
+    if (auto put = s3->PutObjectFromFile(bucket, LogArchiveKey(job.id), log->path()); !put.ok()) {
+      SOVAI_LOG(WARNING) << "job " << job.id << ": archiving the log: " << put.status();
+    }
+  };
+
+  if (runner.recovered_from) {
+    // The previous process died while this job was in a running state.
+    const JobState was = *runner.recovered_from;
+    const std::string reason =
+        "the server restarted while the job was " + std::string(JobStateName(was));
+    say(reason);
+    if (was == JobState::kRunning || was == JobState::kFinalizing) {
+      if (Status st = Transition(job, JobState::kFinalizing); st.ok()) {
+        if (Status up = sync_up(); !up.ok()) say("sync up failed: " + up.message());
+      }
+    }
+    archive_log();
+    fail(JobState::kInterrupted, reason);
+    finish();
+    return;
+  }
+
+  // --- INITIALIZING: volumes down ---
+  job.allocation = runner.allocation;
+  if (Status st = Transition(job, JobState::kInitializing); !st.ok()) {
+    SOVAI_LOG(ERROR) << "job " << job.id << ": " << st;
+    finish();
+    return;
+  }
+  say("job " + job.id + " admitted: flavor " + job.spec.flavor + " x" +
+      std::to_string(job.spec.units) + ", " + std::to_string(runner.allocation.cpus.size()) +
+      " CPUs, " + std::to_string(runner.allocation.gpus.size()) + " GPUs");
+  auto stop_requested = [&]() -> std::optional<std::pair<JobState, std::string>> {
+    std::lock_guard rl(runner.mu);
+    if (runner.stop_as) return std::make_pair(*runner.stop_as, runner.stop_reason);
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    const exec::VolumeSpec& v = volumes[i];
+    const std::string local = base::JoinPath(volumes_dir, std::to_string(i));
+    Status st = MakeDir(local, 0755);
+    if (st.ok()) st = connect();
+    if (st.ok()) {
+      auto manifest = exec::SyncDown(*s3, v, local, sync_options(v));
+      if (manifest.ok()) {
+        st = env_.WriteFileAtomically(manifest_path(i), manifest->ToJson());
+      } else {
+        st = manifest.status();
+      }
+    }
+    if (st.ok() && root && v.permission != exec::VolumePermission::kReadOnly) {
+      st = ChownTree(local, options_.workload_uid, options_.workload_gid);
+    }
+    if (!st.ok()) {
+      archive_log();
+      fail(JobState::kError, "volume " + v.SourceName() + ": " + st.message());
+      finish();
+      return;
+    }
+    if (auto stop = stop_requested()) {
+      archive_log();
+      fail(stop->first, stop->second);
+      finish();
+      return;
+    }
+  }
+
+  // --- PENDING: the sandbox ---
+  (void)Transition(job, JobState::kPending);
+  exec::SandboxSpec sandbox;
+  sandbox.argv = job.spec.command;
+  for (const auto& [k, v] : job.spec.env) sandbox.env.emplace_back(k, v);
+  sandbox.env.emplace_back("SOVAI_JOB_ID", job.id);
+  sandbox.network_none = job.spec.network == NetworkMode::kNone;
+  for (int cpu : runner.allocation.cpus) {
+    sandbox.cpus.push_back(options_.cpu_ids[static_cast<size_t>(cpu)]);
+  }
+  sandbox.gpus = runner.allocation.gpus;
+  // GPU workloads reserve huge virtual ranges (CUDA); the RLIMIT_AS limit would break them.
+  sandbox.memory_bytes = runner.allocation.gpus.empty() ? runner.allocation.memory_bytes : 0;
+  sandbox.log_path = log->path();
+  sandbox.work_dir = base::JoinPath(dir, "sandbox");
+  sandbox.uid = options_.workload_uid;
+  sandbox.gid = options_.workload_gid;
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    sandbox.mounts.push_back({base::JoinPath(volumes_dir, std::to_string(i)), volumes[i].mount_path,
+                              volumes[i].permission == exec::VolumePermission::kReadOnly});
+  }
+  Status prepared = MakeDir(sandbox.work_dir, 0700);
+  if (prepared.ok() && root) {
+    prepared = ChownTree(sandbox.work_dir, options_.workload_uid, options_.workload_gid);
+  }
+  if (!prepared.ok()) {
+    archive_log();
+    fail(JobState::kError, "preparing the sandbox: " + prepared.message());
+    finish();
+    return;
+  }
+  auto launched = options_.sandbox->Launch(sandbox);
+  if (!launched.ok()) {
+    archive_log();
+    fail(JobState::kError, "starting the sandbox: " + launched.status().message());
+    finish();
+    return;
+  }
+  std::unique_ptr<exec::RunningWorkload> workload = std::move(*launched);
+
+  // --- RUNNING ---
+  (void)Transition(job, JobState::kRunning);
+  const int64_t timeout_s =
+      job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  RunOutcome outcome;
+  auto record_exit = [&](const Result<base::ExitStatus>& status) {
+    if (!status.ok()) {
+      outcome.state = JobState::kError;
+      outcome.reason = status.status().message();
+      return;
+    }
+    if (status->exited) {
+      outcome.exit_code = status->code;
+      if (outcome.reason.empty()) {
+        outcome.state = status->code == 0 ? JobState::kDone : JobState::kFailed;
+        outcome.reason = "exited with code " + std::to_string(status->code);
+      }
+    } else if (status->signaled) {
+      outcome.exit_signal = status->signal;
+      if (outcome.reason.empty()) {
+        outcome.state = JobState::kFailed;
+        outcome.reason = status->ToString();
+      }
+    }
+  };
+  for (;;) {
+    auto ended = workload->TryWait();
+    if (!ended.ok() || ended->has_value()) {
+      record_exit(ended.ok() ? Result<base::ExitStatus>(**ended) : ended.status());
+      break;
+    }
+    std::unique_lock rl(runner.mu);
+    runner.cv.wait_for(rl, options_.poll_interval,
+                       [&] { return runner.stop_as.has_value() || runner.push_requested; });
+    if (runner.push_requested) {
+      rl.unlock();
+      say("push-data: syncing rw volumes while the job runs");
+      Status pushed = sync_up();
+      say(pushed.ok() ? "push-data: done" : "push-data failed: " + pushed.message());
+      rl.lock();
+      runner.push_requested = false;
+      runner.push_result = pushed.ok() ? "ok" : pushed.message();
+      runner.cv.notify_all();
+      continue;
+    }
+    std::optional<JobState> stop_as = runner.stop_as;
+    std::string stop_reason = runner.stop_reason;
+    rl.unlock();
+    if (!stop_as && std::chrono::steady_clock::now() >= deadline) {
+      stop_as = JobState::kTimeout;
+      stop_reason = "ran longer than timeout_s " + std::to_string(timeout_s);
+    }
+    if (stop_as) {
+      say("stopping: " + stop_reason + " (SIGTERM, then SIGKILL after " +
+          std::to_string(options_.stop_grace.count()) + " ms)");
+      outcome.state = *stop_as;
+      outcome.reason = stop_reason;
+      record_exit(workload->Stop(options_.stop_grace));
+      break;
+    }
+  }
+  workload.reset();  // the log holds everything the workload wrote
+
+  // --- FINALIZING ---
+  job.exit_code = outcome.exit_code;
+  job.exit_signal = outcome.exit_signal;
+  (void)Transition(job, JobState::kFinalizing);
+  if (Status up = sync_up(); !up.ok()) {
+    say("sync up failed: " + up.message());
+    if (outcome.state == JobState::kDone) {
+      outcome.state = JobState::kError;
+      outcome.reason = "the command succeeded but syncing the outputs failed: " + up.message();
+    }
+  }
+  say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
+  archive_log();
+
+  // --- The end, or another try ---
+  bool retry = outcome.state == JobState::kFailed &&
+               job.spec.restart == RestartPolicy::kOnFailure && job.retries < job.spec.max_retries;
+  job.allocation.reset();
+  (void)Transition(job, outcome.state, outcome.reason);
+  if (retry) {
+    std::lock_guard lock(mu_);
+    if (!shutting_down_) {
+      job.retries += 1;
+      (void)Transition(job, JobState::kQueued,
+                       "restart policy: try " + std::to_string(job.retries + 1) + " of " +
+                           std::to_string(job.spec.max_retries + 1));
+      auto flavor = options_.flavors->Find(job.spec.flavor);
+      if (flavor.ok()) {
+        auto request = RequestFor(**flavor, job.spec.units);
+        // The id is still held by this runner: release first, then queue again.
+        scheduler_.Release(job.id);
+        if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
+      }
+    }
+  }
+  finish();
+}
+
+}  // namespace sovai::control

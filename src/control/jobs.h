@@ -1,0 +1,189 @@
+// Jobs: the state machine of docs/api/jobs.md, persisted in the control database, scheduled on
+// this machine's resources (scheduler.h) and run by the local executor (exec/sandbox.h) with their
+// volumes synced through the S3 API (exec/volume_sync.h).
+//
+//   SOVAI_ASSIGN_OR_RETURN(auto jobs, JobService::Start(db, options));
+//   SOVAI_ASSIGN_OR_RETURN(Job job, jobs->Submit(project_id, user_id, spec));
+//   ... jobs->Get(project_id, job.id), jobs->ReadLog(...), jobs->Stop(...) ...
+//
+// Each admitted job runs on a runner thread of its own: INITIALIZING (volumes synced down),
+// PENDING (sandbox started), RUNNING (until exit, stop or timeout), FINALIZING (rw/rwd volumes
+// synced up, the log archived into the project's bucket), then a terminal state. Every transition
+// is one committed row update before the work of the state starts, so a restart knows where each
+// job was. Start() after a restart: QUEUED jobs keep their order; jobs that were INITIALIZING,
+// PENDING, RUNNING or FINALIZING lost their sandbox with the old process (bwrap dies with it) and
+// are finalized: outputs written so far are synced up, and the state becomes INTERRUPTED with the
+// reason "the server restarted while the job was RUNNING".
+//
+// Project isolation: every method takes the caller's project; a job of another project is
+// NotFound, exactly like a missing one.
+// Thread-safety: all methods may be called concurrently; `mu_` guards the scheduler and the table
+// of live runners.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "base/ulid.h"
+#include "control/db.h"
+#include "control/job_spec.h"
+#include "control/scheduler.h"
+#include "exec/log_capture.h"
+
+namespace sovai::exec {
+class Sandbox;
+}
+
+namespace sovai::control {
+
+enum class JobState : uint8_t {
+  kQueued,
+  kInitializing,
+  kPending,
+  kRunning,
+  kFinalizing,
+  kDone,
+  kFailed,
+  kError,
+  kInterrupted,
+  kTimeout,
+};
+std::string_view JobStateName(JobState state);  // "QUEUED", ...
+std::optional<JobState> ParseJobState(std::string_view name);
+bool IsTerminal(JobState state);
+
+struct JobTransition {
+  JobState state = JobState::kQueued;
+  int64_t at_unix_micros = 0;
+  bool operator==(const JobTransition&) const = default;
+};
+
+struct Job {
+  std::string id;  // "job_<ULID>"
+  std::string project;
+  std::string user;
+  JobSpec spec;
+  JobState state = JobState::kQueued;
+  std::vector<JobTransition> history;
+  std::optional<int> exit_code;          // when the command exited
+  std::optional<int> exit_signal;        // when it was killed by a signal
+  std::string reason;                    // why it ended (or why it waits, for QUEUED)
+  int retries = 0;                       // reruns made by the restart policy
+  std::optional<Allocation> allocation;  // while it holds resources
+  int64_t created_unix_micros = 0;
+  int64_t sequence = 0;  // submission order
+};
+
+// The REST representation (docs/api/openapi.yaml, schema Job).
+nlohmann::json JobToJson(const Job& job);
+
+// How the platform reaches the object store on behalf of a project.
+struct S3Access {
+  std::string endpoint;  // "http://127.0.0.1:9000"
+  std::string region;    // the S3 region ("eu-west-local")
+  std::string access_key;
+  std::string secret_key;
+};
+
+struct JobServiceOptions {
+  std::string data_dir;  // jobs live in <data_dir>/jobs/<id>/
+  std::string region;    // the server's region; volumes must name it
+  const FlavorCatalog* flavors = nullptr;
+  Capacity capacity;
+  // Host CPU ids, by scheduler CPU index (capacity.cpus of them).
+  std::vector<int> cpu_ids;
+  // Credentials acting as `project` in the object store.
+  std::function<base::Result<S3Access>(const std::string& project)> s3_access;
+  exec::Sandbox* sandbox = nullptr;
+  base::Env* env = nullptr;  // nullptr = base::Env::Default()
+  std::chrono::milliseconds stop_grace{10'000};
+  int64_t default_timeout_s = 7 * 24 * 3600;
+  // The uid:gid workloads run as (and own their writable volumes).
+  uint32_t workload_uid = 65534;
+  uint32_t workload_gid = 65534;
+  // How often a runner checks its workload, a stop request and the timeout.
+  std::chrono::milliseconds poll_interval{10};
+};
+
+// Pages of jobs, newest first.
+struct JobPage {
+  std::vector<Job> jobs;
+  std::string next_cursor;  // "" when this is the last page
+};
+
+class JobService {
+ public:
+  static base::Result<std::unique_ptr<JobService>> Start(ControlDb& db, JobServiceOptions options);
+  ~JobService();  // Shutdown()
+  JobService(const JobService&) = delete;
+  JobService& operator=(const JobService&) = delete;
+
+  // Admits a validated spec. Errors: NotFound (unknown flavor); FailedPrecondition when this
+  // machine can never run it (names what is missing); the database's errors.
+  base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec);
+  base::Result<Job> Get(const std::string& project, const std::string& id);
+  // `labels`: only jobs carrying all of them. `after`: the cursor of the previous page.
+  base::Result<JobPage> List(const std::string& project,
+                             const std::map<std::string, std::string>& labels, int limit,
+                             const std::string& after);
+  // QUEUED: ends INTERRUPTED at once. Running states: SIGTERM, grace, SIGKILL, then FINALIZING
+  // (outputs still synced), INTERRUPTED. Terminal: FailedPrecondition. Returns the job as it is
+  // when the stop was requested.
+  base::Result<Job> Stop(const std::string& project, const std::string& id);
+  // Removes a job that ended (its row, log and files). FailedPrecondition while it is not
+  // terminal.
+  base::Status Delete(const std::string& project, const std::string& id);
+  // Syncs the rw/rwd volumes of a RUNNING job now (checkpoints reach the bucket without waiting
+  // for the end). FailedPrecondition when it is not RUNNING or has no writable volume.
+  base::Status PushData(const std::string& project, const std::string& id);
+  // Whole log records from `offset` (exec::ReadLog).
+  base::Result<exec::LogChunk> ReadLog(const std::string& project, const std::string& id,
+                                       uint64_t offset, size_t max_bytes);
+  void SetQuota(const std::string& project, Quota quota);
+
+  // Stops every running job (as Stop, with reason "the server is shutting down") and joins the
+  // runners. Idempotent.
+  void Shutdown();
+
+ private:
+  struct Runner;
+  JobService(ControlDb& db, JobServiceOptions options);
+  base::Status Recover();
+  // Under mu_: starts what the scheduler places.
+  void ScheduleLocked();
+  void Run(Runner& runner);
+  base::Result<Job> Load(const std::string& project, const std::string& id);
+  base::Status Save(const Job& job);
+  base::Status Transition(Job& job, JobState state, std::string reason = "");
+  std::string JobDir(const std::string& id) const;
+  // Reaps runners that finished (joins their threads).
+  void ReapLocked();
+
+  ControlDb& db_;
+  JobServiceOptions options_;
+  base::Env& env_;
+  base::UlidGenerator ulids_;
+
+  std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  Scheduler scheduler_;
+  // By job id, while it runs. Shared: Stop and PushData keep a runner alive while they talk to it.
+  std::map<std::string, std::shared_ptr<Runner>> runners_;
+  std::vector<std::shared_ptr<Runner>> finished_;  // to join
+  bool shutting_down_ = false;
+  int64_t next_sequence_ = 0;
+};
+
+}  // namespace sovai::control

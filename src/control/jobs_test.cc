@@ -1,0 +1,401 @@
+// JobService end to end in one process: a real control database, a real object store with its S3
+// front end on a loopback port, the real bubblewrap sandbox. Skips (naming why) where bwrap cannot
+// run, unless SOVAI_REQUIRE_SANDBOX is set.
+#include "control/jobs.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "base/env.h"
+#include "exec/resources.h"
+#include "exec/s3_test_server.h"
+#include "exec/sandbox.h"
+
+namespace sovai::control {
+namespace {
+
+using base::StatusCode;
+using std::chrono::milliseconds;
+
+constexpr char kProject[] = "prj_01JOBSTESTPROJECT0000000";
+constexpr char kOtherProject[] = "prj_01JOBSTESTOTHER00000000";
+
+class JobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = "/tmp/sovai-jobs-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    // The workload's uid (65534 when tests run as root) traverses down to its volumes.
+    ASSERT_EQ(::chmod(dir_.c_str(), 0711), 0);
+    data_dir_ = base::JoinPath(dir_, "data");
+    exec::SandboxOptions sandbox_options;
+    sandbox_options.hidden_paths = {dir_};
+    auto sandbox = exec::Sandbox::Create(env_, sandbox_options);
+    if (!sandbox.ok()) {
+      bool host_problem = sandbox.status().code() == StatusCode::kNotFound ||
+                          sandbox.status().code() == StatusCode::kFailedPrecondition;
+      if (host_problem && std::getenv("SOVAI_REQUIRE_SANDBOX") == nullptr) {
+        GTEST_SKIP() << "bubblewrap sandbox unavailable on this host: " << sandbox.status();
+      }
+      FAIL() << sandbox.status();
+    }
+    sandbox_ = std::move(*sandbox);
+    ASSERT_TRUE(s3_.Start(base::JoinPath(dir_, "s3")).ok());
+    for (const char* project : {kProject, kOtherProject}) {
+      auto key = s3_.store().CreateAccessKey(project);
+      ASSERT_TRUE(key.ok());
+      keys_[project] = *key;
+    }
+    ASSERT_TRUE(s3_.store().CreateBucket("data", kProject).ok());
+    ASSERT_TRUE(s3_.store().CreateBucket("theirs", kOtherProject).ok());
+    auto host = exec::DiscoverHost(env_, {});
+    ASSERT_TRUE(host.ok()) << host.status();
+    host_ = *host;
+    OpenService();
+  }
+
+  void TearDown() override {
+    service_.reset();
+    db_.reset();
+    if (!dir_.empty()) (void)env_.DeleteDirRecursive(dir_);
+  }
+
+  void OpenService() {
+    service_.reset();
+    db_.reset();
+    auto db = ControlDb::Open(base::JoinPath(dir_, "control.db"));
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    JobServiceOptions o;
+    o.data_dir = data_dir_;
+    o.region = "EU-WEST-LOCAL";
+    o.flavors = &FlavorCatalog::Default();
+    o.capacity.cpus = host_.cpus;
+    o.capacity.memory_bytes = uint64_t{64} << 30;
+    o.cpu_ids = host_.cpu_ids;
+    o.s3_access = [this](const std::string& project) -> base::Result<S3Access> {
+      auto it = keys_.find(project);
+      if (it == keys_.end()) return base::NotFoundError("no key for " + project);
+      return S3Access{s3_.endpoint(), exec::testing::kS3TestRegion, it->second.access_key,
+                      it->second.secret_key};
+    };
+    o.sandbox = sandbox_.get();
+    o.stop_grace = milliseconds(500);
+    auto service = JobService::Start(*db_, o);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+  }
+
+  JobSpec Shell(const std::string& script, std::vector<std::string> volumes = {}) {
+    JobSpec spec;
+    spec.image = "sovai/shell";
+    spec.command = {"sh", "-c", script};
+    spec.flavor = "ai1-1-cpu";
+    spec.units = 1;
+    spec.volumes = std::move(volumes);
+    return spec;
+  }
+
+  Job Submit(JobSpec spec, const char* project = kProject) {
+    auto job = service_->Submit(project, "usr_test", std::move(spec));
+    SOVAI_CHECK(job.ok()) << job.status();
+    return *job;
+  }
+
+  // Polls until the job reaches a terminal state (or `until`), up to 60 s.
+  Job WaitFor(const std::string& id, std::optional<JobState> until = std::nullopt) {
+    for (int i = 0; i < 6000; ++i) {
+      auto job = service_->Get(kProject, id);
+      SOVAI_CHECK(job.ok()) << job.status();
+      if (until ? job->state == *until : IsTerminal(job->state)) return *job;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ADD_FAILURE() << "job " << id << " did not reach the expected state in 60 s";
+    return *service_->Get(kProject, id);
+  }
+
+  void PutObject(const std::string& bucket, const std::string& key, const std::string& body) {
+    exec::S3Client client(s3_.ClientOptions());
+    const std::string path = base::JoinPath(dir_, "upload.tmp");
+    ASSERT_TRUE(env_.WriteFileAtomically(path, body).ok());
+    ASSERT_TRUE(client.PutObjectFromFile(bucket, key, path).ok());
+  }
+  // The object's body, or std::nullopt when it does not exist.
+  std::optional<std::string> GetObject(const std::string& bucket, const std::string& key) {
+    exec::S3Client client(s3_.ClientOptions());
+    const std::string path = base::JoinPath(dir_, "download.tmp");
+    auto got = client.GetObjectToFile(bucket, key, path);
+    if (!got.ok()) return std::nullopt;
+    return *env_.ReadFile(path);
+  }
+  std::string Log(const std::string& id) {
+    auto chunk = service_->ReadLog(kProject, id, 0, 1 << 20);
+    SOVAI_CHECK(chunk.ok()) << chunk.status();
+    return chunk->data;
+  }
+  static std::vector<JobState> States(const Job& job) {
+    std::vector<JobState> states;
+    for (const JobTransition& t : job.history) states.push_back(t.state);
+    return states;
+  }
+
+  base::Env& env_ = base::Env::Default();
+  std::string dir_;
+  std::string data_dir_;
+  exec::HostResources host_;
+  std::unique_ptr<exec::Sandbox> sandbox_;
+  exec::testing::S3TestServer s3_;
+  std::map<std::string, objstore::Credential> keys_;
+  std::unique_ptr<ControlDb> db_;
+  std::unique_ptr<JobService> service_;
+};
+
+TEST_F(JobsTest, ReadsARoVolumeWritesARwVolumeAndTheResultLandsInTheBucket) {
+  PutObject("data", "dataset/a.txt", "hello\n");
+  PutObject("data", "dataset/sub/b.txt", "world!\n");
+  Job job =
+      Submit(Shell("cat /workspace/data/a.txt /workspace/data/sub/b.txt | wc -c "
+                   "> /workspace/output/result.txt && echo wrote result && "
+                   "echo oops >&2 && ! touch /workspace/data/new",
+                   {"data@EU-WEST-LOCAL/dataset:/workspace/data:ro",
+                    "data@EU-WEST-LOCAL/output:/workspace/output:rw"}));
+  Job done = WaitFor(job.id);
+  EXPECT_EQ(done.state, JobState::kDone) << done.reason << "\n" << Log(job.id);
+  EXPECT_EQ(done.exit_code, 0);
+  EXPECT_EQ(States(done),
+            (std::vector<JobState>{JobState::kQueued, JobState::kInitializing, JobState::kPending,
+                                   JobState::kRunning, JobState::kFinalizing, JobState::kDone}));
+  for (size_t i = 1; i < done.history.size(); ++i) {
+    EXPECT_LE(done.history[i - 1].at_unix_micros, done.history[i].at_unix_micros);
+  }
+  EXPECT_EQ(GetObject("data", "output/result.txt"), "13\n");
+  // The ro volume was not written back.
+  EXPECT_EQ(GetObject("data", "dataset/new"), std::nullopt);
+  const std::string log = Log(job.id);
+  EXPECT_NE(log.find(" stdout wrote result\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" stderr oops\n"), std::string::npos) << log;
+  EXPECT_NE(log.find(" sovai sync down data@EU-WEST-LOCAL/dataset"), std::string::npos) << log;
+  // The log is archived into the project's bucket.
+  auto archived = GetObject("sovai-01jobstestproject0000000", "jobs/" + job.id + "/log.txt");
+  ASSERT_TRUE(archived.has_value());
+  EXPECT_NE(archived->find("wrote result"), std::string::npos);
+}
+
+TEST_F(JobsTest, RwdPropagatesDeletionsRwDoesNot) {
+  PutObject("data", "keep/old.txt", "old");
+  PutObject("data", "drop/old.txt", "old");
+  Job rw = Submit(
+      Shell("rm /out/old.txt && echo new > /out/new.txt", {"data@EU-WEST-LOCAL/keep:/out:rw"}));
+  Job rwd = Submit(
+      Shell("rm /out/old.txt && echo new > /out/new.txt", {"data@EU-WEST-LOCAL/drop:/out:rwd"}));
+  EXPECT_EQ(WaitFor(rw.id).state, JobState::kDone) << Log(rw.id);
+  EXPECT_EQ(WaitFor(rwd.id).state, JobState::kDone) << Log(rwd.id);
+  EXPECT_EQ(GetObject("data", "keep/old.txt"), "old");
+  EXPECT_EQ(GetObject("data", "keep/new.txt"), "new\n");
+  EXPECT_EQ(GetObject("data", "drop/old.txt"), std::nullopt);
+  EXPECT_EQ(GetObject("data", "drop/new.txt"), "new\n");
+}
+
+TEST_F(JobsTest, FailingExitCodeAndRestartPolicy) {
+  JobSpec spec = Shell("echo try; exit 3");
+  spec.restart = RestartPolicy::kOnFailure;
+  spec.max_retries = 1;
+  Job job = Submit(spec);
+  Job failed = WaitFor(job.id);
+  EXPECT_EQ(failed.state, JobState::kFailed);
+  EXPECT_EQ(failed.exit_code, 3);
+  EXPECT_EQ(failed.retries, 1);
+  EXPECT_EQ(failed.reason, "exited with code 3");
+  auto states = States(failed);
+  EXPECT_EQ(std::count(states.begin(), states.end(), JobState::kRunning), 2);
+  EXPECT_EQ(std::count(states.begin(), states.end(), JobState::kFailed), 2);
+  const std::string log = Log(job.id);
+  size_t first = log.find(" stdout try\n");
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(log.find(" stdout try\n", first + 1), std::string::npos) << "two tries in one log";
+}
+
+TEST_F(JobsTest, StopTimeoutAndTheirFinalizing) {
+  Job slow = Submit(
+      Shell("echo started > /out/partial.txt; sleep 60", {"data@EU-WEST-LOCAL/stopped:/out:rw"}));
+  WaitFor(slow.id, JobState::kRunning);
+  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(service_->Stop(kProject, slow.id).ok());
+  Job stopped = WaitFor(slow.id);
+  EXPECT_EQ(stopped.state, JobState::kInterrupted);
+  EXPECT_EQ(stopped.reason, "stopped by a user");
+  // FINALIZING still synced what it wrote.
+  EXPECT_EQ(GetObject("data", "stopped/partial.txt"), "started\n");
+  EXPECT_EQ(service_->Stop(kProject, slow.id).status().code(), StatusCode::kFailedPrecondition);
+
+  JobSpec spec = Shell("sleep 60");
+  spec.timeout_s = 1;
+  Job timed = Submit(spec);
+  Job out = WaitFor(timed.id);
+  EXPECT_EQ(out.state, JobState::kTimeout);
+  EXPECT_NE(out.reason.find("timeout_s 1"), std::string::npos) << out.reason;
+}
+
+TEST_F(JobsTest, QuotaKeepsASecondJobQueuedUntilTheFirstEnds) {
+  service_->SetQuota(kProject, Quota{std::nullopt, 1});
+  Job first = Submit(Shell("sleep 60"));
+  WaitFor(first.id, JobState::kRunning);
+  Job second = Submit(Shell("echo second"));
+  auto waiting = service_->Get(kProject, second.id);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->state, JobState::kQueued);
+  EXPECT_NE(waiting->reason.find("project quota: 1 CPU"), std::string::npos) << waiting->reason;
+  ASSERT_TRUE(service_->Stop(kProject, first.id).ok());
+  EXPECT_EQ(WaitFor(second.id).state, JobState::kDone);
+}
+
+TEST_F(JobsTest, PushDataSyncsWhileRunning) {
+  Job job =
+      Submit(Shell("echo step1 > /out/ckpt.txt; sleep 60", {"data@EU-WEST-LOCAL/ckpt:/out:rw"}));
+  WaitFor(job.id, JobState::kRunning);
+  // The file is written right after start; retry until the push sees it.
+  std::optional<std::string> pushed;
+  for (int i = 0; i < 50 && !pushed; ++i) {
+    ASSERT_TRUE(service_->PushData(kProject, job.id).ok());
+    pushed = GetObject("data", "ckpt/ckpt.txt");
+    if (!pushed) std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(pushed, "step1\n");
+  EXPECT_EQ(service_->Get(kProject, job.id)->state, JobState::kRunning);
+  ASSERT_TRUE(service_->Stop(kProject, job.id).ok());
+  WaitFor(job.id);
+  EXPECT_EQ(service_->PushData(kProject, job.id).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobsTest, CachedVolumeIsReusedOnARerun) {
+  PutObject("data", "cached/a.bin", std::string(100000, 'a'));
+  PutObject("data", "cached/b.bin", std::string(100000, 'b'));
+  const std::string volume = "data@EU-WEST-LOCAL/cached:/in:ro:cache";
+  Job first = Submit(Shell("cat /in/a.bin /in/b.bin | wc -c", {volume}));
+  EXPECT_EQ(WaitFor(first.id).state, JobState::kDone);
+  PutObject("data", "cached/b.bin", std::string(100, 'c'));  // changed: downloaded again
+  Job second = Submit(Shell("cat /in/a.bin /in/b.bin | wc -c", {volume}));
+  EXPECT_EQ(WaitFor(second.id).state, JobState::kDone);
+  const std::string log = Log(second.id);
+  EXPECT_NE(log.find("1 from cache"), std::string::npos) << log;
+  EXPECT_NE(log.find(" stdout 100100\n"), std::string::npos) << log;
+}
+
+TEST_F(JobsTest, ProjectsAreIsolated) {
+  Job mine = Submit(Shell("echo mine"));
+  WaitFor(mine.id);
+  EXPECT_EQ(service_->Get(kOtherProject, mine.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->ReadLog(kOtherProject, mine.id, 0, 100).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(service_->Stop(kOtherProject, mine.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(service_->Delete(kOtherProject, mine.id).code(), StatusCode::kNotFound);
+  auto theirs = service_->List(kOtherProject, {}, 100, "");
+  ASSERT_TRUE(theirs.ok());
+  EXPECT_TRUE(theirs->jobs.empty());
+  // A job cannot mount another project's bucket: its sync down is denied.
+  Job sneaky = Submit(Shell("cat /in/*", {"theirs@EU-WEST-LOCAL:/in:ro"}));
+  Job denied = WaitFor(sneaky.id);
+  EXPECT_EQ(denied.state, JobState::kError);
+  EXPECT_NE(denied.reason.find("theirs"), std::string::npos) << denied.reason;
+}
+
+TEST_F(JobsTest, AGpuFlavorIsRefusedOnAMachineWithoutThatGpu) {
+  JobSpec spec = Shell("true");
+  spec.flavor = "h100-1-gpu";
+  auto job = service_->Submit(kProject, "usr_test", spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(job.status().message().find("0 GPUs (H100)"), std::string::npos) << job.status();
+}
+
+TEST_F(JobsTest, ListFiltersByLabelsAndPages) {
+  for (int i = 0; i < 5; ++i) {
+    JobSpec spec = Shell("true");
+    spec.labels["team"] = i % 2 == 0 ? "nlp" : "vision";
+    WaitFor(Submit(spec).id);
+  }
+  auto nlp = service_->List(kProject, {{"team", "nlp"}}, 100, "");
+  ASSERT_TRUE(nlp.ok());
+  EXPECT_EQ(nlp->jobs.size(), 3u);
+  auto page1 = service_->List(kProject, {}, 2, "");
+  ASSERT_TRUE(page1.ok());
+  ASSERT_EQ(page1->jobs.size(), 2u);
+  ASSERT_FALSE(page1->next_cursor.empty());
+  auto page2 = service_->List(kProject, {}, 10, page1->next_cursor);
+  ASSERT_TRUE(page2.ok());
+  EXPECT_EQ(page2->jobs.size(), 3u);
+  EXPECT_TRUE(page2->next_cursor.empty());
+  EXPECT_GT(page1->jobs[1].sequence, page2->jobs[0].sequence) << "newest first, no overlap";
+  // Delete: only ended jobs; the row and the files go.
+  const std::string id = page2->jobs[0].id;
+  ASSERT_TRUE(service_->Delete(kProject, id).ok());
+  EXPECT_EQ(service_->Get(kProject, id).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(env_.FileExists(base::JoinPath(data_dir_, "jobs/" + id)));
+}
+
+TEST_F(JobsTest, ARestartKeepsTheQueueAndFinalizesJobsThatWereRunning) {
+  // Hold the only free CPUs with a long job, queue two more behind it.
+  JobSpec hog = Shell("echo partial > /out/p.txt; sleep 60", {"data@EU-WEST-LOCAL/hog:/out:rw"});
+  hog.units = host_.cpus;
+  hog.flavor = "ai1-1-cpu";
+  Job running = Submit(hog);
+  WaitFor(running.id, JobState::kRunning);
+  // Each needs the whole machine, so they run one after the other, in queue order.
+  JobSpec spec_a = Shell("echo a");
+  spec_a.units = host_.cpus;
+  JobSpec spec_b = Shell("echo b");
+  spec_b.units = host_.cpus;
+  Job queued_a = Submit(spec_a);
+  Job queued_b = Submit(spec_b);
+  EXPECT_EQ(service_->Get(kProject, queued_a.id)->state, JobState::kQueued);
+  std::this_thread::sleep_for(milliseconds(300));
+
+  // A crash: the process's runners vanish without a word. Simulate by marking the database as a
+  // dead process leaves it (the running row stays RUNNING) and reopening without Shutdown.
+  std::string running_row_state;
+  ASSERT_TRUE(db_->Read([&](base::Database& sql) -> base::Status {
+                   SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                                          sql.Prepare("SELECT state FROM jobs WHERE id = ?"));
+                   st.Bind(1, running.id);
+                   SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+                   if (row) running_row_state = st.ColumnText(0);
+                   return base::Status();
+                 })
+                  .ok());
+  EXPECT_EQ(running_row_state, "RUNNING");
+  // Shutting the old service down would record INTERRUPTED "shutting down"; a crash records
+  // nothing. Put the row back to RUNNING after the shutdown to model the crash.
+  service_.reset();
+  ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
+                   SOVAI_ASSIGN_OR_RETURN(
+                       base::Statement st,
+                       sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
+                   st.Bind(1, running.id);
+                   return st.Run();
+                 })
+                  .ok());
+  OpenService();
+
+  Job recovered = WaitFor(running.id);
+  EXPECT_EQ(recovered.state, JobState::kInterrupted);
+  EXPECT_EQ(recovered.reason, "the server restarted while the job was RUNNING");
+  EXPECT_EQ(GetObject("data", "hog/p.txt"), "partial\n") << "outputs are synced up";
+  Job a = WaitFor(queued_a.id);
+  Job b = WaitFor(queued_b.id);
+  EXPECT_EQ(a.state, JobState::kDone);
+  EXPECT_EQ(b.state, JobState::kDone);
+  auto started = [](const Job& job) {
+    for (const JobTransition& t : job.history) {
+      if (t.state == JobState::kInitializing) return t.at_unix_micros;
+    }
+    return int64_t{0};
+  };
+  EXPECT_LE(a.history.back().at_unix_micros, started(b)) << "FIFO kept across the restart";
+}
+
+}  // namespace
+}  // namespace sovai::control

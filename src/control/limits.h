@@ -1,0 +1,47 @@
+// Named limits of the control plane. Each one is checked where input enters (the REST layer and
+// Identity), and exceeding it is a clear 400/409 naming the field, never a silent truncation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sovai::control {
+
+// --- Names and free text (bytes of UTF-8) ----------------------------------------------------
+// User and project names: [a-z0-9] first, then [a-z0-9._-]; they appear in S3 owner ids, CLI
+// arguments and URLs, so they stay short and shell-safe.
+inline constexpr size_t kMaxNameBytes = 63;
+inline constexpr size_t kMaxDisplayNameBytes = 128;
+inline constexpr size_t kMaxEmailBytes = 254;  // RFC 5321 path limit
+inline constexpr size_t kMaxDescriptionBytes = 1024;
+// A token's human label ("ci on gitlab").
+inline constexpr size_t kMaxTokenNameBytes = 128;
+
+// --- Label selectors ("team=nlp,env=prod") ---------------------------------------------------
+inline constexpr size_t kMaxSelectorLabels = 16;
+inline constexpr size_t kMaxLabelKeyBytes = 63;
+inline constexpr size_t kMaxLabelValueBytes = 63;
+
+// --- Credentials -----------------------------------------------------------------------------
+// A bearer token longer than this is rejected before it is hashed. The bootstrap admin token may
+// be up to 256 characters (bootstrap.h), ours are 47.
+inline constexpr size_t kMaxBearerTokenBytes = 256;
+// Random bytes in a new API token ("sov_" + 43 base64url characters = 256 bits).
+inline constexpr size_t kTokenRandomBytes = 32;
+// Tokens a user may hold un-revoked (expired ones included) in one project; beyond it creation
+// answers 409 asking to revoke some.
+inline constexpr int64_t kMaxActiveTokensPerUserProject = 256;
+// S3 access keys of one user.
+inline constexpr int64_t kMaxS3KeysPerUser = 16;
+
+// --- REST ------------------------------------------------------------------------------------
+// Request bodies of /v1 identity routes are small JSON objects.
+inline constexpr uint64_t kMaxRequestBodyBytes = 64 * 1024;
+inline constexpr int kMaxRequestJsonDepth = 8;
+// List endpoints: ?limit= defaults to kDefaultPageSize and may not exceed kMaxPageSize.
+inline constexpr int64_t kDefaultPageSize = 50;
+inline constexpr int64_t kMaxPageSize = 500;
+// ?cursor= is an id we handed out; anything longer is not one.
+inline constexpr size_t kMaxCursorBytes = 128;
+
+}  // namespace sovai::control

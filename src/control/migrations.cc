@@ -1,0 +1,90 @@
+#include "control/migrations.h"
+
+namespace sovai::control {
+
+namespace {
+
+// Times are INTEGER Unix microseconds (the unit of Env::NowUnixMicros). Ids are "<type>_<ULID>"
+// so that ORDER BY id is creation order, which list pagination relies on.
+constexpr Migration kMigrations[] = {
+    {"identity", R"sql(
+CREATE TABLE users (
+  id            TEXT PRIMARY KEY,          -- usr_<ULID>
+  name          TEXT NOT NULL UNIQUE,      -- login name; also the S3 owner id
+  display_name  TEXT NOT NULL DEFAULT '',
+  email         TEXT NOT NULL DEFAULT '',
+  bootstrap     INTEGER NOT NULL DEFAULT 0, -- 1 for the admin imported from admin.json
+  created_at    INTEGER NOT NULL
+);
+
+CREATE TABLE projects (
+  id           TEXT PRIMARY KEY,           -- prj_<ULID>
+  name         TEXT NOT NULL UNIQUE,
+  description  TEXT NOT NULL DEFAULT '',
+  system       INTEGER NOT NULL DEFAULT 0, -- 1 for 'default': its admins administer the platform
+  created_at   INTEGER NOT NULL
+);
+
+CREATE TABLE memberships (
+  project_id  TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  user_id     TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  role        TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'read')),
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (project_id, user_id)
+);
+CREATE INDEX memberships_by_user ON memberships(user_id, project_id);
+
+CREATE TABLE tokens (
+  id          TEXT PRIMARY KEY,            -- tok_<ULID>
+  hash        BLOB NOT NULL UNIQUE,        -- SHA-256 of the whole bearer token; never the token
+  user_id     TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  project_id  TEXT NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  role        TEXT NOT NULL CHECK (role IN ('admin', 'operator', 'read')),
+  selector    TEXT NOT NULL DEFAULT '',    -- canonical "k1=v1,k2=v2", '' = no selector
+  name        TEXT NOT NULL DEFAULT '',
+  bootstrap   INTEGER NOT NULL DEFAULT 0,  -- 1 for the token of admin.json
+  created_at  INTEGER NOT NULL,
+  expires_at  INTEGER,                     -- NULL = never
+  revoked_at  INTEGER                      -- NULL = active
+);
+CREATE INDEX tokens_by_user_project ON tokens(user_id, project_id);
+CREATE INDEX tokens_by_project ON tokens(project_id);
+
+-- S3 access keys issued through the control plane. The secret lives only in the object store.
+CREATE TABLE s3_keys (
+  access_key_id  TEXT PRIMARY KEY,
+  user_id        TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  bootstrap      INTEGER NOT NULL DEFAULT 0,
+  created_at     INTEGER NOT NULL
+);
+CREATE INDEX s3_keys_by_user ON s3_keys(user_id, access_key_id);
+)sql"},
+    {"jobs", R"sql(
+-- Jobs (src/control/jobs.h, docs/api/jobs.md). `spec`, `history` and `allocation` are JSON: the
+-- spec as submitted (JobSpecToJson), [{state, at_unix_micros}], {gpus, cpus, memory_bytes}.
+CREATE TABLE jobs (
+  id           TEXT PRIMARY KEY,            -- job_<ULID>
+  project      TEXT NOT NULL,
+  user         TEXT NOT NULL,
+  sequence     INTEGER NOT NULL UNIQUE,     -- submission order: FIFO across restarts
+  state        TEXT NOT NULL,
+  spec         TEXT NOT NULL,
+  history      TEXT NOT NULL,
+  exit_code    INTEGER,
+  exit_signal  INTEGER,
+  reason       TEXT NOT NULL DEFAULT '',
+  retries      INTEGER NOT NULL DEFAULT 0,
+  allocation   TEXT,
+  created_at   INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_project ON jobs(project, sequence);
+CREATE INDEX jobs_by_state ON jobs(state);
+)sql"},
+};
+
+}  // namespace
+
+std::span<const Migration> ControlMigrations() { return kMigrations; }
+
+}  // namespace sovai::control

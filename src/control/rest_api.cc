@@ -1,0 +1,753 @@
+#include "control/rest_api.h"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "base/json.h"
+#include "base/strings.h"
+#include "base/time.h"
+#include "control/limits.h"
+#include "control/problem.h"
+
+namespace sovai::control {
+
+namespace {
+
+using base::Status;
+using Json = nlohmann::json;
+
+// --- JSON views of the resources (docs/api/openapi.yaml, components/schemas) ----------------
+Json TimeOrNull(const std::optional<int64_t>& unix_micros) {
+  return unix_micros ? Json(base::FormatRfc3339(*unix_micros)) : Json(nullptr);
+}
+
+Json UserJson(const User& u) {
+  return {{"id", u.id},
+          {"name", u.name},
+          {"display_name", u.display_name},
+          {"email", u.email},
+          {"bootstrap", u.bootstrap},
+          {"created_at", base::FormatRfc3339(u.created_at_us)}};
+}
+
+Json ProjectJson(const Project& p) {
+  return {{"id", p.id},
+          {"name", p.name},
+          {"description", p.description},
+          {"system", p.system},
+          {"created_at", base::FormatRfc3339(p.created_at_us)}};
+}
+
+Json MembershipJson(const Membership& m) {
+  return {{"project", m.project_id},
+          {"user", m.user_id},
+          {"role", std::string(RoleName(m.role))},
+          {"created_at", base::FormatRfc3339(m.created_at_us)}};
+}
+
+Json TokenJson(const ApiToken& t) {
+  return {{"id", t.id},
+          {"name", t.name},
+          {"user", t.user_id},
+          {"project", t.project_id},
+          {"role", std::string(RoleName(t.role))},
+          {"labels", t.selector.ToString()},
+          {"bootstrap", t.bootstrap},
+          {"created_at", base::FormatRfc3339(t.created_at_us)},
+          {"expires_at", TimeOrNull(t.expires_at_us)},
+          {"revoked_at", TimeOrNull(t.revoked_at_us)}};
+}
+
+Json S3KeyJson(const S3KeyRecord& k) {
+  return {{"access_key_id", k.access_key_id},
+          {"user", k.user_id},
+          {"bootstrap", k.bootstrap},
+          {"created_at", base::FormatRfc3339(k.created_at_us)}};
+}
+
+template <typename T, typename ToJson>
+Json PageJson(const Page<T>& page, ToJson to_json) {
+  Json items = Json::array();
+  for (const T& item : page.items) items.push_back(to_json(item));
+  return {{"items", std::move(items)},
+          {"next_cursor", page.next_cursor ? Json(*page.next_cursor) : Json(nullptr)}};
+}
+
+net::Response JsonResponse(int status, const Json& body) {
+  return net::Response::Json(status, base::DumpJson(body) + "\n");
+}
+
+net::Response Problem(const Status& status) { return ProblemResponse(status); }
+
+// A problem that names one field.
+net::Response FieldProblem(const Status& status, std::string field) {
+  return ProblemResponse(status, {FieldError{std::move(field), status.message()}});
+}
+
+net::Response Invalid(std::vector<FieldError> errors) {
+  std::string detail = "the request has " + std::to_string(errors.size()) + " invalid field" +
+                       (errors.size() == 1 ? "" : "s") + ": " + errors.front().message;
+  return ProblemResponse(base::InvalidArgumentError(std::move(detail)), errors);
+}
+
+// --- Request bodies ----------------------------------------------------------------------------
+// Reads the body as one JSON object. Errors are field-less InvalidArgument problems (the byte
+// offset of a syntax error is in the detail).
+base::Result<Json> ReadObject(net::Request& request) {
+  SOVAI_ASSIGN_OR_RETURN(std::string body, request.body().ReadAll());
+  if (base::Trim(body).empty()) {
+    return base::InvalidArgumentError("the request body is empty; send a JSON object");
+  }
+  SOVAI_ASSIGN_OR_RETURN(
+      Json doc, base::ParseJson(body, base::JsonLimits{.max_bytes = kMaxRequestBodyBytes,
+                                                       .max_depth = kMaxRequestJsonDepth}));
+  if (!doc.is_object()) {
+    return base::InvalidArgumentError(std::string("the request body must be a JSON object, not ") +
+                                      doc.type_name());
+  }
+  return doc;
+}
+
+// Collects the typed members of a request object and every error, so that one 400 names all the
+// bad fields at once.
+class Fields {
+ public:
+  explicit Fields(const Json& object) : object_(object) {}
+
+  std::optional<std::string> String(std::string_view name, bool required) {
+    allowed_.emplace_back(name);
+    if (required) {
+      auto value = base::GetString(object_, name);
+      if (!value.ok()) return Fail(name, value.status().message());
+      return std::move(*value);
+    }
+    auto value = base::GetOptionalString(object_, name);
+    if (!value.ok()) return Fail(name, value.status().message());
+    return std::move(*value);
+  }
+
+  // Adds an error to `name` when `status` is not OK; returns status.ok().
+  bool Check(std::string_view name, const Status& status) {
+    if (!status.ok()) Fail(name, status.message());
+    return status.ok();
+  }
+
+  // Call after the last String(): members nobody asked for are errors (typos must not pass).
+  void RejectUnknown() {
+    for (const auto& [key, value] : object_.items()) {
+      bool known = false;
+      for (const std::string& a : allowed_) known = known || a == key;
+      if (!known) {
+        Fail(key,
+             "unknown field '" + key + "'; this request accepts " + base::Join(allowed_, ", "));
+      }
+    }
+  }
+
+  bool ok() const { return errors_.empty(); }
+  std::vector<FieldError>& errors() { return errors_; }
+
+ private:
+  std::nullopt_t Fail(std::string_view name, std::string message) {
+    errors_.push_back({std::string(name), std::move(message)});
+    return std::nullopt;
+  }
+
+  const Json& object_;
+  std::vector<std::string> allowed_;
+  std::vector<FieldError> errors_;
+};
+
+// ?limit= and ?cursor=.
+std::vector<FieldError> ParsePage(const net::Request& request, PageRequest* page) {
+  std::vector<FieldError> errors;
+  if (auto limit = request.query("limit")) {
+    auto n = base::ParseInt64(*limit);
+    if (!n.ok() || *n < 1 || *n > kMaxPageSize) {
+      errors.push_back(
+          {"limit", "limit must be an integer from 1 to " + std::to_string(kMaxPageSize)});
+    } else {
+      page->limit = *n;
+    }
+  }
+  if (auto cursor = request.query("cursor")) {
+    bool ok = !cursor->empty() && cursor->size() <= kMaxCursorBytes;
+    for (char c : *cursor) {
+      ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-');
+    }
+    if (ok) {
+      page->after = std::string(*cursor);
+    } else {
+      errors.push_back({"cursor",
+                        "cursor is not a next_cursor this API returned; list from the start "
+                        "without it"});
+    }
+  }
+  return errors;
+}
+
+// --- Authorization -----------------------------------------------------------------------------
+bool SeesProject(const Principal& p, std::string_view project_id) {
+  return p.platform_admin() || p.project.id == project_id;
+}
+
+bool AdministersProject(const Principal& p, std::string_view project_id) {
+  return p.role == Role::kAdmin && SeesProject(p, project_id);
+}
+
+// Users, projects, members and S3 keys carry no labels, so a selector-limited token matches none.
+Status RequireUnlabeled(const Principal& p, std::string_view what) {
+  if (p.token.selector.empty()) return Status();
+  return base::PermissionDeniedError("token " + p.token.id + " is limited to resources labeled '" +
+                                     p.token.selector.ToString() + "', and " + std::string(what) +
+                                     " carry no labels; use a token without a label selector");
+}
+
+Status RequirePlatformAdmin(const Principal& p, std::string_view action) {
+  if (p.platform_admin()) return Status();
+  return base::PermissionDeniedError(std::string(action) +
+                                     " needs an admin token of the system project '" +
+                                     kSystemProjectName + "'");
+}
+
+// --- The handlers ------------------------------------------------------------------------------
+class RestApi {
+ public:
+  using Method = net::Response (RestApi::*)(net::Request&, const Principal&);
+
+  explicit RestApi(ControlPlane& control) : control_(control), identity_(control.identity()) {}
+
+  net::Response Run(net::Request& request, Method method) {
+    auto principal = AuthenticateRequest(identity_, request);
+    if (!principal.ok()) return Problem(principal.status());
+    if (principal->role == Role::kRead && request.method() != "GET" && request.method() != "HEAD") {
+      return Problem(base::PermissionDeniedError("token " + principal->token.id +
+                                                 " has role 'read', which allows only GET "
+                                                 "requests"));
+    }
+    // The request handler is the exception boundary: nlohmann::json could throw on a bug here.
+    try {
+      return (this->*method)(request, *principal);
+    } catch (const nlohmann::json::exception& e) {
+      return Problem(base::InternalError(std::string("building the response failed: ") + e.what()));
+    }
+  }
+
+  net::Response Whoami(net::Request&, const Principal& p) {
+    return JsonResponse(200, {{"user", UserJson(p.user)},
+                              {"project", ProjectJson(p.project)},
+                              {"role", std::string(RoleName(p.role))},
+                              {"platform_admin", p.platform_admin()},
+                              {"token", TokenJson(p.token)}});
+  }
+
+  // --- Users ---
+  net::Response ListUsers(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "users"); !st.ok()) return Problem(st);
+    PageRequest page;
+    if (auto errors = ParsePage(request, &page); !errors.empty()) return Invalid(errors);
+    std::optional<std::string> member_of;
+    if (!p.platform_admin()) member_of = p.project.id;
+    auto users = identity_.ListUsers(page, member_of);
+    if (!users.ok()) return Problem(users.status());
+    return JsonResponse(200, PageJson(*users, UserJson));
+  }
+
+  net::Response CreateUser(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "users"); !st.ok()) return Problem(st);
+    if (Status st = RequirePlatformAdmin(p, "creating users"); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Fields f(*body);
+    auto name = f.String("name", true);
+    auto display_name = f.String("display_name", false);
+    auto email = f.String("email", false);
+    f.RejectUnknown();
+    if (name) f.Check("name", ValidateName(*name));
+    if (display_name) f.Check("display_name", ValidateDisplayName(*display_name));
+    if (email) f.Check("email", ValidateEmail(*email));
+    if (!f.ok()) return Invalid(f.errors());
+    auto user = identity_.CreateUser(
+        {.name = *name, .display_name = display_name.value_or(""), .email = email.value_or("")});
+    if (!user.ok()) {
+      if (user.status().code() == base::StatusCode::kAlreadyExists) {
+        return FieldProblem(user.status(), "name");
+      }
+      return Problem(user.status());
+    }
+    return JsonResponse(201, UserJson(*user));
+  }
+
+  net::Response GetUser(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "users"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    auto visible = SeesUser(p, id);
+    if (!visible.ok()) return Problem(visible.status());
+    if (!*visible) return Problem(UserNotFound(id));
+    auto user = identity_.GetUser(id);
+    if (!user.ok()) return Problem(user.status());
+    return JsonResponse(200, UserJson(*user));
+  }
+
+  net::Response DeleteUser(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "users"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (Status st = RequireVisibleOr403(p, id, "deleting users"); !st.ok()) return Problem(st);
+    auto user = identity_.GetUser(id);
+    if (!user.ok()) return Problem(user.status());
+    if (user->bootstrap) {
+      return Problem(base::FailedPreconditionError(
+          "user '" + user->name + "' is the bootstrap admin of admin.json and cannot be deleted"));
+    }
+    if (id == p.user.id) {
+      return Problem(base::FailedPreconditionError(
+          "a token cannot delete its own user; use another admin's token"));
+    }
+    // Revoke the user's S3 keys in the object store first: a deleted user must not keep S3
+    // access. Each record goes as soon as its key is revoked, so a failure halfway leaves the
+    // records matching the store and the request can simply be repeated.
+    for (;;) {
+      auto keys = identity_.ListS3Keys(id, PageRequest{.limit = kMaxPageSize});
+      if (!keys.ok()) return Problem(keys.status());
+      if (keys->items.empty()) break;
+      for (const S3KeyRecord& key : keys->items) {
+        if (Status st = RevokeS3Key(key); !st.ok()) return Problem(st);
+      }
+    }
+    if (Status st = identity_.DeleteUser(id); !st.ok()) return Problem(st);
+    return net::Response::Empty(204);
+  }
+
+  // --- S3 keys ---
+  net::Response ListS3Keys(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "S3 keys"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (Status st = RequireSelfOrPlatformAdmin(p, id, "seeing another user's S3 keys"); !st.ok()) {
+      return Problem(st);
+    }
+    PageRequest page;
+    if (auto errors = ParsePage(request, &page); !errors.empty()) return Invalid(errors);
+    auto keys = identity_.ListS3Keys(id, page);
+    if (!keys.ok()) return Problem(keys.status());
+    return JsonResponse(200, PageJson(*keys, S3KeyJson));
+  }
+
+  net::Response CreateS3Key(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "S3 keys"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (Status st = RequireSelfOrPlatformAdmin(p, id, "creating S3 keys for another user");
+        !st.ok()) {
+      return Problem(st);
+    }
+    S3KeyIssuer* issuer = control_.s3_keys();
+    if (issuer == nullptr) return Problem(NoIssuer());
+    auto user = identity_.GetUser(id);
+    if (!user.ok()) return Problem(user.status());
+    // Check the limit before the store makes a key we would have to take back.
+    auto count = identity_.CountS3Keys(id);
+    if (!count.ok()) return Problem(count.status());
+    if (*count >= kMaxS3KeysPerUser) {
+      return Problem(base::FailedPreconditionError(
+          "user '" + user->name + "' already has " + std::to_string(*count) +
+          " S3 access keys (the limit is " + std::to_string(kMaxS3KeysPerUser) +
+          "); delete unused ones first"));
+    }
+    auto key = issuer->Create(user->name);
+    if (!key.ok()) return Problem(key.status().WithContext("creating the S3 key"));
+    if (Status st = identity_.AddS3Key(id, key->access_key_id); !st.ok()) {
+      issuer->Revoke(key->access_key_id).IgnoreError();  // best effort: nobody saw the secret
+      return Problem(st);
+    }
+    auto record = identity_.GetS3Key(key->access_key_id);
+    if (!record.ok()) return Problem(record.status());
+    Json out = S3KeyJson(*record);
+    out["secret_access_key"] = key->secret;
+    return JsonResponse(201, out);
+  }
+
+  net::Response DeleteS3Key(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "S3 keys"); !st.ok()) return Problem(st);
+    std::string access_key(*request.param("key"));
+    auto key = identity_.GetS3Key(access_key);
+    if (!key.ok()) return Problem(key.status());
+    if (!p.platform_admin() && key->user_id != p.user.id) {
+      return Problem(base::NotFoundError("S3 access key '" + access_key + "' not found"));
+    }
+    if (key->bootstrap) {
+      return Problem(base::FailedPreconditionError(
+          "S3 access key '" + access_key +
+          "' is the bootstrap admin's key of admin.json; rotate it there instead"));
+    }
+    if (Status st = RevokeS3Key(*key); !st.ok()) return Problem(st);
+    return net::Response::Empty(204);
+  }
+
+  // --- Projects ---
+  net::Response ListProjects(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "projects"); !st.ok()) return Problem(st);
+    PageRequest page;
+    if (auto errors = ParsePage(request, &page); !errors.empty()) return Invalid(errors);
+    if (p.platform_admin()) {
+      auto projects = identity_.ListProjects(page);
+      if (!projects.ok()) return Problem(projects.status());
+      return JsonResponse(200, PageJson(*projects, ProjectJson));
+    }
+    Page<Project> own;  // a project sees only itself
+    if (p.project.id > page.after) own.items.push_back(p.project);
+    return JsonResponse(200, PageJson(own, ProjectJson));
+  }
+
+  net::Response CreateProject(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "projects"); !st.ok()) return Problem(st);
+    if (Status st = RequirePlatformAdmin(p, "creating projects"); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Fields f(*body);
+    auto name = f.String("name", true);
+    auto description = f.String("description", false);
+    f.RejectUnknown();
+    if (name) f.Check("name", ValidateName(*name));
+    if (description) f.Check("description", ValidateDescription(*description));
+    if (!f.ok()) return Invalid(f.errors());
+    auto project =
+        identity_.CreateProject({.name = *name, .description = description.value_or("")});
+    if (!project.ok()) {
+      if (project.status().code() == base::StatusCode::kAlreadyExists) {
+        return FieldProblem(project.status(), "name");
+      }
+      return Problem(project.status());
+    }
+    return JsonResponse(201, ProjectJson(*project));
+  }
+
+  net::Response GetProject(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "projects"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    auto project = identity_.GetProject(id);
+    if (!project.ok()) return Problem(project.status());
+    return JsonResponse(200, ProjectJson(*project));
+  }
+
+  net::Response ListMembers(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "project members"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    PageRequest page;
+    if (auto errors = ParsePage(request, &page); !errors.empty()) return Invalid(errors);
+    auto members = identity_.ListMembers(id, page);
+    if (!members.ok()) return Problem(members.status());
+    return JsonResponse(200, PageJson(*members, MembershipJson));
+  }
+
+  net::Response SetMember(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "project members"); !st.ok()) return Problem(st);
+    std::string project_id(*request.param("id"));
+    std::string user_id(*request.param("user"));
+    if (Status st = RequireProjectAdmin(p, project_id); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Fields f(*body);
+    auto role_text = f.String("role", true);
+    f.RejectUnknown();
+    Role role = Role::kRead;
+    if (role_text) {
+      auto parsed = ParseRole(*role_text);
+      if (f.Check("role", parsed.status())) role = *parsed;
+    }
+    if (!f.ok()) return Invalid(f.errors());
+    auto result = identity_.SetMember(project_id, user_id, role);
+    if (!result.ok()) return Problem(result.status());
+    return JsonResponse(result->second ? 201 : 200, MembershipJson(result->first));
+  }
+
+  net::Response RemoveMember(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "project members"); !st.ok()) return Problem(st);
+    std::string project_id(*request.param("id"));
+    std::string user_id(*request.param("user"));
+    if (Status st = RequireProjectAdmin(p, project_id); !st.ok()) return Problem(st);
+    if (Status st = identity_.RemoveMember(project_id, user_id); !st.ok()) return Problem(st);
+    return net::Response::Empty(204);
+  }
+
+  // --- Tokens ---
+  net::Response ListTokens(net::Request& request, const Principal& p) {
+    std::vector<FieldError> errors;
+    PageRequest page;
+    errors = ParsePage(request, &page);
+    if (!errors.empty()) return Invalid(errors);
+    // What the caller may see: everything (platform admin), its project (project admin), or its
+    // own tokens in its project. ?user= and ?project= narrow that further.
+    TokenFilter filter{.must_include = p.token.selector};
+    if (!p.platform_admin()) {
+      filter.project_id = p.project.id;
+      if (p.role != Role::kAdmin) filter.user_id = p.user.id;
+    }
+    bool empty = false;
+    auto narrow = [&](std::string_view param, std::optional<std::string>& slot) {
+      auto value = request.query(param);
+      if (!value) return;
+      if (slot && *slot != *value) empty = true;  // outside what the caller may see
+      slot = std::string(*value);
+    };
+    narrow("user", filter.user_id);
+    narrow("project", filter.project_id);
+    if (empty) return JsonResponse(200, PageJson(Page<ApiToken>{}, TokenJson));
+    auto tokens = identity_.ListTokens(filter, page);
+    if (!tokens.ok()) return Problem(tokens.status());
+    return JsonResponse(200, PageJson(*tokens, TokenJson));
+  }
+
+  net::Response CreateToken(net::Request& request, const Principal& p) {
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Fields f(*body);
+    auto role_text = f.String("role", true);
+    auto project = f.String("project", false);
+    auto user = f.String("user", false);
+    auto labels = f.String("labels", false);
+    auto name = f.String("name", false);
+    auto expires_at = f.String("expires_at", false);
+    f.RejectUnknown();
+    NewToken token;
+    if (role_text) {
+      auto role = ParseRole(*role_text);
+      if (f.Check("role", role.status())) token.role = *role;
+    }
+    if (labels) {
+      auto selector = LabelSelector::Parse(*labels);
+      if (f.Check("labels", selector.status())) token.selector = std::move(*selector);
+    }
+    if (name && f.Check("name", ValidateTokenName(*name))) token.name = *name;
+    if (expires_at) {
+      auto when = base::ParseRfc3339(*expires_at);
+      if (f.Check("expires_at", when.status())) {
+        if (*when <= control_.env().NowUnixMicros()) {
+          f.Check("expires_at", base::InvalidArgumentError("expires_at " + *expires_at +
+                                                           " is not in the future"));
+        } else {
+          token.expires_at_us = *when;
+        }
+      }
+    }
+    if (!f.ok()) return Invalid(f.errors());
+
+    token.project_id = project.value_or(p.project.id);
+    token.user_id = user.value_or(p.user.id);
+    // A token never mints a token with more reach than itself.
+    if (!SeesProject(p, token.project_id)) return Problem(ProjectNotFound(token.project_id));
+    if (token.user_id != p.user.id && !AdministersProject(p, token.project_id)) {
+      return FieldProblem(base::PermissionDeniedError(
+                              "only an admin of the project may create tokens for other users"),
+                          "user");
+    }
+    if (token.role > p.role) {
+      return FieldProblem(base::PermissionDeniedError("role '" + std::string(RoleName(token.role)) +
+                                                      "' exceeds this token's role '" +
+                                                      std::string(RoleName(p.role)) + "'"),
+                          "role");
+    }
+    if (!token.selector.Includes(p.token.selector)) {
+      return FieldProblem(base::PermissionDeniedError("labels must include this token's labels '" +
+                                                      p.token.selector.ToString() +
+                                                      "' (a token cannot widen its reach)"),
+                          "labels");
+    }
+    if (p.token.expires_at_us) {
+      if (!token.expires_at_us) {
+        token.expires_at_us = p.token.expires_at_us;  // inherit: it cannot outlive its creator
+      } else if (*token.expires_at_us > *p.token.expires_at_us) {
+        return FieldProblem(
+            base::PermissionDeniedError("expires_at must not be later than this token's expiry " +
+                                        base::FormatRfc3339(*p.token.expires_at_us)),
+            "expires_at");
+      }
+    }
+    // The user must exist and be a member with at least this role; Identity checks it again in
+    // its transaction, these checks are here to name the field.
+    auto target = identity_.GetUser(token.user_id);
+    if (!target.ok()) return FieldProblem(target.status(), "user");
+    auto membership = identity_.GetMembership(token.project_id, token.user_id);
+    if (!membership.ok()) return Problem(membership.status());
+    if (!*membership) {
+      return FieldProblem(
+          base::FailedPreconditionError("user '" + target->name + "' is not a member of project '" +
+                                        token.project_id + "'; add the user to the project first"),
+          "user");
+    }
+    if (token.role > (*membership)->role) {
+      return FieldProblem(
+          base::PermissionDeniedError(
+              "role '" + std::string(RoleName(token.role)) + "' exceeds user '" + target->name +
+              "''s role '" + std::string(RoleName((*membership)->role)) + "' in the project"),
+          "role");
+    }
+    auto created = identity_.CreateToken(token);
+    if (!created.ok()) return Problem(created.status());
+    Json out = TokenJson(created->token);
+    out["token"] = created->secret;
+    return JsonResponse(201, out);
+  }
+
+  net::Response RevokeToken(net::Request& request, const Principal& p) {
+    std::string id(*request.param("id"));
+    auto token = identity_.GetToken(id);
+    if (!token.ok()) return Problem(token.status());
+    bool own = token->user_id == p.user.id && token->project_id == p.project.id;
+    bool visible = (p.platform_admin() || AdministersProject(p, token->project_id) || own) &&
+                   token->selector.Includes(p.token.selector);
+    if (!visible) return Problem(base::NotFoundError("token '" + id + "' not found"));
+    if (Status st = identity_.RevokeToken(id); !st.ok()) return Problem(st);
+    return net::Response::Empty(204);
+  }
+
+ private:
+  static Status UserNotFound(std::string_view id) {
+    return base::NotFoundError("user '" + std::string(id) + "' not found");
+  }
+  static Status ProjectNotFound(std::string_view id) {
+    return base::NotFoundError("project '" + std::string(id) + "' not found");
+  }
+  static Status NoIssuer() {
+    return base::UnavailableError("this server has no object store to issue S3 keys from");
+  }
+
+  // A user is visible to platform admins, to itself, and to tokens of a project it belongs to.
+  base::Result<bool> SeesUser(const Principal& p, std::string_view user_id) {
+    if (p.platform_admin() || user_id == p.user.id) return true;
+    SOVAI_ASSIGN_OR_RETURN(auto membership, identity_.GetMembership(p.project.id, user_id));
+    return membership.has_value();
+  }
+
+  // 403 when the caller may see the user but not do `action`; 404 when it may not even see it.
+  Status RequireVisibleOr403(const Principal& p, std::string_view user_id,
+                             std::string_view action) {
+    if (p.platform_admin()) return Status();
+    SOVAI_ASSIGN_OR_RETURN(bool visible, SeesUser(p, user_id));
+    if (!visible) return UserNotFound(user_id);
+    return RequirePlatformAdmin(p, action);
+  }
+
+  Status RequireSelfOrPlatformAdmin(const Principal& p, std::string_view user_id,
+                                    std::string_view action) {
+    if (user_id == p.user.id) return Status();
+    return RequireVisibleOr403(p, user_id, action);
+  }
+
+  Status RequireProjectAdmin(const Principal& p, std::string_view project_id) {
+    if (!SeesProject(p, project_id)) return ProjectNotFound(project_id);
+    if (AdministersProject(p, project_id)) return Status();
+    return base::PermissionDeniedError("managing the members of project '" +
+                                       std::string(project_id) +
+                                       "' needs an admin token of that project");
+  }
+
+  // Revokes in the store, then drops the record. A key the store no longer knows is gone already.
+  Status RevokeS3Key(const S3KeyRecord& key) {
+    S3KeyIssuer* issuer = control_.s3_keys();
+    if (issuer == nullptr) return NoIssuer();
+    Status revoked = issuer->Revoke(key.access_key_id);
+    if (!revoked.ok() && revoked.code() != base::StatusCode::kNotFound) {
+      return revoked.WithContext("revoking S3 key " + key.access_key_id);
+    }
+    Status removed = identity_.RemoveS3Key(key.access_key_id);
+    if (!removed.ok() && removed.code() != base::StatusCode::kNotFound) return removed;
+    return Status();
+  }
+
+  ControlPlane& control_;
+  Identity& identity_;
+};
+
+struct Route {
+  std::string_view method;
+  std::string_view pattern;
+  RestApi::Method handler;
+};
+
+// The /v1 surface. docs/api/openapi.yaml lists exactly these (openapi_test.cc checks it).
+constexpr Route kRoutes[] = {
+    {"GET", "/v1/whoami", &RestApi::Whoami},
+    {"GET", "/v1/users", &RestApi::ListUsers},
+    {"POST", "/v1/users", &RestApi::CreateUser},
+    {"GET", "/v1/users/{id}", &RestApi::GetUser},
+    {"DELETE", "/v1/users/{id}", &RestApi::DeleteUser},
+    {"GET", "/v1/users/{id}/s3-keys", &RestApi::ListS3Keys},
+    {"POST", "/v1/users/{id}/s3-keys", &RestApi::CreateS3Key},
+    {"DELETE", "/v1/s3-keys/{key}", &RestApi::DeleteS3Key},
+    {"GET", "/v1/projects", &RestApi::ListProjects},
+    {"POST", "/v1/projects", &RestApi::CreateProject},
+    {"GET", "/v1/projects/{id}", &RestApi::GetProject},
+    {"GET", "/v1/projects/{id}/members", &RestApi::ListMembers},
+    {"POST", "/v1/projects/{id}/members/{user}", &RestApi::SetMember},
+    {"DELETE", "/v1/projects/{id}/members/{user}", &RestApi::RemoveMember},
+    {"GET", "/v1/tokens", &RestApi::ListTokens},
+    {"POST", "/v1/tokens", &RestApi::CreateToken},
+    {"DELETE", "/v1/tokens/{id}", &RestApi::RevokeToken},
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+ControlPlane::ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys)
+    : env_(env),
+      db_(std::move(db)),
+      identity_(std::make_unique<Identity>(*db_, env)),
+      s3_keys_(s3_keys) {}
+
+base::Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(const std::string& data_dir,
+                                                               ControlPlaneOptions options) {
+  base::Env& env = options.env ? *options.env : base::Env::Default();
+  SOVAI_RETURN_IF_ERROR(env.CreateDirs(data_dir));
+  SOVAI_ASSIGN_OR_RETURN(auto db, ControlDb::Open(base::JoinPath(data_dir, kControlDbFile),
+                                                  ControlDbOptions{.env = &env}));
+  std::unique_ptr<ControlPlane> control(new ControlPlane(env, std::move(db), options.s3_keys));
+  if (options.admin) {
+    SOVAI_RETURN_IF_ERROR(
+        control->identity()
+            .ImportBootstrapAdmin(*options.admin)
+            .WithContext("importing the bootstrap admin into " + control->db().path()));
+  }
+  return control;
+}
+
+std::vector<RouteSpec> RestRoutes() {
+  std::vector<RouteSpec> out;
+  for (const Route& route : kRoutes) out.push_back({route.method, route.pattern});
+  return out;
+}
+
+base::Status RegisterRestApi(net::Router& router, ControlPlane& control) {
+  auto api = std::make_shared<RestApi>(control);
+  net::RouteOptions options;
+  options.max_body_bytes = kMaxRequestBodyBytes;
+  for (const Route& route : kRoutes) {
+    router.Add(
+        std::string(route.method), std::string(route.pattern),
+        [api, handler = route.handler](net::Request& request) {
+          return api->Run(request, handler);
+        },
+        options);
+  }
+  return Status();
+}
+
+base::Result<Principal> AuthenticateRequest(Identity& identity, const net::Request& request) {
+  auto header = request.header("Authorization");
+  if (!header) {
+    return base::UnauthenticatedError(
+        "missing 'Authorization: Bearer <token>' header (the admin token is in "
+        "<data-dir>/admin.json; create others with POST /v1/tokens)");
+  }
+  std::string_view value = base::Trim(*header);
+  size_t space = value.find(' ');
+  if (space == std::string_view::npos ||
+      !base::EqualsIgnoreCase(value.substr(0, space), "Bearer")) {
+    return base::UnauthenticatedError(
+        "the Authorization header must be 'Bearer <token>' (other schemes are not accepted)");
+  }
+  return identity.Authenticate(base::Trim(value.substr(space + 1)));
+}
+
+}  // namespace sovai::control

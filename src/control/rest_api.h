@@ -1,0 +1,115 @@
+// The control plane's REST API (/v1) and the object that holds the control plane's state.
+//
+//   control::ControlPlaneOptions options;
+//   options.admin = admin_credentials;          // from BootstrapAdmin()
+//   options.s3_keys = &issuer;                  // creates/revokes keys in the object store
+//   SOVAI_ASSIGN_OR_RETURN(auto control, control::ControlPlane::Open(data_dir, options));
+//   net::Router router;
+//   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *control));
+//
+// Every /v1 route needs `Authorization: Bearer <token>` (401 problem+json otherwise). Roles:
+// `read` tokens may only GET; `operator` tokens may also manage their own tokens and S3 keys (and
+// later create/stop workloads of their project); `admin` tokens administer their project (members,
+// tokens of its members), and admins of the system project `default` administer everything
+// (users, projects, every token). A token never sees another project's resources: unknown and
+// invisible ids are both 404. A token with a label selector sees only resources carrying its
+// labels; users, projects, members and S3 keys carry none, so such a token is refused (403) on
+// those routes and sees only tokens at least as narrow as itself. A token can never mint a token
+// with more rights than its own: role, selector and expiry are checked.
+//
+// Bodies are JSON objects (at most kMaxRequestBodyBytes); unknown members are rejected. Errors are
+// problem+json (problem.h) whose `errors` name the bad field. Lists take ?limit= (1..kMaxPageSize,
+// default kDefaultPageSize) and ?cursor= (the `next_cursor` of the previous page) and answer
+// {"items": [...], "next_cursor": "..." | null}. The exact shapes are in docs/api/openapi.yaml,
+// which a test keeps equal to RestRoutes().
+//
+// Thread-safety: handlers run concurrently on the server's worker threads; they share only the
+// ControlPlane, whose Identity/ControlDb are thread-safe, and the S3KeyIssuer, which must be.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "control/bootstrap.h"
+#include "control/db.h"
+#include "control/identity.h"
+#include "net/http.h"
+
+namespace sovai::control {
+
+// Issues S3 access keys in the object store. In `sovai server` it calls objstore::Store in
+// process; tests use a fake. Must be thread-safe.
+class S3KeyIssuer {
+ public:
+  struct Key {
+    std::string access_key_id;
+    std::string secret;
+  };
+  virtual ~S3KeyIssuer() = default;
+  // Creates a key pair owned by the S3 user `user` (the Sovai user's name, as the bootstrap
+  // admin's key is owned by "admin"). Errors are passed to the client (Unavailable → 503, ...).
+  virtual base::Result<Key> Create(const std::string& user) = 0;
+  // Deletes the key. NotFound when the store does not know it (the caller treats that as done).
+  virtual base::Status Revoke(const std::string& access_key_id) = 0;
+};
+
+struct ControlPlaneOptions {
+  // Clock (token expiry, timestamps) and files. nullptr = base::Env::Default().
+  base::Env* env = nullptr;
+  // The bootstrap admin to import at open (ImportBootstrapAdmin). Without it the database has no
+  // user until one is imported, and /v1 answers 401 to everything.
+  std::optional<AdminCredentials> admin;
+  // Not owned; must outlive the ControlPlane. nullptr: the s3-keys routes answer 503.
+  S3KeyIssuer* s3_keys = nullptr;
+};
+
+// The control plane's state: `<data_dir>/control.db` and the identity over it.
+class ControlPlane {
+ public:
+  // Creates `data_dir` when missing, opens and migrates control.db (ControlDb::Open errors), and
+  // imports `options.admin`.
+  static base::Result<std::unique_ptr<ControlPlane>> Open(const std::string& data_dir,
+                                                          ControlPlaneOptions options = {});
+
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  ControlDb& db() { return *db_; }
+  Identity& identity() { return *identity_; }
+  base::Env& env() { return env_; }
+  S3KeyIssuer* s3_keys() { return s3_keys_; }
+
+ private:
+  ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
+  base::Env& env_;
+  std::unique_ptr<ControlDb> db_;
+  std::unique_ptr<Identity> identity_;
+  S3KeyIssuer* s3_keys_;
+};
+
+// One route of the REST API: "GET", "/v1/users/{id}".
+struct RouteSpec {
+  std::string_view method;
+  std::string_view pattern;
+  friend bool operator==(const RouteSpec&, const RouteSpec&) = default;
+  friend auto operator<=>(const RouteSpec&, const RouteSpec&) = default;
+};
+
+// Every route RegisterRestApi adds, in registration order.
+std::vector<RouteSpec> RestRoutes();
+
+// Adds the /v1 routes to `router`. `control` must outlive the router (and the server using it).
+// A route that already exists on the router is a bug (net::Router SOVAI_CHECKs).
+base::Status RegisterRestApi(net::Router& router, ControlPlane& control);
+
+// For other /v1 modules (jobs, apps): the principal of `Authorization: Bearer <token>`.
+// Unauthenticated (401 through ProblemResponse) when the header is missing, not a Bearer
+// credential, or the token is refused by Identity::Authenticate.
+base::Result<Principal> AuthenticateRequest(Identity& identity, const net::Request& request);
+
+}  // namespace sovai::control
