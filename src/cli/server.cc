@@ -17,6 +17,12 @@
 #include "cli/flags.h"
 #include "cli/prometheus.h"
 #include "cli/version.h"
+#include "control/flavors.h"
+#include "control/jobs.h"
+#include "control/problem.h"
+#include "control/rest_api.h"
+#include "exec/resources.h"
+#include "exec/sandbox.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
@@ -65,6 +71,29 @@ std::string UrlOf(const std::string& address, bool tls) {
   return (tls ? "https://" : "http://") + address;
 }
 
+// The control plane issues S3 keys in the object store, in process.
+class StoreS3KeyIssuer : public control::S3KeyIssuer {
+ public:
+  explicit StoreS3KeyIssuer(objstore::Store& store) : store_(store) {}
+  base::Result<Key> Create(const std::string& project) override {
+    auto key = store_.CreateAccessKey(project);
+    if (!key.ok()) return base::UnavailableError("object store: " + key.error().ToString());
+    return Key{key->access_key, key->secret_key};
+  }
+  base::Status Revoke(const std::string& id) override {
+    if (auto err = store_.DeleteAccessKey(id)) {
+      if (err->code == objstore::S3Code::kInvalidAccessKeyId) {
+        return base::NotFoundError(err->message);
+      }
+      return base::UnavailableError("object store: " + err->ToString());
+    }
+    return base::Status();
+  }
+
+ private:
+  objstore::Store& store_;
+};
+
 }  // namespace
 
 std::string S3RegionOf(std::string_view region) { return base::AsciiToLower(region); }
@@ -89,6 +118,12 @@ struct PlatformServer::Impl {
   // The store and its front end outlive the S3 listener that calls them.
   std::unique_ptr<objstore::Store> store;
   std::unique_ptr<objstore::S3Api> s3_api;
+  // The control plane and the jobs outlive the API listener; jobs need the S3 listener.
+  std::unique_ptr<StoreS3KeyIssuer> s3_key_issuer;
+  std::unique_ptr<control::ControlPlane> control;
+  std::unique_ptr<control::FlavorCatalog> flavors;
+  std::unique_ptr<exec::Sandbox> sandbox;
+  std::unique_ptr<control::JobService> jobs;
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
   std::string api_url;
@@ -178,6 +213,67 @@ struct PlatformServer::Impl {
     return options;
   }
 
+  // The job service, when this host can run the sandbox: jobs are a capability of the server,
+  // not a condition for starting it (a host without user namespaces still serves S3 and /v1).
+  base::Status StartJobs(const std::string& s3_ca_file) {
+    if (!config.jobs) return base::Status();
+    if (!config.flavors_file.empty()) {
+      SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.flavors_file));
+      auto parsed = control::FlavorCatalog::Parse(text);
+      if (!parsed.ok()) return parsed.status().WithContext("--flavors " + config.flavors_file);
+      flavors = std::make_unique<control::FlavorCatalog>(std::move(*parsed));
+    }
+    const control::FlavorCatalog& catalog = flavors ? *flavors : control::FlavorCatalog::Default();
+    std::error_code ec;
+    std::string data_dir = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
+    if (ec) data_dir = config.data_dir;
+    while (data_dir.size() > 1 && data_dir.back() == '/') data_dir.pop_back();
+    exec::SandboxOptions sandbox_options;
+    sandbox_options.hidden_paths = {data_dir};
+    auto created = exec::Sandbox::Create(env, sandbox_options);
+    if (!created.ok()) {
+      SOVAI_LOG(WARNING) << "jobs are disabled: " << created.status().ToString();
+      return base::Status();
+    }
+    sandbox = std::move(*created);
+    SOVAI_ASSIGN_OR_RETURN(exec::HostResources host, exec::DiscoverHost(env, {}));
+    for (const std::string& warning : host.warnings) SOVAI_LOG(WARNING) << warning;
+    control::JobServiceOptions o;
+    o.data_dir = data_dir;
+    o.region = config.region;
+    o.flavors = &catalog;
+    o.capacity.cpus = host.cpus;
+    o.capacity.memory_bytes = host.memory_bytes;
+    for (const exec::GpuInfo& gpu : host.gpus) o.capacity.gpus.push_back({gpu.index, gpu.name});
+    o.cpu_ids = host.cpu_ids;
+    o.sandbox = sandbox.get();
+    o.env = &env;
+    SOVAI_ASSIGN_OR_RETURN(control::Project system, control->identity().SystemProject());
+    const std::string system_project = system.id;
+    o.s3_access = [this, system_project,
+                   s3_ca_file](const std::string& project) -> base::Result<control::S3Access> {
+      control::S3Access access{s3_url, S3RegionOf(config.region), "", "", s3_ca_file};
+      if (project == system_project) {
+        // The system project's buckets are the bootstrap admin's.
+        access.access_key = admin.access_key_id;
+        access.secret_key = admin.secret_access_key;
+        return access;
+      }
+      std::vector<objstore::Credential> keys = store->ListAccessKeys(project);
+      if (keys.empty()) {
+        auto key = store->CreateAccessKey(project);
+        if (!key.ok()) return base::UnavailableError("object store: " + key.error().ToString());
+        keys.push_back(*key);
+      }
+      access.access_key = keys.front().access_key;
+      access.secret_key = keys.front().secret_key;
+      return access;
+    };
+    SOVAI_ASSIGN_OR_RETURN(jobs, control::JobService::Start(control->db(), std::move(o)));
+    control->AttachJobs(jobs.get(), &catalog);
+    return base::Status();
+  }
+
   base::Status WriteServerJson() {
     std::error_code ec;
     std::string absolute = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
@@ -217,9 +313,6 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
                          control::BootstrapAdmin(env, impl->config.data_dir, overrides));
 
   const bool tls = !impl->config.tls_cert_file.empty();
-  impl->api = std::make_unique<net::Server>(impl->ApiRouter());
-  SOVAI_RETURN_IF_ERROR(impl->api->Start(impl->Options(impl->config.listen_api))
-                            .WithContext("--listen-api " + impl->config.listen_api));
   objstore::StoreOptions store_options;
   store_options.root = base::JoinPath(impl->config.data_dir, "objstore");
   store_options.region = S3RegionOf(impl->config.region);
@@ -245,8 +338,26 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   impl->s3 = std::make_unique<net::Server>(impl->S3Router());
   SOVAI_RETURN_IF_ERROR(
       impl->s3->Start(s3_options).WithContext("--listen-s3 " + impl->config.listen_s3));
-  impl->api_url = UrlOf(impl->api->address(), tls);
   impl->s3_url = UrlOf(impl->s3->address(), !s3_options.tls_cert_file.empty());
+
+  // The control plane: identity, REST API, jobs.
+  impl->s3_key_issuer = std::make_unique<StoreS3KeyIssuer>(*impl->store);
+  SOVAI_ASSIGN_OR_RETURN(
+      impl->control,
+      control::ControlPlane::Open(
+          impl->config.data_dir,
+          {.env = &env, .admin = impl->admin, .s3_keys = impl->s3_key_issuer.get()}));
+  impl->control->SetServerInfo({impl->config.region, impl->s3_url, Version()});
+  SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
+
+  net::Router router = impl->ApiRouter();
+  SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *impl->control));
+  impl->api = std::make_unique<net::Server>(std::move(router));
+  net::ServerOptions api_options = impl->Options(impl->config.listen_api);
+  api_options.error_renderer = control::RenderServerProblem;
+  SOVAI_RETURN_IF_ERROR(
+      impl->api->Start(api_options).WithContext("--listen-api " + impl->config.listen_api));
+  impl->api_url = UrlOf(impl->api->address(), tls);
   SOVAI_RETURN_IF_ERROR(impl->WriteServerJson());
   return std::unique_ptr<PlatformServer>(new PlatformServer(std::move(impl)));
 }
@@ -254,10 +365,14 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
 void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   if (impl_ == nullptr || impl_->stopped) return;
   impl_->stopped = true;
-  // Stop the API listener last: /health answers while the S3 side drains.
-  if (impl_->s3) impl_->s3->Shutdown(grace);
-  impl_->store.reset();  // after the S3 listener: no request uses it any more
+  // The REST API first (no handler touches the jobs after this), then the jobs (stopping them
+  // syncs their outputs through S3), then S3, then what they all used.
   if (impl_->api) impl_->api->Shutdown(grace);
+  impl_->jobs.reset();
+  if (impl_->s3) impl_->s3->Shutdown(grace);
+  impl_->control.reset();
+  impl_->s3_key_issuer.reset();
+  impl_->store.reset();  // after the S3 listener: no request uses it any more
   impl_->env.DeleteFile(base::JoinPath(impl_->config.data_dir, kServerJsonFile)).IgnoreError();
   impl_->lock.reset();
 }
@@ -286,6 +401,9 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("s3-domain", &config.s3_domain,
                "virtual-hosted-style S3: Host <bucket>.<domain> names the bucket");
   flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");
+  flags.String("flavors", &config.flavors_file,
+               "flavor catalog JSON (docs/formats/flavors.md); empty = the built-in one");
+  flags.Bool("jobs", &config.jobs, "run jobs (needs bubblewrap)");
   flags.String("log-format", &log_format, "human or json");
   flags.String("log-level", &log_level, "debug, info, warning or error");
   if (base::Status parsed = flags.Parse(args); !parsed.ok()) {

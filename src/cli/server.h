@@ -34,6 +34,10 @@ struct ServerConfig {
   // Virtual-hosted-style S3 addressing: "<bucket>.<s3_domain>" ("" = path-style only).
   std::string s3_domain = "s3.localhost";
   int io_threads = 0;  // 0: one per core
+  // The flavor catalog (docs/formats/flavors.md); "" = the built-in one.
+  std::string flavors_file;
+  // Jobs: off when false, or when this host cannot run the bubblewrap sandbox (logged).
+  bool jobs = true;
 };
 
 class PlatformServer {

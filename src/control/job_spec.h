@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "control/flavors.h"
+#include "control/problem.h"
 
 namespace sovai::control {
 
@@ -51,14 +52,8 @@ struct JobSpec {
   NetworkMode network = NetworkMode::kHost;
 };
 
-// One invalid field: `field` is a JSON path such as "volumes[1]" or "env.PATH".
-struct FieldError {
-  std::string field;
-  std::string message;
-};
-
-// A spec that failed validation: InvalidArgument (bad fields) or NotFound (unknown flavor or
-// image), with every field error found.
+// A spec that failed validation: InvalidArgument (bad fields) or NotFound (unknown flavor), with
+// every field error found (FieldError::field is a JSON path such as "volumes[1]" or "env.PATH").
 struct SpecError {
   base::Status status;
   std::vector<FieldError> fields;

@@ -512,6 +512,11 @@ Result<exec::LogChunk> JobService::ReadLog(const std::string& project, const std
   return exec::ReadLog(env_, path, offset, max_bytes);
 }
 
+base::Status JobService::CheckFits(const ResourceRequest& request) {
+  std::lock_guard lock(mu_);
+  return scheduler_.CheckFits(request);
+}
+
 void JobService::SetQuota(const std::string& project, Quota quota) {
   std::lock_guard lock(mu_);
   scheduler_.SetQuota(project, quota);
@@ -638,6 +643,7 @@ void JobService::Run(Runner& runner) {
     o.region = access.region;
     o.access_key = access.access_key;
     o.secret_key = access.secret_key;
+    o.ca_file = access.ca_file;
     s3 = std::make_unique<exec::S3Client>(o);
     return s3->status();
   };

@@ -95,6 +95,7 @@ struct S3Access {
   std::string region;    // the S3 region ("eu-west-local")
   std::string access_key;
   std::string secret_key;
+  std::string ca_file;  // PEM that verifies an https endpoint's certificate; "" = the system's
 };
 
 struct JobServiceOptions {
@@ -152,6 +153,8 @@ class JobService {
   base::Result<exec::LogChunk> ReadLog(const std::string& project, const std::string& id,
                                        uint64_t offset, size_t max_bytes);
   void SetQuota(const std::string& project, Quota quota);
+  // Whether this machine could ever run `request` (Scheduler::CheckFits).
+  base::Status CheckFits(const ResourceRequest& request);
 
   // Stops every running job (as Stop, with reason "the server is shutting down") and joins the
   // runners. Idempotent.

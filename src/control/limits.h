@@ -2,6 +2,7 @@
 // Identity), and exceeding it is a clear 400/409 naming the field, never a silent truncation.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,6 +38,11 @@ inline constexpr int64_t kMaxS3KeysPerUser = 16;
 // --- REST ------------------------------------------------------------------------------------
 // Request bodies of /v1 identity routes are small JSON objects.
 inline constexpr uint64_t kMaxRequestBodyBytes = 64 * 1024;
+// POST /v1/jobs: a spec's command and environment may hold up to 256 KiB of strings.
+inline constexpr uint64_t kMaxJobSpecBytes = 512 * 1024;
+// One read of a job log for GET /v1/jobs/{id}/logs, and how often ?follow=true looks for more.
+inline constexpr size_t kMaxLogChunkBytes = 1 << 20;
+inline constexpr std::chrono::milliseconds kLogFollowPoll{100};
 inline constexpr int kMaxRequestJsonDepth = 8;
 // List endpoints: ?limit= defaults to kDefaultPageSize and may not exceed kMaxPageSize.
 inline constexpr int64_t kDefaultPageSize = 50;

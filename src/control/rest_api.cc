@@ -1,7 +1,10 @@
 #include "control/rest_api.h"
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <utility>
+#include <variant>
 
 #include "base/json.h"
 #include "base/strings.h"
@@ -353,7 +356,32 @@ class RestApi {
           " S3 access keys (the limit is " + std::to_string(kMaxS3KeysPerUser) +
           "); delete unused ones first"));
     }
-    auto key = issuer->Create(user->name);
+    // Buckets belong to projects: the key acts for one project, {"project": id} or the token's,
+    // which the user must be a member of.
+    std::string project = p.project.id;
+    if (auto text = request.body().ReadAll(); text.ok() && !base::Trim(*text).empty()) {
+      auto body = base::ParseJson(*text, base::JsonLimits{.max_bytes = kMaxRequestBodyBytes,
+                                                          .max_depth = kMaxRequestJsonDepth});
+      if (!body.ok()) return Problem(body.status());
+      Fields fields(*body);
+      std::optional<std::string> named = fields.String("project", false);
+      fields.RejectUnknown();
+      if (!fields.ok()) return Invalid(fields.errors());
+      if (named) project = *named;
+    }
+    if (!SeesProject(p, project)) {
+      return FieldProblem(base::NotFoundError("project '" + project + "' not found"), "project");
+    }
+    auto membership = identity_.GetMembership(project, id);
+    if (!membership.ok()) return Problem(membership.status());
+    if (!membership->has_value()) {
+      return FieldProblem(
+          base::FailedPreconditionError(
+              "user '" + user->name + "' is not a member of project '" + project +
+              "'; an S3 key acts for one of its user's projects (pass \"project\")"),
+          "project");
+    }
+    auto key = issuer->Create(project);
     if (!key.ok()) return Problem(key.status().WithContext("creating the S3 key"));
     if (Status st = identity_.AddS3Key(id, key->access_key_id); !st.ok()) {
       issuer->Revoke(key->access_key_id).IgnoreError();  // best effort: nobody saw the secret
@@ -656,6 +684,184 @@ class RestApi {
     return Status();
   }
 
+  // --- Server info, flavors and jobs ------------------------------------------------------------
+ public:
+  net::Response Info(net::Request&, const Principal&) {
+    const ControlPlane::ServerInfo& info = control_.info();
+    return JsonResponse(
+        200, {{"region", info.region}, {"s3_url", info.s3_url}, {"version", info.version}});
+  }
+
+  net::Response ListFlavors(net::Request&, const Principal&) {
+    JobService* jobs = control_.jobs();
+    const FlavorCatalog* flavors = control_.flavors();
+    if (jobs == nullptr || flavors == nullptr) return Problem(NoJobs());
+    Json items = Json::array();
+    for (const Flavor& f : flavors->flavors()) {
+      Status fits = Status();
+      auto request = RequestFor(f, 1);
+      fits = request.ok() ? jobs->CheckFits(*request) : request.status();
+      items.push_back({{"id", f.id},
+                       {"kind", f.kind == FlavorKind::kGpu ? "gpu" : "cpu"},
+                       {"gpu_model", f.gpu_model},
+                       {"description", f.description},
+                       {"gpus_per_unit", f.gpus_per_unit},
+                       {"vcpus_per_unit", f.vcpus_per_unit},
+                       {"memory_bytes_per_unit", f.memory_bytes_per_unit},
+                       {"max_units", f.max_units},
+                       {"price_per_minute_eur", FormatMicroEur(f.price_micro_eur_per_minute)},
+                       {"available", fits.ok()},
+                       {"reason", fits.ok() ? "" : fits.message()}});
+    }
+    return JsonResponse(200, {{"items", std::move(items)}});
+  }
+
+  net::Response CreateJob(net::Request& request, const Principal& p) {
+    JobService* jobs = control_.jobs();
+    if (jobs == nullptr) return Problem(NoJobs());
+    auto text = request.body().ReadAll();
+    if (!text.ok()) return Problem(text.status());
+    auto body = base::ParseJson(
+        *text, base::JsonLimits{.max_bytes = kMaxJobSpecBytes, .max_depth = kMaxRequestJsonDepth});
+    if (!body.ok()) return Problem(body.status());
+    auto parsed = ParseJobSpec(*body, SpecContext{control_.flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    JobSpec spec = std::get<JobSpec>(std::move(parsed));
+    // A token limited to labels creates jobs that carry them (and may not contradict them).
+    for (const auto& [key, value] : p.token.selector.labels()) {
+      auto it = spec.labels.find(key);
+      if (it != spec.labels.end() && it->second != value) {
+        return FieldProblem(
+            base::PermissionDeniedError("token " + p.token.id + " may only create jobs labeled " +
+                                        key + "=" + value + ", not " + key + "=" + it->second),
+            "labels." + key);
+      }
+      spec.labels[key] = value;
+    }
+    auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec));
+    if (!job.ok()) {
+      const bool flavor = job.status().code() == base::StatusCode::kNotFound;
+      return flavor ? FieldProblem(job.status(), "flavor") : Problem(job.status());
+    }
+    return JsonResponse(201, JobToJson(*job));
+  }
+
+  net::Response ListJobs(net::Request& request, const Principal& p) {
+    JobService* jobs = control_.jobs();
+    if (jobs == nullptr) return Problem(NoJobs());
+    PageRequest page;
+    std::vector<FieldError> errors = ParsePage(request, &page);
+    std::map<std::string, std::string> labels = p.token.selector.labels();
+    if (auto filter = request.query("labels")) {
+      auto selector = LabelSelector::Parse(*filter);
+      if (!selector.ok()) {
+        errors.push_back({"labels", selector.status().message()});
+      } else {
+        for (const auto& [k, v] : selector->labels()) labels[k] = v;
+      }
+    }
+    if (!errors.empty()) return Invalid(errors);
+    auto listed = jobs->List(p.project.id, labels, static_cast<int>(page.limit), page.after);
+    if (!listed.ok()) return FieldProblem(listed.status(), "cursor");
+    Json items = Json::array();
+    for (const Job& job : listed->jobs) items.push_back(JobToJson(job));
+    return JsonResponse(
+        200,
+        {{"items", std::move(items)},
+         {"next_cursor", listed->next_cursor.empty() ? Json(nullptr) : Json(listed->next_cursor)}});
+  }
+
+  net::Response GetJob(net::Request& request, const Principal& p) {
+    auto job = VisibleJob(request, p);
+    if (!job.ok()) return Problem(job.status());
+    return JsonResponse(200, JobToJson(*job));
+  }
+
+  net::Response StopJob(net::Request& request, const Principal& p) {
+    auto job = VisibleJob(request, p);
+    if (!job.ok()) return Problem(job.status());
+    auto stopped = control_.jobs()->Stop(p.project.id, job->id);
+    if (!stopped.ok()) return Problem(stopped.status());
+    return JsonResponse(202, JobToJson(*stopped));
+  }
+
+  net::Response DeleteJob(net::Request& request, const Principal& p) {
+    auto job = VisibleJob(request, p);
+    if (!job.ok()) return Problem(job.status());
+    if (Status st = control_.jobs()->Delete(p.project.id, job->id); !st.ok()) return Problem(st);
+    return net::Response::Empty(204);
+  }
+
+  net::Response PushJobData(net::Request& request, const Principal& p) {
+    auto job = VisibleJob(request, p);
+    if (!job.ok()) return Problem(job.status());
+    if (Status st = control_.jobs()->PushData(p.project.id, job->id); !st.ok()) {
+      return Problem(st);
+    }
+    return JsonResponse(200, {{"pushed", true}});
+  }
+
+  // The log from ?offset= (0): whole records as text/plain, `X-Sovai-Log-Offset` giving where to
+  // continue. With ?follow=true the response stays open (chunked) and streams new records until
+  // the job has ended and its log is read to the end.
+  net::Response JobLogs(net::Request& request, const Principal& p) {
+    auto job = VisibleJob(request, p);
+    if (!job.ok()) return Problem(job.status());
+    uint64_t offset = 0;
+    if (auto text = request.query("offset")) {
+      auto n = base::ParseUint64(*text);
+      if (!n.ok()) {
+        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
+      }
+      offset = *n;
+    }
+    const bool follow = request.query("follow").value_or("false") == "true";
+    JobService* jobs = control_.jobs();
+    const std::string project = p.project.id;
+    const std::string id = job->id;
+    auto first = jobs->ReadLog(project, id, offset, kMaxLogChunkBytes);
+    if (!first.ok()) return FieldProblem(first.status(), "offset");
+    if (!follow) {
+      net::Response res = net::Response::Text(200, std::move(first->data));
+      res.headers.Set("X-Sovai-Log-Offset", std::to_string(first->next_offset));
+      return res;
+    }
+    return net::Response::Stream(
+        200, "text/plain; charset=utf-8",
+        [jobs, project, id, chunk = std::move(*first)](net::BodyWriter& out) mutable -> Status {
+          for (;;) {
+            if (!chunk.data.empty()) SOVAI_RETURN_IF_ERROR(out.Write(chunk.data));
+            const uint64_t at = chunk.next_offset;
+            // Read the state before the log: a job that ended has written its last record.
+            auto now = jobs->Get(project, id);
+            SOVAI_ASSIGN_OR_RETURN(chunk, jobs->ReadLog(project, id, at, kMaxLogChunkBytes));
+            if (chunk.data.empty()) {
+              if (!now.ok() || IsTerminal(now->state)) return Status();
+              std::this_thread::sleep_for(kLogFollowPoll);
+            }
+          }
+        });
+  }
+
+ private:
+  static Status NoJobs() { return base::UnavailableError("jobs are not enabled on this server"); }
+
+  // The job of {id} when this token may see it: its project, and its labels match the token's
+  // selector. NotFound otherwise, exactly like a missing job.
+  base::Result<Job> VisibleJob(const net::Request& request, const Principal& p) {
+    JobService* jobs = control_.jobs();
+    if (jobs == nullptr) return NoJobs();
+    const std::string id(request.param("id").value_or(""));
+    auto job = jobs->Get(p.project.id, id);
+    if (!job.ok()) return job.status();
+    if (!p.token.selector.Matches(job->spec.labels)) {
+      return base::NotFoundError("job '" + id + "' does not exist in this project");
+    }
+    return job;
+  }
+
   ControlPlane& control_;
   Identity& identity_;
 };
@@ -685,6 +891,15 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/tokens", &RestApi::ListTokens},
     {"POST", "/v1/tokens", &RestApi::CreateToken},
     {"DELETE", "/v1/tokens/{id}", &RestApi::RevokeToken},
+    {"GET", "/v1/info", &RestApi::Info},
+    {"GET", "/v1/flavors", &RestApi::ListFlavors},
+    {"GET", "/v1/jobs", &RestApi::ListJobs},
+    {"POST", "/v1/jobs", &RestApi::CreateJob},
+    {"GET", "/v1/jobs/{id}", &RestApi::GetJob},
+    {"DELETE", "/v1/jobs/{id}", &RestApi::DeleteJob},
+    {"POST", "/v1/jobs/{id}/stop", &RestApi::StopJob},
+    {"POST", "/v1/jobs/{id}/push-data", &RestApi::PushJobData},
+    {"GET", "/v1/jobs/{id}/logs", &RestApi::JobLogs},
 };
 
 }  // namespace
@@ -720,9 +935,11 @@ std::vector<RouteSpec> RestRoutes() {
 
 base::Status RegisterRestApi(net::Router& router, ControlPlane& control) {
   auto api = std::make_shared<RestApi>(control);
-  net::RouteOptions options;
-  options.max_body_bytes = kMaxRequestBodyBytes;
   for (const Route& route : kRoutes) {
+    net::RouteOptions options;
+    // Job specs may carry a long environment; every other body is small.
+    const bool job_spec = route.method == "POST" && route.pattern == "/v1/jobs";
+    options.max_body_bytes = job_spec ? kMaxJobSpecBytes : kMaxRequestBodyBytes;
     router.Add(
         std::string(route.method), std::string(route.pattern),
         [api, handler = route.handler](net::Request& request) {

@@ -38,6 +38,7 @@
 #include "control/bootstrap.h"
 #include "control/db.h"
 #include "control/identity.h"
+#include "control/jobs.h"
 #include "net/http.h"
 
 namespace sovai::control {
@@ -51,9 +52,11 @@ class S3KeyIssuer {
     std::string secret;
   };
   virtual ~S3KeyIssuer() = default;
-  // Creates a key pair owned by the S3 user `user` (the Sovai user's name, as the bootstrap
-  // admin's key is owned by "admin"). Errors are passed to the client (Unavailable → 503, ...).
-  virtual base::Result<Key> Create(const std::string& user) = 0;
+  // Creates a key pair whose S3 principal is `project` (a project id): buckets belong to
+  // projects, so every member's key and the jobs of the project see the same buckets. The
+  // bootstrap admin's key is the exception: principal "admin", an object-store superuser.
+  // Errors are passed to the client (Unavailable → 503, ...).
+  virtual base::Result<Key> Create(const std::string& project) = 0;
   // Deletes the key. NotFound when the store does not know it (the caller treats that as done).
   virtual base::Status Revoke(const std::string& access_key_id) = 0;
 };
@@ -84,12 +87,32 @@ class ControlPlane {
   base::Env& env() { return env_; }
   S3KeyIssuer* s3_keys() { return s3_keys_; }
 
+  // What `GET /v1/info` tells clients (the CLI learns the S3 endpoint from it).
+  struct ServerInfo {
+    std::string region;  // "EU-WEST-LOCAL"
+    std::string s3_url;  // "http://127.0.0.1:9000"
+    std::string version;
+  };
+  // Call before the API serves. Until AttachJobs, the job and flavor routes answer 503.
+  void SetServerInfo(ServerInfo info) { info_ = std::move(info); }
+  const ServerInfo& info() const { return info_; }
+  // Not owned; must outlive the router's use of it.
+  void AttachJobs(JobService* jobs, const FlavorCatalog* flavors) {
+    jobs_ = jobs;
+    flavors_ = flavors;
+  }
+  JobService* jobs() { return jobs_; }
+  const FlavorCatalog* flavors() { return flavors_; }
+
  private:
   ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
   base::Env& env_;
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<Identity> identity_;
   S3KeyIssuer* s3_keys_;
+  ServerInfo info_;
+  JobService* jobs_ = nullptr;
+  const FlavorCatalog* flavors_ = nullptr;
 };
 
 // One route of the REST API: "GET", "/v1/users/{id}".

@@ -710,12 +710,15 @@ TEST_F(RestApiTest, LabelSelectorsLimitATokensReach) {
 
 TEST_F(RestApiTest, S3KeysAreIssuedAndRevokedThroughTheIssuer) {
   World w = MakeWorld();
-  Reply created = Call("POST", "/v1/users/" + w.alice + "/s3-keys", kAdminToken);
+  // The admin's token is of the system project, which alice is not in: name her project.
+  Reply outside = Call("POST", "/v1/users/" + w.alice + "/s3-keys", kAdminToken);
+  EXPECT_EQ(outside.status, 409) << outside;
+  Reply created = Post("/v1/users/" + w.alice + "/s3-keys", kAdminToken, {{"project", w.nlp}});
   ASSERT_EQ(created.status, 201) << created;
   const std::string key = created.json["access_key_id"];
   EXPECT_EQ(created.json["secret_access_key"], "secret-" + key);
   EXPECT_EQ(created.json["user"], w.alice);
-  EXPECT_EQ(issuer_.calls(), (std::vector<std::string>{"create alice"}));
+  EXPECT_EQ(issuer_.calls(), (std::vector<std::string>{"create " + w.nlp}));
 
   Reply listed = Get("/v1/users/" + w.alice + "/s3-keys", w.alice_token.secret);
   ASSERT_EQ(listed.status, 200) << listed;
@@ -739,10 +742,11 @@ TEST_F(RestApiTest, S3KeysAreIssuedAndRevokedThroughTheIssuer) {
 
   // The limit is checked before the store is asked.
   for (int64_t i = 0; i < kMaxS3KeysPerUser; ++i) {
-    ASSERT_EQ(Call("POST", "/v1/users/" + w.bob + "/s3-keys", kAdminToken).status, 201);
+    ASSERT_EQ(Post("/v1/users/" + w.bob + "/s3-keys", kAdminToken, {{"project", w.nlp}}).status,
+              201);
   }
   const size_t calls = issuer_.calls().size();
-  Reply over = Call("POST", "/v1/users/" + w.bob + "/s3-keys", kAdminToken);
+  Reply over = Post("/v1/users/" + w.bob + "/s3-keys", kAdminToken, {{"project", w.nlp}});
   EXPECT_EQ(over.status, 409) << over;
   EXPECT_EQ(issuer_.calls().size(), calls);
   Reply page = Get("/v1/users/" + w.bob + "/s3-keys?limit=10", w.bob_token.secret);
@@ -756,7 +760,7 @@ TEST_F(RestApiTest, S3KeysAreIssuedAndRevokedThroughTheIssuer) {
 
   // A store failure reaches the client and records nothing.
   issuer_.FailNextCreate(base::UnavailableError("object store is read-only"));
-  Reply failed = Call("POST", "/v1/users/" + w.carol + "/s3-keys", kAdminToken);
+  Reply failed = Post("/v1/users/" + w.carol + "/s3-keys", kAdminToken, {{"project", w.nlp}});
   EXPECT_EQ(failed.status, 503) << failed;
   EXPECT_NE(failed.json.value("detail", "").find("read-only"), std::string::npos);
   EXPECT_TRUE(Items(Get("/v1/users/" + w.carol + "/s3-keys", kAdminToken)).empty());
