@@ -331,6 +331,9 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   job.user = user;
   job.spec = std::move(spec);
   job.created_unix_micros = env_.NowUnixMicros();
+  // Volumes of buckets that do not exist (or that the project may not read) fail now, not
+  // minutes later in INITIALIZING. Outside mu_: it asks the object store.
+  SOVAI_RETURN_IF_ERROR(CheckBuckets(project, job.spec));
   std::lock_guard lock(mu_);
   if (shutting_down_) return base::UnavailableError("the server is shutting down");
   if (Status fits = scheduler_.CheckFits(request); !fits.ok()) {
@@ -345,6 +348,31 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   ScheduleLocked();
   // Report the state after scheduling: a job that started at once is INITIALIZING already.
   return Load(project, job.id);
+}
+
+Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec) {
+  if (spec.volumes.empty()) return Status();
+  SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
+  exec::S3ClientOptions o;
+  o.endpoint = access.endpoint;
+  o.region = access.region;
+  o.access_key = access.access_key;
+  o.secret_key = access.secret_key;
+  o.ca_file = access.ca_file;
+  exec::S3Client s3(o);
+  for (size_t i = 0; i < spec.volumes.size(); ++i) {
+    auto volume = exec::ParseVolumeSpec(spec.volumes[i]);
+    if (!volume.ok()) return volume.status();
+    Status head = s3.HeadBucket(volume->bucket);
+    if (head.code() == base::StatusCode::kNotFound ||
+        head.code() == base::StatusCode::kPermissionDenied) {
+      // Another project's bucket looks exactly like a missing one.
+      return base::NotFoundError("volumes[" + std::to_string(i) + "]: bucket '" +
+                                 volume->bucket + "' does not exist in this project");
+    }
+    SOVAI_RETURN_IF_ERROR(head);
+  }
+  return Status();
 }
 
 void JobService::ScheduleLocked() {

@@ -131,8 +131,9 @@ class JobService {
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
 
-  // Admits a validated spec. Errors: NotFound (unknown flavor); FailedPrecondition when this
-  // machine can never run it (names what is missing); the database's errors.
+  // Admits a validated spec. Errors: NotFound (unknown flavor; a volume's bucket missing or not
+  // the project's, naming "volumes[i]"); FailedPrecondition when this machine can never run it
+  // (names what is missing); the database's errors.
   base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec);
   base::Result<Job> Get(const std::string& project, const std::string& id);
   // `labels`: only jobs carrying all of them. `after`: the cursor of the previous page.
@@ -164,6 +165,8 @@ class JobService {
   struct Runner;
   JobService(ControlDb& db, JobServiceOptions options);
   base::Status Recover();
+  // NotFound naming the volume when a volume's bucket is missing or not the project's.
+  base::Status CheckBuckets(const std::string& project, const JobSpec& spec);
   // Under mu_: starts what the scheduler places.
   void ScheduleLocked();
   void Run(Runner& runner);

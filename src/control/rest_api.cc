@@ -742,8 +742,13 @@ class RestApi {
     }
     auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec));
     if (!job.ok()) {
-      const bool flavor = job.status().code() == base::StatusCode::kNotFound;
-      return flavor ? FieldProblem(job.status(), "flavor") : Problem(job.status());
+      if (job.status().code() != base::StatusCode::kNotFound) return Problem(job.status());
+      // NotFound is the flavor, or a volume's bucket ("volumes[i]: ...").
+      const std::string message = job.status().message();
+      size_t colon = message.find("]: ");
+      std::string field =
+          message.starts_with("volumes[") ? message.substr(0, colon + 1) : std::string("flavor");
+      return FieldProblem(job.status(), field);
     }
     return JsonResponse(201, JobToJson(*job));
   }

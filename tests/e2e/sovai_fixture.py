@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 SOVAI_BINARY = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
@@ -154,6 +155,29 @@ class SovaiServer:
             verify=self.cert if self.tls else None,
             config=Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1},
                           **config))
+
+    def admin_token(self):
+        with open(os.path.join(self.data_dir, "admin.json")) as f:
+            return json.load(f)["api_token"]
+
+    def api(self, method, path, body=None, token=None, raw=False, timeout=60):
+        """(status, parsed JSON or text) of a /v1 call; the admin token unless `token`."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            self.api_url + path, method=method, data=data,
+            headers={"Authorization": "Bearer " + (token or self.admin_token()),
+                     "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                status, text = r.status, r.read().decode(errors="replace")
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode(errors="replace")
+        if raw or not text:
+            return status, text
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
 
     def create_user_key(self, user):
         """S3 credentials for a new user, through the internal API (admin token)."""

@@ -1,0 +1,225 @@
+"""Jobs end to end: a real `sovai server` (REST + S3 + bwrap sandbox), boto3 for the buckets and
+the REST API for the jobs — the brief's shape: dataset in a bucket → job with a ro and a rw
+volume → result in the bucket, logs followed live. Plus isolation between projects, the sandbox
+against the data directory, bad specs, and SIGKILL of the server with jobs running and queued."""
+import os
+import time
+import unittest
+
+from sovai_fixture import REGION, SovaiServer
+
+TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
+
+
+def shell(script, volumes=(), **extra):
+    spec = {"image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 1,
+            "command": ["sh", "-c", script], "volumes": list(volumes)}
+    spec.update(extra)
+    return spec
+
+
+class JobsTest(unittest.TestCase):
+    def setUp(self):
+        self.server = SovaiServer()
+        # The workload's unprivileged uid must traverse down to its volumes.
+        os.chmod(self.server.tmp, 0o711)
+        self.server.start()
+        self.s3 = self.server.boto3_client()
+        status, info = self.server.api("GET", "/v1/flavors")
+        self.assertEqual(status, 200, info)
+        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
+        if not cpu["available"]:
+            self.skipTest("jobs are not available on this host: " + cpu["reason"])
+
+    def tearDown(self):
+        self.server.cleanup()
+
+    def submit(self, spec, token=None, expect=201):
+        status, job = self.server.api("POST", "/v1/jobs", spec, token=token)
+        self.assertEqual(status, expect, job)
+        return job
+
+    def wait(self, job_id, token=None, state=None, timeout_s=60):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            status, job = self.server.api("GET", "/v1/jobs/" + job_id, token=token)
+            self.assertEqual(status, 200, job)
+            current = job["status"]["state"]
+            if (state and current == state) or (not state and current in TERMINAL):
+                return job
+            time.sleep(0.05)
+        self.fail("job %s did not reach %s: %s" % (job_id, state or "an end", job))
+
+    def make_bucket(self, s3, name):
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
+
+    def test_the_briefs_job_with_ro_and_rw_volumes_and_live_logs(self):
+        self.make_bucket(self.s3, "my-bucket")
+        for i in range(3):
+            self.s3.put_object(Bucket="my-bucket", Key="dataset/part-%d.txt" % i,
+                               Body=("line\n" * (i + 1)).encode())
+        job = self.submit(shell(
+            "cat /workspace/data/*.txt | wc -l > /workspace/output/lines.txt; "
+            "for i in 1 2 3; do echo tick $i; sleep 0.2; done; echo warn >&2",
+            ["my-bucket@EU-WEST-LOCAL/dataset:/workspace/data:ro",
+             "my-bucket@EU-WEST-LOCAL/output:/workspace/output:rw"]))
+        # Follow the log live: the response ends when the job has ended.
+        status, log = self.server.api(
+            "GET", "/v1/jobs/%s/logs?follow=true" % job["id"], raw=True)
+        self.assertEqual(status, 200)
+        for text in ("stdout tick 1", "stdout tick 3", "stderr warn", "sovai job DONE"):
+            self.assertIn(text, log)
+        done = self.wait(job["id"])
+        self.assertEqual(done["status"]["state"], "DONE", done)
+        self.assertEqual(done["status"]["exit_code"], 0)
+        states = [t["state"] for t in done["status"]["history"]]
+        self.assertEqual(states, ["QUEUED", "INITIALIZING", "PENDING", "RUNNING", "FINALIZING",
+                                  "DONE"])
+        body = self.s3.get_object(Bucket="my-bucket", Key="output/lines.txt")["Body"].read()
+        self.assertEqual(body, b"6\n")
+        # Paged reads continue where the last one stopped.
+        status, first = self.server.api("GET", "/v1/jobs/%s/logs" % job["id"], raw=True)
+        self.assertEqual(status, 200)
+        self.assertEqual(first, log)
+        # The archived log is in the project's bucket.
+        buckets = [b["Name"] for b in self.s3.list_buckets()["Buckets"]]
+        archive = [b for b in buckets if b.startswith("sovai-")]
+        self.assertEqual(len(archive), 1, buckets)
+        key = "jobs/%s/log.txt" % job["id"]
+        self.assertIn(b"tick 3", self.s3.get_object(Bucket=archive[0], Key=key)["Body"].read())
+
+    def test_bad_specs_are_clear_4xx(self):
+        self.make_bucket(self.s3, "data")
+        cases = [
+            ({"image": "sovai/shell", "flavor": "nope", "command": ["true"]}, 404, "flavor"),
+            (shell("true", flavor="ai1-1-cpu", units=13), 400, "units"),
+            (shell("true", flavor="h100-1-gpu", units=5), 400, "units"),
+            (shell("true", ["data:/x"]), 400, "volumes[0]"),
+            (shell("true", ["nosuch@EU-WEST-LOCAL:/x"]), 404, "volumes[0]"),
+            (shell("true", ["data@US-EAST-1:/x"]), 400, "volumes"),
+            ({"image": "docker.io/ubuntu", "flavor": "ai1-1-cpu", "command": ["true"]}, 400,
+             "image"),
+            ({"image": "sovai/shell", "flavor": "ai1-1-cpu", "command": "true"}, 400, "command"),
+        ]
+        for spec, status, field in cases:
+            code, problem = self.server.api("POST", "/v1/jobs", spec)
+            self.assertEqual(code, status, (spec, problem))
+            self.assertEqual(problem["errors"][0]["field"], field, problem)
+            self.assertTrue(problem["detail"], problem)
+        # A GPU flavor on a machine without that GPU: 409 naming what is missing.
+        code, problem = self.server.api("POST", "/v1/jobs", shell("true", flavor="h100-1-gpu"))
+        self.assertEqual(code, 409, problem)
+        self.assertIn("0 GPUs (H100)", problem["detail"])
+
+    def test_projects_are_isolated(self):
+        self.make_bucket(self.s3, "admin-data")
+        self.s3.put_object(Bucket="admin-data", Key="secret.txt", Body=b"admin only")
+        admin_job = self.submit(shell("echo admin"))
+        self.wait(admin_job["id"])
+        # Project B with an operator, bob, his token and his S3 key.
+        _, project = self.server.api("POST", "/v1/projects", {"name": "team-b"})
+        _, bob = self.server.api("POST", "/v1/users", {"name": "bob"})
+        status, _ = self.server.api(
+            "POST", "/v1/projects/%s/members/%s" % (project["id"], bob["id"]), {"role": "operator"})
+        self.assertIn(status, (200, 201))
+        status, token = self.server.api("POST", "/v1/tokens", {
+            "user": bob["id"], "project": project["id"], "role": "operator"})
+        self.assertEqual(status, 201, token)
+        bob_token = token["token"]
+        status, key = self.server.api("POST", "/v1/users/%s/s3-keys" % bob["id"], {}, token=bob_token)
+        self.assertEqual(status, 201, key)
+        bob_s3 = self.server.boto3_client(key["access_key_id"], key["secret_access_key"])
+
+        # Bob sees nothing of the admin's project.
+        self.assertEqual(self.server.api("GET", "/v1/jobs/" + admin_job["id"], token=bob_token)[0], 404)
+        self.assertEqual(self.server.api("GET", "/v1/jobs/%s/logs" % admin_job["id"],
+                                         token=bob_token)[0], 404)
+        self.assertEqual(self.server.api("POST", "/v1/jobs/%s/stop" % admin_job["id"],
+                                         token=bob_token)[0], 404)
+        status, listed = self.server.api("GET", "/v1/jobs", token=bob_token)
+        self.assertEqual(listed["items"], [])
+        with self.assertRaises(Exception):
+            bob_s3.get_object(Bucket="admin-data", Key="secret.txt")
+        code, problem = self.server.api(
+            "POST", "/v1/jobs", shell("cat /in/secret.txt", ["admin-data@EU-WEST-LOCAL:/in:ro"]),
+            token=bob_token)
+        self.assertEqual(code, 404, problem)
+
+        # His own bucket works for his jobs; the admin does not see them in its project.
+        self.make_bucket(bob_s3, "bob-data")
+        bob_s3.put_object(Bucket="bob-data", Key="in/x.txt", Body=b"bob\n")
+        job = self.submit(shell("cat /in/x.txt > /out/y.txt",
+                                ["bob-data@EU-WEST-LOCAL/in:/in:ro",
+                                 "bob-data@EU-WEST-LOCAL/out:/out:rw"]), token=bob_token)
+        self.assertEqual(self.wait(job["id"], token=bob_token)["status"]["state"], "DONE")
+        self.assertEqual(bob_s3.get_object(Bucket="bob-data", Key="out/y.txt")["Body"].read(),
+                         b"bob\n")
+        self.assertEqual(self.server.api("GET", "/v1/jobs/" + job["id"])[0], 404)
+
+    def test_the_sandbox_sees_neither_the_data_dir_nor_other_jobs(self):
+        self.make_bucket(self.s3, "data")
+        data_dir = os.path.abspath(self.server.data_dir)
+        first = self.submit(shell("echo private > /tmp/mine; sleep 30"))
+        self.wait(first["id"], state="RUNNING")
+        probe = self.submit(shell(
+            "cat %s/admin.json && echo LEAK; ls %s/jobs && echo LEAK; cat /tmp/mine && echo LEAK;"
+            " echo x > /in/new && echo LEAK; id -u" % (data_dir, data_dir),
+            ["data@EU-WEST-LOCAL:/in:ro"]))
+        done = self.wait(probe["id"])
+        _, log = self.server.api("GET", "/v1/jobs/%s/logs" % probe["id"], raw=True)
+        self.assertNotIn("LEAK", log)
+        self.assertNotIn("access_key_id", log)
+        self.assertIn("stdout 65534", log)
+        self.assertEqual(done["status"]["state"], "DONE", log)
+        self.server.api("POST", "/v1/jobs/%s/stop" % first["id"])
+
+    def test_stop_timeout_failure_and_restart_policy(self):
+        slow = self.submit(shell("sleep 60"))
+        self.wait(slow["id"], state="RUNNING")
+        status, _ = self.server.api("POST", "/v1/jobs/%s/stop" % slow["id"])
+        self.assertEqual(status, 202)
+        stopped = self.wait(slow["id"])
+        self.assertEqual(stopped["status"]["state"], "INTERRUPTED")
+        self.assertEqual(stopped["status"]["reason"], "stopped by a user")
+
+        timed = self.wait(self.submit(shell("sleep 60", timeout_s=1))["id"])
+        self.assertEqual(timed["status"]["state"], "TIMEOUT")
+
+        failing = self.wait(self.submit(shell(
+            "exit 7", restart={"policy": "on-failure", "max_retries": 2}))["id"])
+        self.assertEqual(failing["status"]["state"], "FAILED")
+        self.assertEqual(failing["status"]["exit_code"], 7)
+        self.assertEqual(failing["status"]["retries"], 2)
+
+        # Deleting: not while running; afterwards it is gone.
+        self.assertEqual(self.server.api("DELETE", "/v1/jobs/" + failing["id"])[0], 204)
+        self.assertEqual(self.server.api("GET", "/v1/jobs/" + failing["id"])[0], 404)
+
+    def test_sigkill_of_the_server_with_jobs_running_and_queued(self):
+        self.make_bucket(self.s3, "data")
+        cpus = os.cpu_count()
+        running = self.submit(shell("echo partial > /out/p.txt; sleep 60",
+                                    ["data@EU-WEST-LOCAL/run:/out:rw"], units=min(cpus, 12)))
+        self.wait(running["id"], state="RUNNING")
+        queued = self.submit(shell("echo later", units=min(cpus, 12)))
+        self.assertEqual(self.server.api("GET", "/v1/jobs/" + queued["id"])[1]["status"]["state"],
+                         "QUEUED")
+        time.sleep(0.3)
+        self.server.kill()
+        self.server.start()
+        self.s3 = self.server.boto3_client()  # the ports changed
+        recovered = self.wait(running["id"])
+        self.assertEqual(recovered["status"]["state"], "INTERRUPTED")
+        self.assertEqual(recovered["status"]["reason"],
+                         "the server restarted while the job was RUNNING")
+        self.assertEqual(self.s3.get_object(Bucket="data", Key="run/p.txt")["Body"].read(),
+                         b"partial\n")
+        later = self.wait(queued["id"])
+        self.assertEqual(later["status"]["state"], "DONE")
+        # No workload of the old process survived it.
+        ps = os.popen("ps -eo args").read()
+        self.assertNotIn("sleep 60", ps)
+
+
+if __name__ == "__main__":
+    unittest.main()
