@@ -13,7 +13,7 @@ export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
         test-slow \
-        cuda format format-check lint bench bench-s3 clean
+        cuda format format-check lint bench bench-s3 bench-jobs clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -79,6 +79,9 @@ bench: build
 
 bench-s3: build
 	@bench/s3/run.sh
+
+bench-jobs: build
+	@bench/jobs/run.sh
 
 clean:
 	rm -rf build build-asan build-fuzz build-cuda

@@ -198,7 +198,7 @@ class JobsTest(unittest.TestCase):
     def test_sigkill_of_the_server_with_jobs_running_and_queued(self):
         self.make_bucket(self.s3, "data")
         cpus = os.cpu_count()
-        running = self.submit(shell("echo partial > /out/p.txt; sleep 60",
+        running = self.submit(shell("echo partial > /out/p.txt; sleep 61",
                                     ["data@EU-WEST-LOCAL/run:/out:rw"], units=min(cpus, 12)))
         self.wait(running["id"], state="RUNNING")
         queued = self.submit(shell("echo later", units=min(cpus, 12)))
@@ -218,7 +218,7 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(later["status"]["state"], "DONE")
         # No workload of the old process survived it.
         ps = os.popen("ps -eo args").read()
-        self.assertNotIn("sleep 60", ps)
+        self.assertNotIn("sleep 61", ps)
 
 
 if __name__ == "__main__":
