@@ -289,9 +289,20 @@ Status JobService::Recover() {
     SOVAI_ASSIGN_OR_RETURN(base::Statement max, sql.Prepare("SELECT MAX(sequence) FROM jobs"));
     SOVAI_ASSIGN_OR_RETURN(bool row, max.Step());
     if (row && !max.ColumnIsNull(0)) next_sequence_ = max.ColumnInt(0) + 1;
+    SOVAI_ASSIGN_OR_RETURN(base::Statement q,
+                           sql.Prepare("SELECT project, max_gpus, max_cpus FROM project_quotas"));
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool more, q.Step());
+      if (!more) break;
+      Quota quota;
+      if (!q.ColumnIsNull(1)) quota.max_gpus = static_cast<int>(q.ColumnInt(1));
+      if (!q.ColumnIsNull(2)) quota.max_cpus = static_cast<int>(q.ColumnInt(2));
+      quotas_[q.ColumnText(0)] = quota;
+    }
     return Status();
   }));
   std::lock_guard lock(mu_);
+  for (const auto& [project, quota] : quotas_) scheduler_.SetQuota(project, quota);
   for (Job& job : live) {
     auto flavor = options_.flavors->Find(job.spec.flavor);
     Result<ResourceRequest> request = flavor.ok() ? RequestFor(**flavor, job.spec.units)
@@ -367,8 +378,8 @@ Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec)
     if (head.code() == base::StatusCode::kNotFound ||
         head.code() == base::StatusCode::kPermissionDenied) {
       // Another project's bucket looks exactly like a missing one.
-      return base::NotFoundError("volumes[" + std::to_string(i) + "]: bucket '" +
-                                 volume->bucket + "' does not exist in this project");
+      return base::NotFoundError("volumes[" + std::to_string(i) + "]: bucket '" + volume->bucket +
+                                 "' does not exist in this project");
     }
     SOVAI_RETURN_IF_ERROR(head);
   }
@@ -545,10 +556,37 @@ base::Status JobService::CheckFits(const ResourceRequest& request) {
   return scheduler_.CheckFits(request);
 }
 
-void JobService::SetQuota(const std::string& project, Quota quota) {
+Status JobService::SetQuota(const std::string& project, Quota quota) {
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("INSERT INTO project_quotas(project, max_gpus, max_cpus) VALUES (?, ?, ?) "
+                    "ON CONFLICT(project) DO UPDATE SET max_gpus = excluded.max_gpus, "
+                    "max_cpus = excluded.max_cpus"));
+    st.Bind(1, project);
+    if (quota.max_gpus) {
+      st.Bind(2, int64_t{*quota.max_gpus});
+    } else {
+      st.BindNull(2);
+    }
+    if (quota.max_cpus) {
+      st.Bind(3, int64_t{*quota.max_cpus});
+    } else {
+      st.BindNull(3);
+    }
+    return st.Run();
+  }));
   std::lock_guard lock(mu_);
+  quotas_[project] = quota;
   scheduler_.SetQuota(project, quota);
   ScheduleLocked();
+  return Status();
+}
+
+Quota JobService::GetQuota(const std::string& project) {
+  std::lock_guard lock(mu_);
+  auto it = quotas_.find(project);
+  return it == quotas_.end() ? Quota{} : it->second;
 }
 
 void JobService::Shutdown() {

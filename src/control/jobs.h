@@ -153,7 +153,9 @@ class JobService {
   // Whole log records from `offset` (exec::ReadLog).
   base::Result<exec::LogChunk> ReadLog(const std::string& project, const std::string& id,
                                        uint64_t offset, size_t max_bytes);
-  void SetQuota(const std::string& project, Quota quota);
+  // Persists and applies a project's quota (queued jobs start when it allows).
+  base::Status SetQuota(const std::string& project, Quota quota);
+  Quota GetQuota(const std::string& project);
   // Whether this machine could ever run `request` (Scheduler::CheckFits).
   base::Status CheckFits(const ResourceRequest& request);
 
@@ -185,6 +187,7 @@ class JobService {
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   Scheduler scheduler_;
+  std::map<std::string, Quota> quotas_;  // as persisted in project_quotas
   // By job id, while it runs. Shared: Stop and PushData keep a runner alive while they talk to it.
   std::map<std::string, std::shared_ptr<Runner>> runners_;
   std::vector<std::shared_ptr<Runner>> finished_;  // to join

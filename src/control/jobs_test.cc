@@ -241,7 +241,11 @@ TEST_F(JobsTest, StopTimeoutAndTheirFinalizing) {
 }
 
 TEST_F(JobsTest, QuotaKeepsASecondJobQueuedUntilTheFirstEnds) {
-  service_->SetQuota(kProject, Quota{std::nullopt, 1});
+  ASSERT_TRUE(service_->SetQuota(kProject, Quota{std::nullopt, 1}).ok());
+  // Persisted: a restarted service keeps it.
+  OpenService();
+  EXPECT_EQ(service_->GetQuota(kProject).max_cpus, 1);
+  EXPECT_FALSE(service_->GetQuota(kProject).max_gpus.has_value());
   Job first = Submit(Shell("sleep 60"));
   WaitFor(first.id, JobState::kRunning);
   Job second = Submit(Shell("echo second"));

@@ -43,6 +43,8 @@ inline constexpr uint64_t kMaxJobSpecBytes = 512 * 1024;
 // One read of a job log for GET /v1/jobs/{id}/logs, and how often ?follow=true looks for more.
 inline constexpr size_t kMaxLogChunkBytes = 1 << 20;
 inline constexpr std::chrono::milliseconds kLogFollowPoll{100};
+// A project quota's largest value (GPUs or CPUs at once).
+inline constexpr int64_t kMaxQuotaUnits = 1 << 20;
 inline constexpr int kMaxRequestJsonDepth = 8;
 // List endpoints: ?limit= defaults to kDefaultPageSize and may not exceed kMaxPageSize.
 inline constexpr int64_t kDefaultPageSize = 50;

@@ -81,6 +81,14 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_by_project ON jobs(project, sequence);
 CREATE INDEX jobs_by_state ON jobs(state);
 )sql"},
+    {"project_quotas", R"sql(
+-- What one project's jobs may hold at once (scheduler.h Quota); NULL = no limit.
+CREATE TABLE project_quotas (
+  project   TEXT PRIMARY KEY,
+  max_gpus  INTEGER,
+  max_cpus  INTEGER
+);
+)sql"},
 };
 
 }  // namespace

@@ -458,6 +458,52 @@ class RestApi {
     return JsonResponse(200, ProjectJson(*project));
   }
 
+  // A project's quota: what its jobs may hold at once. Everyone in the project may read it; only
+  // platform admins set it (a project must not raise its own limit).
+  net::Response GetQuota(net::Request& request, const Principal& p) {
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    if (control_.jobs() == nullptr) return Problem(NoJobs());
+    if (auto project = identity_.GetProject(id); !project.ok()) return Problem(project.status());
+    return JsonResponse(200, QuotaJson(control_.jobs()->GetQuota(id)));
+  }
+
+  net::Response SetQuota(net::Request& request, const Principal& p) {
+    if (Status st = RequirePlatformAdmin(p, "setting project quotas"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (control_.jobs() == nullptr) return Problem(NoJobs());
+    if (auto project = identity_.GetProject(id); !project.ok()) return Problem(project.status());
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Quota quota;
+    std::vector<FieldError> errors;
+    for (const char* field : {"max_gpus", "max_cpus"}) {
+      auto value = base::GetOptionalInt(*body, field);
+      if (!value.ok() || (value->has_value() && (**value < 0 || **value > kMaxQuotaUnits))) {
+        errors.push_back({field, std::string(field) + " must be null or an integer from 0 to " +
+                                     std::to_string(kMaxQuotaUnits)});
+        continue;
+      }
+      std::optional<int> n;
+      if (value->has_value()) n = static_cast<int>(**value);
+      (std::string_view(field) == "max_gpus" ? quota.max_gpus : quota.max_cpus) = n;
+    }
+    for (const auto& [key, value] : body->items()) {
+      if (key != "max_gpus" && key != "max_cpus") {
+        errors.push_back(
+            {key, "unknown field '" + key + "'; this request accepts max_gpus, max_cpus"});
+      }
+    }
+    if (!errors.empty()) return Invalid(errors);
+    if (Status st = control_.jobs()->SetQuota(id, quota); !st.ok()) return Problem(st);
+    return JsonResponse(200, QuotaJson(quota));
+  }
+
+  static Json QuotaJson(const Quota& q) {
+    return {{"max_gpus", q.max_gpus ? Json(*q.max_gpus) : Json(nullptr)},
+            {"max_cpus", q.max_cpus ? Json(*q.max_cpus) : Json(nullptr)}};
+  }
+
   net::Response ListMembers(net::Request& request, const Principal& p) {
     if (Status st = RequireUnlabeled(p, "project members"); !st.ok()) return Problem(st);
     std::string id(*request.param("id"));
@@ -891,6 +937,8 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/projects", &RestApi::CreateProject},
     {"GET", "/v1/projects/{id}", &RestApi::GetProject},
     {"GET", "/v1/projects/{id}/members", &RestApi::ListMembers},
+    {"GET", "/v1/projects/{id}/quota", &RestApi::GetQuota},
+    {"PUT", "/v1/projects/{id}/quota", &RestApi::SetQuota},
     {"POST", "/v1/projects/{id}/members/{user}", &RestApi::SetMember},
     {"DELETE", "/v1/projects/{id}/members/{user}", &RestApi::RemoveMember},
     {"GET", "/v1/tokens", &RestApi::ListTokens},

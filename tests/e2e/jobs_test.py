@@ -195,6 +195,25 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(self.server.api("DELETE", "/v1/jobs/" + failing["id"])[0], 204)
         self.assertEqual(self.server.api("GET", "/v1/jobs/" + failing["id"])[0], 404)
 
+    def test_a_quota_keeps_a_second_job_queued_until_the_first_ends(self):
+        _, me = self.server.api("GET", "/v1/whoami")
+        project = me["project"]["id"]
+        status, quota = self.server.api("PUT", "/v1/projects/%s/quota" % project,
+                                        {"max_cpus": 1, "max_gpus": None})
+        self.assertEqual(status, 200, quota)
+        self.assertEqual(self.server.api("GET", "/v1/projects/%s/quota" % project)[1], quota)
+        code, problem = self.server.api("PUT", "/v1/projects/%s/quota" % project, {"max_cpus": -1})
+        self.assertEqual(code, 400, problem)
+        first = self.submit(shell("sleep 60"))
+        self.wait(first["id"], state="RUNNING")
+        second = self.submit(shell("echo second"))
+        time.sleep(0.3)
+        _, waiting = self.server.api("GET", "/v1/jobs/" + second["id"])
+        self.assertEqual(waiting["status"]["state"], "QUEUED")
+        self.assertIn("project quota: 1 CPU", waiting["status"]["reason"])
+        self.server.api("POST", "/v1/jobs/%s/stop" % first["id"])
+        self.assertEqual(self.wait(second["id"])["status"]["state"], "DONE")
+
     def test_sigkill_of_the_server_with_jobs_running_and_queued(self):
         self.make_bucket(self.s3, "data")
         cpus = os.cpu_count()
