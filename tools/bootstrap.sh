@@ -34,6 +34,7 @@ debian_packages=(
   rclone
   s3cmd
   wrk
+  zlib1g-dev
 )
 
 missing=()

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "base/crypto.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/ulid.h"
+#include "exec/oci_image.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
 #include "exec/volume_spec.h"
@@ -362,7 +364,8 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
 }
 
 Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec) {
-  if (spec.volumes.empty()) return Status();
+  const bool oci = spec.image.starts_with(kOciImagePrefix);
+  if (spec.volumes.empty() && !oci) return Status();
   SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
   exec::S3ClientOptions o;
   o.endpoint = access.endpoint;
@@ -379,6 +382,17 @@ Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec)
         head.code() == base::StatusCode::kPermissionDenied) {
       // Another project's bucket looks exactly like a missing one.
       return base::NotFoundError("volumes[" + std::to_string(i) + "]: bucket '" + volume->bucket +
+                                 "' does not exist in this project");
+    }
+    SOVAI_RETURN_IF_ERROR(head);
+  }
+  if (oci) {
+    auto source = exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image");
+    if (!source.ok()) return source.status();
+    Status head = s3.HeadBucket(source->bucket);
+    if (head.code() == base::StatusCode::kNotFound ||
+        head.code() == base::StatusCode::kPermissionDenied) {
+      return base::NotFoundError("image: bucket '" + source->bucket +
                                  "' does not exist in this project");
     }
     SOVAI_RETURN_IF_ERROR(head);
@@ -761,6 +775,47 @@ void JobService::Run(Runner& runner) {
     }
   };
 
+  // An oci: image is downloaded once per archive version (ETag) and unpacked into the
+  // project's image cache; later jobs reuse the rootfs.
+  auto prepare_image = [&]() -> Result<std::optional<exec::CachedImage>> {
+    if (!job.spec.image.starts_with(kOciImagePrefix)) return std::optional<exec::CachedImage>();
+    SOVAI_ASSIGN_OR_RETURN(
+        exec::VolumeSpec source,
+        exec::ParseVolumeSpec(job.spec.image.substr(kOciImagePrefix.size()) + ":/image"));
+    SOVAI_RETURN_IF_ERROR(connect());
+    const std::string& key = source.prefix;
+    SOVAI_ASSIGN_OR_RETURN(std::vector<exec::S3Object> listed, s3->ListObjects(source.bucket, key));
+    auto it = std::find_if(listed.begin(), listed.end(),
+                           [&](const exec::S3Object& o) { return o.key == key; });
+    if (it == listed.end()) {
+      return base::NotFoundError("image archive s3://" + source.bucket + "/" + key +
+                                 " does not exist");
+    }
+    const std::string images = base::JoinPath(options_.data_dir, "images");
+    const std::string cache = base::JoinPath(images, job.project);
+    SOVAI_RETURN_IF_ERROR(MakeDir(images, 0711));
+    SOVAI_RETURN_IF_ERROR(MakeDir(cache, 0711));
+    const std::string cache_key =
+        base::HexEncode(base::Sha256(source.bucket + "/" + key + "@" + it->etag));
+    const std::string entry = base::JoinPath(cache, cache_key);
+    std::string archive;
+    if (!env_.FileExists(base::JoinPath(entry, "image.json"))) {
+      archive = base::JoinPath(cache, cache_key + ".download");
+      say("image " + job.spec.image + ": downloading " + base::HumanBytes(it->size_bytes));
+      SOVAI_RETURN_IF_ERROR(s3->GetObjectToFile(source.bucket, key, archive).status());
+    }
+    auto image = exec::CachedRootfs(cache, cache_key, archive);
+    if (!archive.empty()) (void)env_.DeleteFile(archive);
+    SOVAI_RETURN_IF_ERROR(image.status());
+    // The workload's uid binds the rootfs: every directory down to it must be traversable.
+    SOVAI_RETURN_IF_ERROR(MakeDir(entry, 0711));
+    say("image " + job.spec.image + ": " +
+        (image->reused ? std::string("cached rootfs reused")
+                       : "unpacked " + std::to_string(image->info.layers) + " layers, " +
+                             std::to_string(image->info.files) + " files"));
+    return std::optional<exec::CachedImage>(std::move(*image));
+  };
+
   if (runner.recovered_from) {
     // The previous process died while this job was in a running state.
     const JobState was = *runner.recovered_from;
@@ -788,6 +843,15 @@ void JobService::Run(Runner& runner) {
   say("job " + job.id + " admitted: flavor " + job.spec.flavor + " x" +
       std::to_string(job.spec.units) + ", " + std::to_string(runner.allocation.cpus.size()) +
       " CPUs, " + std::to_string(runner.allocation.gpus.size()) + " GPUs");
+  std::optional<exec::CachedImage> image;
+  if (auto prepared = prepare_image(); prepared.ok()) {
+    image = std::move(*prepared);
+  } else {
+    archive_log();
+    fail(JobState::kError, "image " + job.spec.image + ": " + prepared.status().message());
+    finish();
+    return;
+  }
   auto stop_requested = [&]() -> std::optional<std::pair<JobState, std::string>> {
     std::lock_guard rl(runner.mu);
     if (runner.stop_as) return std::make_pair(*runner.stop_as, runner.stop_reason);
@@ -827,6 +891,30 @@ void JobService::Run(Runner& runner) {
   (void)Transition(job, JobState::kPending);
   exec::SandboxSpec sandbox;
   sandbox.argv = job.spec.command;
+  if (image) {
+    // As a container runtime does: the command replaces Cmd, Entrypoint stays in front of it;
+    // the image's Env comes first and the spec's env overrides it.
+    sandbox.rootfs = image->rootfs;
+    sandbox.cwd = image->info.working_dir;
+    std::vector<std::string> argv = image->info.entrypoint;
+    const std::vector<std::string>& args =
+        job.spec.command.empty() ? image->info.cmd : job.spec.command;
+    argv.insert(argv.end(), args.begin(), args.end());
+    sandbox.argv = std::move(argv);
+    for (const std::string& kv : image->info.env) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) continue;
+      std::string name = kv.substr(0, eq);
+      if (job.spec.env.contains(name) || name == "CUDA_VISIBLE_DEVICES") continue;
+      sandbox.env.emplace_back(std::move(name), kv.substr(eq + 1));
+    }
+  }
+  if (sandbox.argv.empty()) {
+    archive_log();
+    fail(JobState::kError, "the job has no command and its image no Entrypoint or Cmd");
+    finish();
+    return;
+  }
   for (const auto& [k, v] : job.spec.env) sandbox.env.emplace_back(k, v);
   sandbox.env.emplace_back("SOVAI_JOB_ID", job.id);
   sandbox.network_none = job.spec.network == NetworkMode::kNone;

@@ -792,8 +792,9 @@ class RestApi {
       // NotFound is the flavor, or a volume's bucket ("volumes[i]: ...").
       const std::string message = job.status().message();
       size_t colon = message.find("]: ");
-      std::string field =
-          message.starts_with("volumes[") ? message.substr(0, colon + 1) : std::string("flavor");
+      std::string field = message.starts_with("volumes[") ? message.substr(0, colon + 1)
+                          : message.starts_with("image:") ? std::string("image")
+                                                          : std::string("flavor");
       return FieldProblem(job.status(), field);
     }
     return JsonResponse(201, JobToJson(*job));

@@ -2,7 +2,12 @@
 the REST API for the jobs — the brief's shape: dataset in a bucket → job with a ro and a rw
 volume → result in the bucket, logs followed live. Plus isolation between projects, the sandbox
 against the data directory, bad specs, and SIGKILL of the server with jobs running and queued."""
+import hashlib
+import io
+import json
 import os
+import subprocess
+import tarfile
 import time
 import unittest
 
@@ -16,6 +21,65 @@ def shell(script, volumes=(), **extra):
             "command": ["sh", "-c", script], "volumes": list(volumes)}
     spec.update(extra)
     return spec
+
+
+def shell_image_archive():
+    """A `docker save` archive of a one-layer image holding /bin/sh and the libraries ldd lists,
+    with an Entrypoint, a Cmd, an Env and a file of its own."""
+    files = ["/bin/sh"]
+    for line in subprocess.run(["ldd", "/bin/sh"], capture_output=True, text=True,
+                               check=True).stdout.splitlines():
+        files += [t for t in line.split() if t.startswith("/")]
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        seen = set()
+        for path in files:
+            real = os.path.realpath(path)
+            for target, source in ((path, real),):
+                parts = target.strip("/").split("/")
+                for i in range(1, len(parts)):
+                    d = "/".join(parts[:i])
+                    if d not in seen:
+                        seen.add(d)
+                        info = tarfile.TarInfo(d)
+                        info.type, info.mode = tarfile.DIRTYPE, 0o755
+                        t.addfile(info)
+                name = target.strip("/")
+                if name in seen:
+                    continue
+                seen.add(name)
+                with open(source, "rb") as f:
+                    data = f.read()
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(data), 0o755
+                t.addfile(info, io.BytesIO(data))
+        motd = b"hello from the image\n"
+        info = tarfile.TarInfo("etc/motd")
+        info.size = len(motd)
+        if "etc" not in seen:
+            d = tarfile.TarInfo("etc")
+            d.type, d.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(d)
+        t.addfile(info, io.BytesIO(motd))
+    layer_bytes = layer.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["GREETING=from-image", "PATH=/bin"], "Entrypoint": ["/bin/sh", "-c"],
+                   "Cmd": ["read -r l < /etc/motd; echo \"$l $GREETING\""],
+                   "WorkingDir": "/etc"},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    config_name = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": ["test:latest"],
+                            "Layers": ["layer0/layer.tar"]}]).encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+        for name, data in ((config_name, config), ("layer0/layer.tar", layer_bytes),
+                           ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
 
 
 class JobsTest(unittest.TestCase):
@@ -87,6 +151,35 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(len(archive), 1, buckets)
         key = "jobs/%s/log.txt" % job["id"]
         self.assertIn(b"tick 3", self.s3.get_object(Bucket=archive[0], Key=key)["Body"].read())
+
+    def test_an_oci_image_from_a_bucket_is_the_jobs_root(self):
+        self.make_bucket(self.s3, "images")
+        self.s3.put_object(Bucket="images", Key="shell.tar", Body=shell_image_archive())
+        image = "oci:images@EU-WEST-LOCAL/shell.tar"
+        # The image's Entrypoint + Cmd and Env.
+        first = self.wait(self.submit({"image": image, "flavor": "ai1-1-cpu"})["id"])
+        _, log = self.server.api("GET", "/v1/jobs/%s/logs" % first["id"], raw=True)
+        self.assertEqual(first["status"]["state"], "DONE", log)
+        self.assertIn("stdout hello from the image from-image", log)
+        self.assertIn("unpacked 1 layers", log)
+        # A command replaces Cmd; the root is the image's, not the host's; the rootfs is reused.
+        second = self.wait(self.submit({
+            "image": image, "flavor": "ai1-1-cpu", "env": {"GREETING": "overridden"},
+            "command": ["echo $GREETING; pwd; test -e /usr/bin/python3 || echo no-host-root"]})["id"])
+        _, log = self.server.api("GET", "/v1/jobs/%s/logs" % second["id"], raw=True)
+        self.assertEqual(second["status"]["state"], "DONE", log)
+        for text in ("stdout overridden", "stdout /etc", "stdout no-host-root",
+                     "cached rootfs reused"):
+            self.assertIn(text, log)
+        # A missing archive in an existing bucket ends the job in ERROR; a missing bucket is 404.
+        missing = self.wait(self.submit({"image": "oci:images@EU-WEST-LOCAL/nope.tar",
+                                         "flavor": "ai1-1-cpu"})["id"])
+        self.assertEqual(missing["status"]["state"], "ERROR")
+        self.assertIn("nope.tar does not exist", missing["status"]["reason"])
+        code, problem = self.server.api("POST", "/v1/jobs", {"image": "oci:nobucket@EU-WEST-LOCAL/x.tar",
+                                                              "flavor": "ai1-1-cpu"})
+        self.assertEqual(code, 404, problem)
+        self.assertEqual(problem["errors"][0]["field"], "image")
 
     def test_bad_specs_are_clear_4xx(self):
         self.make_bucket(self.s3, "data")
