@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -216,7 +217,10 @@ struct PlatformServer::Impl {
   // The job service, when this host can run the sandbox: jobs are a capability of the server,
   // not a condition for starting it (a host without user namespaces still serves S3 and /v1).
   base::Status StartJobs(const std::string& s3_ca_file) {
-    if (!config.jobs) return base::Status();
+    if (!config.jobs) {
+      control->SetJobsUnavailable("jobs are disabled on this server (--jobs=false)");
+      return base::Status();
+    }
     if (!config.flavors_file.empty()) {
       SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.flavors_file));
       auto parsed = control::FlavorCatalog::Parse(text);
@@ -228,11 +232,32 @@ struct PlatformServer::Impl {
     std::string data_dir = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
     if (ec) data_dir = config.data_dir;
     while (data_dir.size() > 1 && data_dir.back() == '/') data_dir.pop_back();
+    if (::geteuid() == 0) {
+      // Workloads run as an unprivileged uid that must reach their directories under the data
+      // directory: every directory above it must let others traverse it.
+      for (std::filesystem::path dir = std::filesystem::path(data_dir).parent_path(); !dir.empty();
+           dir = dir.parent_path()) {
+        struct stat st {};
+        if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+          std::string reason = "jobs are disabled: " + dir.string() +
+                               " does not let other users traverse it, so the sandbox's user "
+                               "cannot reach the jobs' directories under " +
+                               data_dir + "; run 'chmod o+x " + dir.string() +
+                               "' or choose a --data-dir elsewhere";
+          SOVAI_LOG(WARNING) << reason;
+          control->SetJobsUnavailable(std::move(reason));
+          return base::Status();
+        }
+        if (dir == dir.root_path()) break;
+      }
+    }
     exec::SandboxOptions sandbox_options;
     sandbox_options.hidden_paths = {data_dir};
     auto created = exec::Sandbox::Create(env, sandbox_options);
     if (!created.ok()) {
-      SOVAI_LOG(WARNING) << "jobs are disabled: " << created.status().ToString();
+      std::string reason = "jobs are disabled: " + created.status().message();
+      SOVAI_LOG(WARNING) << reason;
+      control->SetJobsUnavailable(std::move(reason));
       return base::Status();
     }
     sandbox = std::move(*created);

@@ -898,7 +898,7 @@ class RestApi {
   }
 
  private:
-  static Status NoJobs() { return base::UnavailableError("jobs are not enabled on this server"); }
+  Status NoJobs() const { return base::UnavailableError(control_.jobs_unavailable()); }
 
   // The job of {id} when this token may see it: its project, and its labels match the token's
   // selector. NotFound otherwise, exactly like a missing job.

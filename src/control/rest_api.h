@@ -101,6 +101,9 @@ class ControlPlane {
     jobs_ = jobs;
     flavors_ = flavors;
   }
+  // Why jobs are off on this server (the 503 of the job routes says it).
+  void SetJobsUnavailable(std::string reason) { jobs_unavailable_ = std::move(reason); }
+  const std::string& jobs_unavailable() const { return jobs_unavailable_; }
   JobService* jobs() { return jobs_; }
   const FlavorCatalog* flavors() { return flavors_; }
 
@@ -112,6 +115,7 @@ class ControlPlane {
   S3KeyIssuer* s3_keys_;
   ServerInfo info_;
   JobService* jobs_ = nullptr;
+  std::string jobs_unavailable_ = "jobs are not enabled on this server";
   const FlavorCatalog* flavors_ = nullptr;
 };
 
