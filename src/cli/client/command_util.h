@@ -1,0 +1,96 @@
+// Shared plumbing of the client commands (commands.h): flag parsing with the exit-code rules,
+// the `-o` flag, error printing, and connecting with the config. Private to src/cli/client.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "cli/client/api_client.h"
+#include "cli/client/commands.h"
+#include "cli/flags.h"
+
+namespace sovai::cli::client {
+
+enum class OutputFormat { kTable, kJson };
+
+// A subcommand: its flag set and the common `-o, --output` flag.
+class CommandLine {
+ public:
+  CommandLine(CommandContext& ctx, std::string command, std::string summary);
+
+  FlagSet& flags() { return flags_; }
+  const std::string& name() const { return name_; }
+  // Adds `-o, --output table|json`.
+  void AddOutputFlag();
+  // Parses; nullopt to go on, or the exit code to return now: 0 after printing --help to stdout,
+  // kExitUsage after printing the error. Also checks that there are between `min_positional`
+  // and `max_positional` positional arguments (-1: no maximum).
+  std::optional<int> Parse(const std::vector<std::string>& args, int min_positional,
+                           int max_positional);
+  OutputFormat format() const { return format_; }
+  bool json() const { return format_ == OutputFormat::kJson; }
+
+  // Prints "<command>: <message>" and returns kExitUsage / kExitFailure.
+  int Usage(std::string_view message);
+  int Fail(const base::Status& status);
+  // Prints a note or warning on stderr: "<command>: <text>".
+  void Warn(std::string_view text);
+
+  // Prints `value` as indented JSON on stdout.
+  void PrintJson(const nlohmann::json& value);
+
+  // An API client for the logged-in config (with SOVAI_URL/SOVAI_TOKEN applied).
+  // FailedPrecondition when there is no URL or token ("not logged in: ...").
+  base::Result<std::unique_ptr<ApiClient>> Connect();
+  base::Result<std::unique_ptr<ApiClient>> Connect(const ClientConfig& config);
+  // The effective config (file + environment); an empty config when there is no file.
+  base::Result<ClientConfig> Config();
+
+  CommandContext& ctx() { return ctx_; }
+
+ private:
+  std::string PositionalSynopsis() const;
+
+  CommandContext& ctx_;
+  std::string name_;
+  FlagSet flags_;
+  std::string output_ = "table";
+  bool has_output_flag_ = false;
+  OutputFormat format_ = OutputFormat::kTable;
+};
+
+// A string member of a JSON object, "" when missing or not a string.
+std::string Str(const nlohmann::json& object, std::string_view field);
+// An integer member, `fallback` when missing or not an integer.
+int64_t Int(const nlohmann::json& object, std::string_view field, int64_t fallback = 0);
+// A nested member by path ("status.state"), null when missing.
+const nlohmann::json& At(const nlohmann::json& object, std::string_view dotted_path);
+// An RFC 3339 member as micros, 0 when missing or malformed.
+int64_t TimeMicros(const nlohmann::json& object, std::string_view field);
+
+// One group's subcommands (`sovai job run`, ...), dispatched by name.
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(CommandContext& ctx, const std::vector<std::string>& args);
+};
+int RunGroup(CommandContext& ctx, std::string_view group, std::string_view summary,
+             const std::vector<Subcommand>& subcommands, const std::vector<std::string>& args);
+
+// The command groups (one .cc file each).
+int RunLoginCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunLogoutCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunWhoamiCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunJobCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunFlavorCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunBucketCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunTokenCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunUserCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunProjectCommand(CommandContext& ctx, const std::vector<std::string>& args);
+
+}  // namespace sovai::cli::client

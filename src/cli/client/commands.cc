@@ -1,0 +1,54 @@
+#include "cli/client/commands.h"
+
+#include "cli/client/command_util.h"
+
+namespace sovai::cli::client {
+namespace {
+
+struct TopCommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(CommandContext& ctx, const std::vector<std::string>& args);
+};
+
+constexpr TopCommand kCommands[] = {
+    {"login", "log in to a Sovai server (writes ~/.config/sovai/config.json)", &RunLoginCommand},
+    {"logout", "forget the login (and revoke its S3 key)", &RunLogoutCommand},
+    {"whoami", "show the user, project and role of the token", &RunWhoamiCommand},
+    {"job", "run, list, follow and stop training jobs", &RunJobCommand},
+    {"flavor", "list the machine flavors jobs can ask for", &RunFlavorCommand},
+    {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
+    {"token", "create, list and revoke API tokens", &RunTokenCommand},
+    {"user", "list, create and delete users (platform admins)", &RunUserCommand},
+    {"project", "list and create projects, add members", &RunProjectCommand},
+};
+
+}  // namespace
+
+bool IsClientCommand(std::string_view command) {
+  for (const TopCommand& c : kCommands) {
+    if (c.name == command) return true;
+  }
+  return false;
+}
+
+int RunClientCommand(std::string_view command, const std::vector<std::string>& args,
+                     CommandContext& ctx) {
+  for (const TopCommand& c : kCommands) {
+    if (c.name == command) return c.run(ctx, args);
+  }
+  ctx.console.Err("sovai: unknown command '" + std::string(command) + "'\n");
+  return kExitUsage;
+}
+
+std::string ClientCommandsHelp() {
+  std::string out;
+  for (const TopCommand& c : kCommands) {
+    std::string left = "  " + std::string(c.name);
+    if (left.size() < 13) left.resize(13, ' ');
+    out += left + std::string(c.summary) + "\n";
+  }
+  return out;
+}
+
+}  // namespace sovai::cli::client
