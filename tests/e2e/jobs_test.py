@@ -249,6 +249,30 @@ class JobsTest(unittest.TestCase):
                          b"bob\n")
         self.assertEqual(self.server.api("GET", "/v1/jobs/" + job["id"])[0], 404)
 
+    def test_a_token_with_a_label_selector_sees_only_jobs_with_its_labels(self):
+        _, me = self.server.api("GET", "/v1/whoami")
+        status, token = self.server.api("POST", "/v1/tokens", {
+            "user": me["user"]["id"], "project": me["project"]["id"], "role": "operator",
+            "labels": "team=nlp"})
+        self.assertEqual(status, 201, token)
+        nlp = token["token"]
+        unlabeled = self.wait(self.submit(shell("true"))["id"])
+        # Its jobs carry its labels even when the spec does not say so; it cannot contradict them.
+        mine = self.wait(self.submit(shell("true"), token=nlp)["id"], token=nlp)
+        self.assertEqual(mine["spec"]["labels"], {"team": "nlp"})
+        code, problem = self.server.api("POST", "/v1/jobs", shell("true", labels={"team": "cv"}),
+                                        token=nlp)
+        self.assertEqual(code, 403, problem)
+        self.assertEqual(problem["errors"][0]["field"], "labels.team")
+        _, listed = self.server.api("GET", "/v1/jobs", token=nlp)
+        self.assertEqual([j["id"] for j in listed["items"]], [mine["id"]])
+        self.assertEqual(self.server.api("GET", "/v1/jobs/" + unlabeled["id"], token=nlp)[0], 404)
+        # The admin's token has no selector: it sees both; ?labels= filters.
+        _, both = self.server.api("GET", "/v1/jobs")
+        self.assertEqual(len(both["items"]), 2)
+        _, filtered = self.server.api("GET", "/v1/jobs?labels=team=nlp")
+        self.assertEqual([j["id"] for j in filtered["items"]], [mine["id"]])
+
     def test_the_sandbox_sees_neither_the_data_dir_nor_other_jobs(self):
         self.make_bucket(self.s3, "data")
         data_dir = os.path.abspath(self.server.data_dir)
