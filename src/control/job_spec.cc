@@ -18,7 +18,6 @@ constexpr size_t kMaxEnvVars = 256;
 constexpr size_t kMaxArgBytes = 32 * 1024;          // one argument or one env value
 constexpr size_t kMaxSpecStringBytes = 256 * 1024;  // command + env together
 constexpr size_t kMaxLabels = 32;
-constexpr size_t kMaxLabelBytes = 63;
 constexpr size_t kMaxVolumes = 16;
 constexpr int64_t kMaxTimeoutS = 30LL * 24 * 3600;
 constexpr int kMaxPriority = 1000;
@@ -26,16 +25,6 @@ constexpr int kMaxRetries = 100;
 
 // Environment names a job may not set: the sandbox owns them.
 constexpr std::string_view kReservedEnv[] = {"CUDA_VISIBLE_DEVICES", "SOVAI_JOB_ID"};
-
-bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-bool ValidEnvName(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!IsAlnum(c) && c != '_') return false;
-  }
-  return true;
-}
 
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
@@ -61,31 +50,6 @@ class Collector {
 std::string TypeName(const nlohmann::json& j) { return j.type_name(); }
 
 }  // namespace
-
-base::Status ValidateLabel(std::string_view key, std::string_view value) {
-  if (key.empty() || key.size() > kMaxLabelBytes || !IsAlnum(key[0])) {
-    return base::InvalidArgumentError(
-        "label key '" + std::string(key) +
-        "' must be 1 to 63 characters starting with a letter or digit");
-  }
-  for (char c : key) {
-    if (!IsAlnum(c) && c != '.' && c != '_' && c != '-' && c != '/') {
-      return base::InvalidArgumentError("label key '" + std::string(key) +
-                                        "' may only hold letters, digits and . _ - /");
-    }
-  }
-  if (value.size() > kMaxLabelBytes) {
-    return base::InvalidArgumentError("label value of '" + std::string(key) +
-                                      "' is longer than 63 characters");
-  }
-  for (char c : value) {
-    if (!IsAlnum(c) && c != '.' && c != '_' && c != '-') {
-      return base::InvalidArgumentError("label value '" + std::string(value) +
-                                        "' may only hold letters, digits and . _ -");
-    }
-  }
-  return base::Status();
-}
 
 std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx) {
   Collector errors;
@@ -172,7 +136,7 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
     } else {
       for (const auto& [name, value] : it->items()) {
         const std::string field = "env." + name;
-        if (!ValidEnvName(name)) {
+        if (!IsEnvName(name)) {
           errors.Add(field, "is not a valid variable name (letters, digits and _)");
         } else if (std::find(std::begin(kReservedEnv), std::end(kReservedEnv), name) !=
                    std::end(kReservedEnv)) {

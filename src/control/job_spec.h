@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "control/flavors.h"
+#include "control/labels.h"
 #include "control/problem.h"
 
 namespace sovai::control {
@@ -68,9 +69,5 @@ struct SpecContext {
 std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx);
 
 nlohmann::json JobSpecToJson(const JobSpec& spec);
-
-// "key=value,key2=value2" selectors and label maps: keys are 1..63 characters of [A-Za-z0-9._/-]
-// starting with an alphanumeric; values 0..63 characters of [A-Za-z0-9._-].
-base::Status ValidateLabel(std::string_view key, std::string_view value);
 
 }  // namespace sovai::control

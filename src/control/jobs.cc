@@ -58,6 +58,16 @@ std::string ProjectBucket(const std::string& project) {
   return "sovai-" + base::AsciiToLower(suffix);
 }
 
+exec::S3ClientOptions ClientOptions(const S3Access& access) {
+  exec::S3ClientOptions o;
+  o.endpoint = access.endpoint;
+  o.region = access.region;
+  o.access_key = access.access_key;
+  o.secret_key = access.secret_key;
+  o.ca_file = access.ca_file;
+  return o;
+}
+
 // Gives `uid:gid` every file and directory under `dir` (the platform runs as root; the workload
 // does not). Symlinks are changed themselves, never followed.
 Status ChownTree(const std::string& dir, uint32_t uid, uint32_t gid) {
@@ -367,13 +377,7 @@ Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec)
   const bool oci = spec.image.starts_with(kOciImagePrefix);
   if (spec.volumes.empty() && !oci) return Status();
   SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
-  exec::S3ClientOptions o;
-  o.endpoint = access.endpoint;
-  o.region = access.region;
-  o.access_key = access.access_key;
-  o.secret_key = access.secret_key;
-  o.ca_file = access.ca_file;
-  exec::S3Client s3(o);
+  exec::S3Client s3(ClientOptions(access));
   for (size_t i = 0; i < spec.volumes.size(); ++i) {
     auto volume = exec::ParseVolumeSpec(spec.volumes[i]);
     if (!volume.ok()) return volume.status();
@@ -718,13 +722,7 @@ void JobService::Run(Runner& runner) {
   auto connect = [&]() -> Status {
     if (s3) return Status();
     SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project));
-    exec::S3ClientOptions o;
-    o.endpoint = access.endpoint;
-    o.region = access.region;
-    o.access_key = access.access_key;
-    o.secret_key = access.secret_key;
-    o.ca_file = access.ca_file;
-    s3 = std::make_unique<exec::S3Client>(o);
+    s3 = std::make_unique<exec::S3Client>(ClientOptions(access));
     return s3->status();
   };
   auto manifest_path = [&](size_t i) {

@@ -181,6 +181,48 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(code, 404, problem)
         self.assertEqual(problem["errors"][0]["field"], "image")
 
+    def test_rwd_deletes_push_data_mid_run_and_cache_reuse(self):
+        self.make_bucket(self.s3, "data")
+        for key in ("rw/old.txt", "rwd/old.txt"):
+            self.s3.put_object(Bucket="data", Key=key, Body=b"old")
+        for mode in ("rw", "rwd"):
+            job = self.wait(self.submit(shell("rm /out/old.txt; echo new > /out/new.txt",
+                                              ["data@EU-WEST-LOCAL/%s:/out:%s" % (mode, mode)]))["id"])
+            self.assertEqual(job["status"]["state"], "DONE")
+        keys = {o["Key"] for o in self.s3.list_objects_v2(Bucket="data")["Contents"]}
+        self.assertEqual(keys, {"rw/old.txt", "rw/new.txt", "rwd/new.txt"})
+
+        # push-data: a checkpoint reaches the bucket while the job still runs.
+        job = self.submit(shell("echo step-1 > /ckpt/c.txt; sleep 60",
+                                ["data@EU-WEST-LOCAL/ckpt:/ckpt:rw"]))
+        self.wait(job["id"], state="RUNNING")
+        body = None
+        for _ in range(50):
+            status, _ = self.server.api("POST", "/v1/jobs/%s/push-data" % job["id"])
+            self.assertEqual(status, 200)
+            try:
+                body = self.s3.get_object(Bucket="data", Key="ckpt/c.txt")["Body"].read()
+                break
+            except Exception:
+                time.sleep(0.05)
+        self.assertEqual(body, b"step-1\n")
+        _, running = self.server.api("GET", "/v1/jobs/" + job["id"])
+        self.assertEqual(running["status"]["state"], "RUNNING")
+        self.server.api("POST", "/v1/jobs/%s/stop" % job["id"])
+        self.wait(job["id"])
+
+        # :cache: a rerun takes unchanged objects from the project's cache.
+        for i in range(3):
+            self.s3.put_object(Bucket="data", Key="ds/%d.bin" % i, Body=os.urandom(50000))
+        volume = "data@EU-WEST-LOCAL/ds:/ds:ro:cache"
+        first = self.wait(self.submit(shell("cat /ds/* | wc -c", [volume]))["id"])
+        self.s3.put_object(Bucket="data", Key="ds/2.bin", Body=b"changed")
+        second = self.wait(self.submit(shell("cat /ds/* | wc -c", [volume]))["id"])
+        self.assertEqual(second["status"]["state"], "DONE")
+        _, log = self.server.api("GET", "/v1/jobs/%s/logs" % second["id"], raw=True)
+        self.assertIn("2 from cache", log)
+        self.assertIn("stdout 100007", log)
+
     def test_bad_specs_are_clear_4xx(self):
         self.make_bucket(self.s3, "data")
         cases = [

@@ -5,6 +5,7 @@
 
 #include "base/strings.h"
 #include "cli/client/limits.h"
+#include "control/labels.h"
 #include "exec/volume_spec.h"
 
 namespace sovai::cli::client {
@@ -13,20 +14,9 @@ namespace {
 using base::InvalidArgumentError;
 using Json = nlohmann::json;
 
-constexpr size_t kMaxLabelBytes = 63;
 constexpr int64_t kMaxPriority = 1000;
 constexpr int64_t kMaxRetries = 100;
 constexpr int64_t kMaxUnits = 4096;
-
-bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
-
-bool ValidEnvName(std::string_view name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!IsAlnum(c) && c != '_') return false;
-  }
-  return true;
-}
 
 base::Result<int64_t> Units(std::optional<int64_t> units, std::string_view flag) {
   if (*units < 1 || *units > kMaxUnits) {
@@ -96,35 +86,12 @@ base::Result<std::pair<std::string, std::string>> ParseKeyValue(std::string_view
   return std::make_pair(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
 }
 
-base::Status ValidateLabel(std::string_view key, std::string_view value) {
-  if (key.empty() || key.size() > kMaxLabelBytes || !IsAlnum(key[0])) {
-    return InvalidArgumentError("label key '" + std::string(key) +
-                                "' must be 1 to 63 characters starting with a letter or digit");
-  }
-  for (char c : key) {
-    if (!IsAlnum(c) && c != '.' && c != '_' && c != '-' && c != '/') {
-      return InvalidArgumentError("label key '" + std::string(key) +
-                                  "' may only hold letters, digits and . _ - /");
-    }
-  }
-  if (value.size() > kMaxLabelBytes) {
-    return InvalidArgumentError("label value of '" + std::string(key) +
-                                "' is longer than 63 characters");
-  }
-  for (char c : value) {
-    if (!IsAlnum(c) && c != '.' && c != '_' && c != '-') {
-      return InvalidArgumentError("label value '" + std::string(value) +
-                                  "' may only hold letters, digits and . _ -");
-    }
-  }
-  return base::Status();
-}
-
 base::Result<std::string> ParseSelector(std::string_view text, std::string_view flag) {
   std::map<std::string, std::string> pairs;
   for (std::string_view item : base::Split(text, ',')) {
     SOVAI_ASSIGN_OR_RETURN(auto kv, ParseKeyValue(base::Trim(item), flag));
-    SOVAI_RETURN_IF_ERROR(ValidateLabel(kv.first, kv.second).WithContext(std::string(flag)));
+    SOVAI_RETURN_IF_ERROR(
+        control::ValidateLabel(kv.first, kv.second).WithContext(std::string(flag)));
     if (!pairs.emplace(kv.first, kv.second).second) {
       return InvalidArgumentError(std::string(flag) + " names '" + kv.first + "' twice");
     }
@@ -188,7 +155,7 @@ base::Result<Json> BuildJobSpec(const JobRunArgs& args, const EnvVars& local_env
         }
         value = it->second;
       }
-      if (!ValidEnvName(name)) {
+      if (!control::IsEnvName(name)) {
         return InvalidArgumentError("--env '" + item +
                                     "': the name must be letters, digits and _, not starting "
                                     "with a digit");
@@ -203,7 +170,7 @@ base::Result<Json> BuildJobSpec(const JobRunArgs& args, const EnvVars& local_env
     Json labels = Json::object();
     for (const std::string& item : args.labels) {
       SOVAI_ASSIGN_OR_RETURN(auto kv, ParseKeyValue(item, "--label"));
-      SOVAI_RETURN_IF_ERROR(ValidateLabel(kv.first, kv.second).WithContext("--label"));
+      SOVAI_RETURN_IF_ERROR(control::ValidateLabel(kv.first, kv.second).WithContext("--label"));
       if (labels.contains(kv.first)) {
         return InvalidArgumentError("--label " + kv.first + " is given twice");
       }
