@@ -669,6 +669,43 @@ Status S3Client::CreateBucket(std::string_view bucket) {
   return Execute(call).status();
 }
 
+Result<std::vector<S3Bucket>> S3Client::ListBuckets() {
+  Call call;
+  call.method = "GET";
+  call.what = "ListBuckets " + options_.endpoint;
+  SOVAI_ASSIGN_OR_RETURN(Response res, Execute(call));
+  pugi::xml_document doc;
+  SOVAI_ASSIGN_OR_RETURN(pugi::xml_node root,
+                         ParseXmlRoot(doc, res.body, "ListAllMyBucketsResult", call.what));
+  std::vector<S3Bucket> buckets;
+  for (pugi::xml_node node : root.children()) {
+    if (node.type() != pugi::node_element || LocalName(node) != "Buckets") continue;
+    for (pugi::xml_node bucket : node.children()) {
+      if (bucket.type() != pugi::node_element || LocalName(bucket) != "Bucket") continue;
+      S3Bucket info;
+      info.name = ChildText(bucket, "Name");
+      info.created_unix_micros =
+          base::ParseRfc3339(base::Trim(ChildText(bucket, "CreationDate"))).value_or(0);
+      buckets.push_back(std::move(info));
+    }
+  }
+  std::sort(buckets.begin(), buckets.end(),
+            [](const S3Bucket& a, const S3Bucket& b) { return a.name < b.name; });
+  return buckets;
+}
+
+Status S3Client::DeleteBucket(std::string_view bucket) {
+  if (bucket.empty() || bucket.find('/') != std::string_view::npos) {
+    return base::InvalidArgumentError("DeleteBucket: '" + std::string(bucket) +
+                                      "' is not a bucket name");
+  }
+  Call call;
+  call.method = "DELETE";
+  call.bucket = std::string(bucket);
+  call.what = "DeleteBucket " + ObjectUri(bucket, "");
+  return Execute(call).status();
+}
+
 Status S3Client::HeadBucket(std::string_view bucket) {
   Call call;
   call.method = "HEAD";

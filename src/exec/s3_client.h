@@ -79,6 +79,12 @@ struct S3Object {
   bool operator==(const S3Object&) const = default;
 };
 
+// A bucket as ListBuckets answers it.
+struct S3Bucket {
+  std::string name;
+  int64_t created_unix_micros = 0;
+};
+
 class S3Client {
  public:
   // Invalid options (a malformed endpoint, a part size or threshold out of range, an empty
@@ -125,6 +131,13 @@ class S3Client {
   // BucketAlreadyOwnedByYou or BucketAlreadyExists), InvalidArgument for an invalid name, and
   // the errors above.
   base::Status CreateBucket(std::string_view bucket);
+
+  // The buckets these credentials own, by name. Errors: as above.
+  base::Result<std::vector<S3Bucket>> ListBuckets();
+
+  // Deletes an empty bucket. Errors: NotFound (NoSuchBucket), FailedPrecondition
+  // (BucketNotEmpty), PermissionDenied, and the errors above.
+  base::Status DeleteBucket(std::string_view bucket);
 
  private:
   struct Call;

@@ -168,6 +168,27 @@ TEST_F(S3ClientTest, CreateBucketInTheClientsRegion) {
   EXPECT_NE(bad.message().find("InvalidBucketName"), std::string::npos) << bad;
 }
 
+TEST_F(S3ClientTest, ListAndDeleteBuckets) {
+  ASSERT_TRUE(client_->CreateBucket("zeta-bucket").ok());
+  ASSERT_TRUE(client_->CreateBucket("alpha-bucket").ok());
+  auto listed = client_->ListBuckets();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::vector<std::string> names;
+  for (const S3Bucket& b : *listed) {
+    names.push_back(b.name);
+    EXPECT_GT(b.created_unix_micros, 0) << b.name;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"alpha-bucket", "data", "zeta-bucket"}));
+  ASSERT_TRUE(env_.WriteFileAtomically(dir_ + "/one", "1").ok());
+  ASSERT_TRUE(client_->PutObjectFromFile("zeta-bucket", "one", dir_ + "/one").ok());
+  EXPECT_EQ(client_->DeleteBucket("zeta-bucket").code(), StatusCode::kFailedPrecondition)
+      << "it holds an object";
+  ASSERT_TRUE(client_->DeleteObject("zeta-bucket", "one").ok());
+  ASSERT_TRUE(client_->DeleteBucket("zeta-bucket").ok());
+  EXPECT_EQ(client_->DeleteBucket("zeta-bucket").code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->DeleteBucket("a/b").code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(S3ClientTest, HeadBucketTellsAccessDeniedFromNotFound) {
   auto bob = server_.store().CreateAccessKey("bob");
   ASSERT_TRUE(bob.ok());

@@ -195,12 +195,12 @@ int RunBucketLs(CommandContext& ctx, const std::vector<std::string>& args) {
   if (!options.ok()) return cmd.Fail(options.status());
 
   if (cmd.flags().positional().empty()) {
-    BucketAdmin admin(*options);
-    auto buckets = admin.ListBuckets();
+    exec::S3Client s3(*options);
+    auto buckets = s3.ListBuckets();
     if (!buckets.ok()) return cmd.Fail(buckets.status());
     if (cmd.json()) {
       Json out = Json::array();
-      for (const BucketInfo& b : *buckets) {
+      for (const exec::S3Bucket& b : *buckets) {
         out.push_back({{"name", b.name},
                        {"created", b.created_unix_micros > 0
                                        ? Json(base::FormatRfc3339(b.created_unix_micros))
@@ -210,7 +210,8 @@ int RunBucketLs(CommandContext& ctx, const std::vector<std::string>& args) {
       return kExitOk;
     }
     Table table({"NAME", "CREATED"});
-    for (const BucketInfo& b : *buckets) table.AddRow({b.name, FormatTime(b.created_unix_micros)});
+    for (const exec::S3Bucket& b : *buckets)
+      table.AddRow({b.name, FormatTime(b.created_unix_micros)});
     ctx.console.Out(table.Render());
     return kExitOk;
   }
@@ -297,7 +298,7 @@ int RunBucketRb(CommandContext& ctx, const std::vector<std::string>& args) {
       ctx.console.Err("Deleted " + std::to_string(objects->size()) + " objects.\n");
     }
   }
-  BucketAdmin admin(*options);
+  exec::S3Client admin(*options);
   if (Status st = admin.DeleteBucket(*bucket); !st.ok()) {
     if (st.code() == base::StatusCode::kFailedPrecondition) {
       return cmd.Fail(

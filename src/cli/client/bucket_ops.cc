@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <pugixml.hpp>
 
 #include "base/crypto.h"
 #include "base/strings.h"
@@ -22,64 +21,6 @@ using base::Status;
 using base::StatusCode;
 
 constexpr std::string_view kS3Scheme = "s3://";
-// ListBuckets answers are small XML documents; a bigger one is not S3.
-constexpr uint64_t kMaxBucketXmlBytes = 16 * 1024 * 1024;
-
-std::string_view LocalName(const pugi::xml_node& node) {
-  std::string_view name = node.name();
-  size_t colon = name.find(':');
-  return colon == std::string_view::npos ? name : name.substr(colon + 1);
-}
-
-std::string ChildText(const pugi::xml_node& node, std::string_view name) {
-  for (pugi::xml_node child : node.children()) {
-    if (child.type() == pugi::node_element && LocalName(child) == name) {
-      return child.text().as_string();
-    }
-  }
-  return "";
-}
-
-Status S3Error(int http_status, std::string_view body, std::string_view what) {
-  std::string code;
-  std::string message;
-  pugi::xml_document doc;
-  if (!body.empty() && doc.load_buffer(body.data(), body.size())) {
-    pugi::xml_node root = doc.document_element();
-    if (LocalName(root) == "Error") {
-      code = ChildText(root, "Code");
-      message = ChildText(root, "Message");
-    }
-  }
-  StatusCode status_code = StatusCode::kUnknown;
-  if (code == "NoSuchBucket" || http_status == 404) {
-    status_code = StatusCode::kNotFound;
-  } else if (code == "BucketNotEmpty" || http_status == 409) {
-    status_code = StatusCode::kFailedPrecondition;
-  } else if (code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" ||
-             code == "RequestTimeTooSkewed") {
-    status_code = StatusCode::kUnauthenticated;
-  } else if (http_status == 403) {
-    status_code = StatusCode::kPermissionDenied;
-  } else if (http_status == 503 || http_status == 429) {
-    status_code = StatusCode::kUnavailable;
-  } else if (http_status >= 500) {
-    status_code = StatusCode::kInternal;
-  } else if (http_status >= 400) {
-    status_code = StatusCode::kInvalidArgument;
-  }
-  std::string text = std::string(what) + ": ";
-  if (code.empty()) {
-    text += "HTTP " + std::to_string(http_status);
-  } else {
-    text += code + ": " + message;
-  }
-  if (status_code == StatusCode::kUnauthenticated) {
-    text += " (the S3 key in the config may have been revoked: run 'sovai login' again)";
-  }
-  return Status(status_code, text);
-}
-
 }  // namespace
 
 base::Result<std::optional<S3Location>> ParseS3Uri(std::string_view text) {
@@ -183,81 +124,6 @@ SyncPlan PlanSync(const SyncListing& source, const SyncListing& destination, boo
     }
   }
   return plan;
-}
-
-BucketAdmin::BucketAdmin(exec::S3ClientOptions options)
-    : options_(std::move(options)),
-      env_(options_.env != nullptr ? *options_.env : base::Env::Default()) {
-  auto client_options = net::ClientOptionsFromUrl(options_.endpoint);
-  if (!client_options.ok()) {
-    options_status_ = client_options.status().WithContext("S3 endpoint");
-    return;
-  }
-  client_options->ca_file = options_.ca_file;
-  client_options->max_body_bytes = kMaxBucketXmlBytes;
-  client_options->user_agent = "sovai-cli";
-  const bool default_port = client_options->port == (client_options->tls ? 443 : 80);
-  host_header_ = client_options->host.find(':') != std::string::npos
-                     ? "[" + client_options->host + "]"
-                     : client_options->host;
-  if (!default_port) host_header_ += ":" + std::to_string(client_options->port);
-  http_ = std::make_unique<net::HttpClient>(std::move(*client_options));
-}
-
-BucketAdmin::~BucketAdmin() = default;
-
-base::Result<BucketAdmin::Answer> BucketAdmin::Send(std::string_view method, std::string target,
-                                                    std::string_view what) {
-  SOVAI_RETURN_IF_ERROR(options_status_);
-  net::ClientRequest request;
-  request.method = std::string(method);
-  request.target = target;
-  request.headers.Set("Host", host_header_);
-  const objstore::Credential credential{options_.access_key, options_.secret_key, ""};
-  SOVAI_RETURN_IF_ERROR(objstore::SignV4(method, target, request.headers, credential,
-                                         options_.region, env_.NowUnixMicros(),
-                                         base::HexEncode(base::Sha256("")))
-                            .status()
-                            .WithContext(what));
-  auto sent = http_->Send(request);
-  if (!sent.ok()) return sent.status().WithContext(std::string(what) + " at " + options_.endpoint);
-  if (sent->status < 200 || sent->status >= 300) return S3Error(sent->status, sent->body, what);
-  return Answer{sent->status, std::move(sent->body)};
-}
-
-base::Result<std::vector<BucketInfo>> BucketAdmin::ListBuckets() {
-  const std::string what = "LIST BUCKETS";
-  SOVAI_ASSIGN_OR_RETURN(Answer answer, Send("GET", "/", what));
-  pugi::xml_document doc;
-  if (!doc.load_buffer(answer.body.data(), answer.body.size()) ||
-      LocalName(doc.document_element()) != "ListAllMyBucketsResult") {
-    return base::InternalError(what + ": the answer is not a ListAllMyBucketsResult");
-  }
-  std::vector<BucketInfo> buckets;
-  for (pugi::xml_node node : doc.document_element().children()) {
-    if (node.type() != pugi::node_element || LocalName(node) != "Buckets") continue;
-    for (pugi::xml_node bucket : node.children()) {
-      if (bucket.type() != pugi::node_element || LocalName(bucket) != "Bucket") continue;
-      BucketInfo info;
-      info.name = ChildText(bucket, "Name");
-      info.created_unix_micros =
-          base::ParseRfc3339(base::Trim(ChildText(bucket, "CreationDate"))).value_or(0);
-      buckets.push_back(std::move(info));
-    }
-  }
-  std::sort(buckets.begin(), buckets.end(),
-            [](const BucketInfo& a, const BucketInfo& b) { return a.name < b.name; });
-  return buckets;
-}
-
-Status BucketAdmin::DeleteBucket(std::string_view bucket) {
-  const std::string what = "DELETE s3://" + std::string(bucket);
-  if (bucket.empty() || bucket.find('/') != std::string_view::npos) {
-    return base::InvalidArgumentError(what + ": not a bucket name");
-  }
-  SOVAI_ASSIGN_OR_RETURN(Answer answer, Send("DELETE", "/" + base::UriEncode(bucket, true), what));
-  (void)answer;
-  return Status();
 }
 
 }  // namespace sovai::cli::client

@@ -1,9 +1,7 @@
-// The pieces of `sovai bucket` that are not the S3 client itself: `s3://bucket/key` arguments,
-// local directory walks, what `bucket sync` must copy, and the two bucket-level S3 calls
-// exec::S3Client does not offer (ListBuckets, DeleteBucket).
+// The pieces of `sovai bucket` that are not the S3 client itself (exec::S3Client):
+// `s3://bucket/key` arguments, local directory walks, and what `bucket sync` must copy.
 //
-// Thread-safety: functions are pure (or touch only the files named); BucketAdmin is not
-// thread-safe (one connection).
+// Thread-safety: functions are pure (or touch only the files named).
 #pragma once
 
 #include <cstdint>
@@ -70,40 +68,5 @@ struct SyncPlan {
   uint64_t copy_bytes = 0;
 };
 SyncPlan PlanSync(const SyncListing& source, const SyncListing& destination, bool delete_extra);
-
-// A bucket as ListBuckets answers it.
-struct BucketInfo {
-  std::string name;
-  int64_t created_unix_micros = 0;
-};
-
-// ListBuckets and DeleteBucket, signed like exec::S3Client's calls (SigV4, path style).
-class BucketAdmin {
- public:
-  explicit BucketAdmin(exec::S3ClientOptions options);
-  ~BucketAdmin();
-  BucketAdmin(const BucketAdmin&) = delete;
-  BucketAdmin& operator=(const BucketAdmin&) = delete;
-
-  // The buckets these credentials own. Errors: as exec::S3Client's (the S3 error Code and
-  // Message in the message), transport errors.
-  base::Result<std::vector<BucketInfo>> ListBuckets();
-  // Deletes an empty bucket. Errors: NotFound (NoSuchBucket), FailedPrecondition
-  // (BucketNotEmpty: empty it first, e.g. with `bucket rb --force`), PermissionDenied.
-  base::Status DeleteBucket(std::string_view bucket);
-
- private:
-  struct Answer {
-    int status = 0;
-    std::string body;
-  };
-  base::Result<Answer> Send(std::string_view method, std::string target, std::string_view what);
-
-  exec::S3ClientOptions options_;
-  base::Env& env_;
-  base::Status options_status_;
-  std::string host_header_;
-  std::unique_ptr<net::HttpClient> http_;
-};
 
 }  // namespace sovai::cli::client
