@@ -1031,13 +1031,21 @@ void JobService::Run(Runner& runner) {
   bool retry = outcome.state == JobState::kFailed &&
                job.spec.restart == RestartPolicy::kOnFailure && job.retries < job.spec.max_retries;
   job.allocation.reset();
-  (void)Transition(job, outcome.state, outcome.reason);
+  {
+    std::lock_guard lock(mu_);
+    retry = retry && !shutting_down_;
+  }
+  if (!retry) (void)Transition(job, outcome.state, outcome.reason);
   if (retry) {
     std::lock_guard lock(mu_);
-    if (!shutting_down_) {
+    {
+      // The failed try stays in the history, but the job is never seen in a terminal state
+      // between its tries: both transitions are saved at once.
+      job.history.push_back({outcome.state, env_.NowUnixMicros()});
       job.retries += 1;
       (void)Transition(job, JobState::kQueued,
-                       "restart policy: try " + std::to_string(job.retries + 1) + " of " +
+                       "restart policy: " + outcome.reason + "; try " +
+                           std::to_string(job.retries + 1) + " of " +
                            std::to_string(job.spec.max_retries + 1));
       auto flavor = options_.flavors->Find(job.spec.flavor);
       if (flavor.ok()) {
