@@ -137,16 +137,14 @@ int RunTokenList(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai token list",
                   "Lists API tokens: platform admins all, project admins their project's, others\n"
                   "their own. Secrets are never listed.");
-  int64_t limit = kDefaultListLimit;
+  int64_t limit = 0;
   std::string user;
   std::string project;
-  cmd.flags().Int("limit", &limit, "show at most this many");
+  cmd.AddLimitFlag(&limit);
   cmd.flags().String("user", &user, "only tokens of this user id", "ID");
   cmd.flags().String("project", &project, "only tokens of this project id", "ID");
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  if (limit < 1 || limit > kMaxListLimit)
-    return cmd.Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
   std::string path = "/v1/tokens";
   if (!user.empty()) path = AddQuery(path, "user", user);
   if (!project.empty()) path = AddQuery(path, "project", project);
@@ -187,12 +185,10 @@ int RunTokenRevoke(CommandContext& ctx, const std::vector<std::string>& args) {
 int RunUserList(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai user list",
                   "Lists users (platform admins see all; others the members of their project).");
-  int64_t limit = kDefaultListLimit;
-  cmd.flags().Int("limit", &limit, "show at most this many");
+  int64_t limit = 0;
+  cmd.AddLimitFlag(&limit);
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  if (limit < 1 || limit > kMaxListLimit)
-    return cmd.Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
   auto list = (*api)->List("/v1/users", limit);
@@ -251,12 +247,10 @@ int RunUserDelete(CommandContext& ctx, const std::vector<std::string>& args) {
 int RunProjectList(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai project list",
                   "Lists projects (platform admins see all; others their own).");
-  int64_t limit = kDefaultListLimit;
-  cmd.flags().Int("limit", &limit, "show at most this many");
+  int64_t limit = 0;
+  cmd.AddLimitFlag(&limit);
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  if (limit < 1 || limit > kMaxListLimit)
-    return cmd.Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
   auto list = (*api)->List("/v1/projects", limit);
@@ -291,13 +285,11 @@ int RunProjectCreate(CommandContext& ctx, const std::vector<std::string>& args) 
 
 int RunProjectMembers(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai project members", "Lists the members of a project and their roles.");
-  int64_t limit = kDefaultListLimit;
+  int64_t limit = 0;
   cmd.flags().Positional("PROJECT (id or name)");
-  cmd.flags().Int("limit", &limit, "show at most this many");
+  cmd.AddLimitFlag(&limit);
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  if (limit < 1 || limit > kMaxListLimit)
-    return cmd.Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
   auto id = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);

@@ -2,6 +2,7 @@
 
 #include "base/json.h"
 #include "base/time.h"
+#include "cli/client/limits.h"
 
 namespace sovai::cli::client {
 
@@ -14,6 +15,12 @@ void CommandLine::AddOutputFlag() {
   flags_.String("output", &output_, "table (for people) or json (for scripts)", "FORMAT");
   flags_.Short('o', "output");
   has_output_flag_ = true;
+}
+
+void CommandLine::AddLimitFlag(int64_t* limit) {
+  *limit = kDefaultListLimit;
+  flags_.Int("limit", limit, "show at most this many");
+  limit_ = limit;
 }
 
 std::optional<int> CommandLine::Parse(const std::vector<std::string>& args, int min_positional,
@@ -31,6 +38,9 @@ std::optional<int> CommandLine::Parse(const std::vector<std::string>& args, int 
     } else {
       return Usage("--output must be table or json, not '" + output_ + "'");
     }
+  }
+  if (limit_ != nullptr && (*limit_ < 1 || *limit_ > kMaxListLimit)) {
+    return Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
   }
   const int count = static_cast<int>(flags_.positional().size());
   if (count < min_positional) {

@@ -27,6 +27,8 @@ class CommandLine {
   const std::string& name() const { return name_; }
   // Adds `-o, --output table|json`.
   void AddOutputFlag();
+  // Adds --limit (how many items a list command shows), checked by Parse against kMaxListLimit.
+  void AddLimitFlag(int64_t* limit);
   // Parses; nullopt to go on, or the exit code to return now: 0 after printing --help to stdout,
   // kExitUsage after printing the error. Also checks that there are between `min_positional`
   // and `max_positional` positional arguments (-1: no maximum).
@@ -61,6 +63,7 @@ class CommandLine {
   FlagSet flags_;
   std::string output_ = "table";
   bool has_output_flag_ = false;
+  int64_t* limit_ = nullptr;  // the --limit target, when AddLimitFlag was called
   OutputFormat format_ = OutputFormat::kTable;
 };
 

@@ -214,15 +214,12 @@ int RunJobList(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai job list",
                   "Lists the jobs of the token's project, newest first (GET /v1/jobs).");
   std::vector<std::string> labels;
-  int64_t limit = kDefaultListLimit;
+  int64_t limit = 0;
   cmd.flags().StringList("label", &labels, "only jobs with this label", "K=V");
-  cmd.flags().Int("limit", &limit, "show at most this many jobs");
+  cmd.AddLimitFlag(&limit);
   cmd.flags().Short('l', "label");
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  if (limit < 1 || limit > kMaxListLimit) {
-    return cmd.Usage("--limit must be 1 to " + std::to_string(kMaxListLimit));
-  }
   std::string path = "/v1/jobs";
   if (!labels.empty()) {
     auto selector = ParseSelector(base::Join(labels, ","), "--label");
