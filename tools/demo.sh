@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# `make demo`: Sovai's main job on the embedded defaults. For now it starts `sovai server` in a fresh
-# data directory, waits for /health, shows the endpoints and the metrics, and stops it cleanly.
+# `make demo`: Sovai's main job on the embedded defaults. It starts `sovai server` in a fresh data
+# directory, waits for /health, then lives the story as a user does with the `sovai` CLI: log in,
+# put a dataset in a bucket, run a job that reads it from a ro volume and writes into a rw volume
+# with its logs followed live, read the result back from the bucket; then shows the metrics and
+# stops the server cleanly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sovai=build/src/cli/sovai
@@ -40,6 +43,31 @@ echo "Endpoints:"
 echo "  REST API, panel, /health, /metrics  $api_url"
 echo "  S3                                  $s3_url"
 echo "  admin credentials                   $data_dir/admin.json (mode $(stat -c %a "$data_dir/admin.json"))"
+echo
+# The user's side, with the CLI's config inside the demo directory.
+export SOVAI_CONFIG="$data_dir/cli-config.json"
+token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["api_token"])' "$data_dir/admin.json")
+run() { echo "\$ sovai $(printf '%q ' "$@")"; "$sovai" "$@"; }
+run login --url "$api_url" --token "$token"
+echo
+run flavor list
+echo
+mkdir -p "$data_dir/dataset"
+printf '{"text": "hello"}\n{"text": "bonjour"}\n{"text": "hallo"}\n' >"$data_dir/dataset/train.jsonl"
+run bucket mb my-bucket
+run bucket cp -r "$data_dir/dataset" s3://my-bucket/dataset
+echo
+if "$sovai" flavor list -o json | python3 -c 'import json,sys; sys.exit(0 if any(f["id"] == "ai1-1-cpu" and f["available"] for f in json.load(sys.stdin)) else 1)'; then
+  run job run --flavor ai1-1-cpu --cpu 1 \
+    --volume my-bucket@EU-WEST-LOCAL/dataset:/workspace/data:ro \
+    --volume my-bucket@EU-WEST-LOCAL/output:/workspace/output:rw \
+    --follow sovai/shell -- sh -c 'wc -l /workspace/data/train.jsonl | tee /workspace/output/lines.txt'
+  echo
+  run bucket cp s3://my-bucket/output/lines.txt -
+  run job list
+else
+  echo "(jobs are not available on this host; see the server log: $log)"
+fi
 echo
 echo "\$ curl $api_url/metrics | grep -E '^sovai_(build_info|uptime|http_open|http_requests_total)'"
 curl -fsS "$api_url/metrics" | grep -E '^sovai_(build_info|uptime|http_open|http_requests_total)'
