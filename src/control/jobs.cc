@@ -260,12 +260,22 @@ Status JobService::Save(const Job& job) {
 }
 
 Result<Job> JobService::Load(const std::string& project, const std::string& id) {
+  return LoadById(id, &project);
+}
+
+Result<Job> JobService::LoadById(const std::string& id, const std::string* project) {
   std::optional<Job> found;
   SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
-    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
-                           sql.Prepare("SELECT " + std::string(kJobColumns) +
-                                       " FROM jobs WHERE id = ? AND project = ?"));
-    st.Bind(1, id).Bind(2, project);
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("SELECT " + std::string(kJobColumns) +
+                    " FROM jobs WHERE id = ?1 AND (?2 IS NULL OR project = ?2)"));
+    st.Bind(1, id);
+    if (project != nullptr) {
+      st.Bind(2, *project);
+    } else {
+      st.BindNull(2);
+    }
     SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return Status();
     SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
@@ -345,8 +355,14 @@ Status JobService::Recover() {
   return Status();
 }
 
-Result<Job> JobService::Submit(const std::string& project, const std::string& user, JobSpec spec) {
-  SOVAI_ASSIGN_OR_RETURN(const Flavor* flavor, options_.flavors->Find(spec.flavor));
+Result<Job> JobService::Submit(const std::string& project, const std::string& user, JobSpec spec,
+                               std::string* bad_field) {
+  auto found = options_.flavors->Find(spec.flavor);
+  if (!found.ok()) {
+    if (bad_field != nullptr) *bad_field = "flavor";
+    return found.status();
+  }
+  const Flavor* flavor = *found;
   SOVAI_ASSIGN_OR_RETURN(ResourceRequest request, RequestFor(*flavor, spec.units));
   Job job;
   job.id = "job_" + ulids_.Next().ToString();
@@ -356,7 +372,7 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   job.created_unix_micros = env_.NowUnixMicros();
   // Volumes of buckets that do not exist (or that the project may not read) fail now, not
   // minutes later in INITIALIZING. Outside mu_: it asks the object store.
-  SOVAI_RETURN_IF_ERROR(CheckBuckets(project, job.spec));
+  SOVAI_RETURN_IF_ERROR(CheckBuckets(project, job.spec, bad_field));
   std::lock_guard lock(mu_);
   if (shutting_down_) return base::UnavailableError("the server is shutting down");
   if (Status fits = scheduler_.CheckFits(request); !fits.ok()) {
@@ -373,30 +389,30 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   return Load(project, job.id);
 }
 
-Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec) {
-  const bool oci = spec.image.starts_with(kOciImagePrefix);
-  if (spec.volumes.empty() && !oci) return Status();
+Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec,
+                                std::string* bad_field) {
+  // Every bucket the spec reads, with the field that names it.
+  std::vector<std::pair<std::string, std::string>> buckets;
+  for (size_t i = 0; i < spec.volumes.size(); ++i) {
+    SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec volume, exec::ParseVolumeSpec(spec.volumes[i]));
+    buckets.emplace_back("volumes[" + std::to_string(i) + "]", volume.bucket);
+  }
+  if (spec.image.starts_with(kOciImagePrefix)) {
+    SOVAI_ASSIGN_OR_RETURN(
+        exec::VolumeSpec source,
+        exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image"));
+    buckets.emplace_back("image", source.bucket);
+  }
+  if (buckets.empty()) return Status();
   SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
   exec::S3Client s3(ClientOptions(access));
-  for (size_t i = 0; i < spec.volumes.size(); ++i) {
-    auto volume = exec::ParseVolumeSpec(spec.volumes[i]);
-    if (!volume.ok()) return volume.status();
-    Status head = s3.HeadBucket(volume->bucket);
+  for (const auto& [field, bucket] : buckets) {
+    Status head = s3.HeadBucket(bucket);
     if (head.code() == base::StatusCode::kNotFound ||
         head.code() == base::StatusCode::kPermissionDenied) {
       // Another project's bucket looks exactly like a missing one.
-      return base::NotFoundError("volumes[" + std::to_string(i) + "]: bucket '" + volume->bucket +
-                                 "' does not exist in this project");
-    }
-    SOVAI_RETURN_IF_ERROR(head);
-  }
-  if (oci) {
-    auto source = exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image");
-    if (!source.ok()) return source.status();
-    Status head = s3.HeadBucket(source->bucket);
-    if (head.code() == base::StatusCode::kNotFound ||
-        head.code() == base::StatusCode::kPermissionDenied) {
-      return base::NotFoundError("image: bucket '" + source->bucket +
+      if (bad_field != nullptr) *bad_field = field;
+      return base::NotFoundError(field + ": bucket '" + bucket +
                                  "' does not exist in this project");
     }
     SOVAI_RETURN_IF_ERROR(head);
@@ -644,20 +660,8 @@ struct RunOutcome {
 }  // namespace
 
 void JobService::Run(Runner& runner) {
-  Result<Job> loaded = [&]() -> Result<Job> {
-    // The project is known for recovered runners; placed ones look it up by id.
-    Job job;
-    SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
-      SOVAI_ASSIGN_OR_RETURN(base::Statement st, sql.Prepare("SELECT " + std::string(kJobColumns) +
-                                                             " FROM jobs WHERE id = ?"));
-      st.Bind(1, runner.id);
-      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) return base::NotFoundError("job " + runner.id + " vanished");
-      SOVAI_ASSIGN_OR_RETURN(job, JobFromRow(st));
-      return Status();
-    }));
-    return job;
-  }();
+  // Placed runners know only the job's id; the project comes with the row.
+  Result<Job> loaded = LoadById(runner.id, nullptr);
 
   auto finish = [&] {
     std::lock_guard lock(mu_);

@@ -134,7 +134,10 @@ class JobService {
   // Admits a validated spec. Errors: NotFound (unknown flavor; a volume's bucket missing or not
   // the project's, naming "volumes[i]"); FailedPrecondition when this machine can never run it
   // (names what is missing); the database's errors.
-  base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec);
+  // `bad_field`, when given, receives the spec field a NotFound is about ("flavor", "volumes[1]",
+  // "image").
+  base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec,
+                           std::string* bad_field = nullptr);
   base::Result<Job> Get(const std::string& project, const std::string& id);
   // `labels`: only jobs carrying all of them. `after`: the cursor of the previous page.
   base::Result<JobPage> List(const std::string& project,
@@ -167,12 +170,16 @@ class JobService {
   struct Runner;
   JobService(ControlDb& db, JobServiceOptions options);
   base::Status Recover();
-  // NotFound naming the volume when a volume's bucket is missing or not the project's.
-  base::Status CheckBuckets(const std::string& project, const JobSpec& spec);
+  // NotFound naming the field (a volume, the image) whose bucket is missing or another
+  // project's.
+  base::Status CheckBuckets(const std::string& project, const JobSpec& spec,
+                            std::string* bad_field);
   // Under mu_: starts what the scheduler places.
   void ScheduleLocked();
   void Run(Runner& runner);
   base::Result<Job> Load(const std::string& project, const std::string& id);
+  // The job `id` of `project`, or of any project when `project` is null (the runners).
+  base::Result<Job> LoadById(const std::string& id, const std::string* project);
   base::Status Save(const Job& job);
   base::Status Transition(Job& job, JobState state, std::string reason = "");
   std::string JobDir(const std::string& id) const;

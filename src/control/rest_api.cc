@@ -786,16 +786,10 @@ class RestApi {
       }
       spec.labels[key] = value;
     }
-    auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec));
+    std::string bad_field;
+    auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec), &bad_field);
     if (!job.ok()) {
-      if (job.status().code() != base::StatusCode::kNotFound) return Problem(job.status());
-      // NotFound is the flavor, or a volume's bucket ("volumes[i]: ...").
-      const std::string message = job.status().message();
-      size_t colon = message.find("]: ");
-      std::string field = message.starts_with("volumes[") ? message.substr(0, colon + 1)
-                          : message.starts_with("image:") ? std::string("image")
-                                                          : std::string("flavor");
-      return FieldProblem(job.status(), field);
+      return bad_field.empty() ? Problem(job.status()) : FieldProblem(job.status(), bad_field);
     }
     return JsonResponse(201, JobToJson(*job));
   }
