@@ -13,6 +13,7 @@
 #include "exec/resources.h"
 #include "exec/s3_test_server.h"
 #include "exec/sandbox.h"
+#include "exec/sandbox_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -35,14 +36,10 @@ class JobsTest : public ::testing::Test {
     exec::SandboxOptions sandbox_options;
     sandbox_options.hidden_paths = {dir_};
     auto sandbox = exec::Sandbox::Create(env_, sandbox_options);
-    if (!sandbox.ok()) {
-      bool host_problem = sandbox.status().code() == StatusCode::kNotFound ||
-                          sandbox.status().code() == StatusCode::kFailedPrecondition;
-      if (host_problem && std::getenv("SOVAI_REQUIRE_SANDBOX") == nullptr) {
-        GTEST_SKIP() << "bubblewrap sandbox unavailable on this host: " << sandbox.status();
-      }
-      FAIL() << sandbox.status();
+    if (std::string skip = exec::testing::SandboxSkipReason(sandbox.status()); !skip.empty()) {
+      GTEST_SKIP() << skip;
     }
+    ASSERT_TRUE(sandbox.ok()) << sandbox.status();
     sandbox_ = std::move(*sandbox);
     ASSERT_TRUE(s3_.Start(base::JoinPath(dir_, "s3")).ok());
     for (const char* project : {kProject, kOtherProject}) {

@@ -17,6 +17,7 @@
 #include "base/strings.h"
 #include "exec/log_capture.h"
 #include "exec/sandbox.h"
+#include "exec/sandbox_test_util.h"
 #include "exec/tar_test_util.h"
 
 namespace sovai::exec {
@@ -960,14 +961,10 @@ class ImageSandboxIntegrationTest : public OciImageTest {};
 TEST_F(ImageSandboxIntegrationTest, RunsAShellFromAnUnpackedImage) {
   SandboxOptions sandbox_options;
   auto sandbox = Sandbox::Create(env_, sandbox_options);
-  if (!sandbox.ok()) {
-    bool host_problem = sandbox.status().code() == StatusCode::kNotFound ||
-                        sandbox.status().code() == StatusCode::kFailedPrecondition;
-    if (host_problem && std::getenv("SOVAI_REQUIRE_SANDBOX") == nullptr) {
-      GTEST_SKIP() << "bubblewrap sandbox unavailable on this host: " << sandbox.status();
-    }
-    FAIL() << sandbox.status();
+  if (std::string skip = testing::SandboxSkipReason(sandbox.status()); !skip.empty()) {
+    GTEST_SKIP() << skip;
   }
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
   // /bin/sh and the libraries ldd says it needs.
   auto ldd = base::RunAndCapture(env_, {.argv = {"ldd", "/bin/sh"}}, "", 30'000);
   if (!ldd.ok() || !ldd->exit.success()) GTEST_SKIP() << "needs ldd to find /bin/sh's libraries";

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/strings.h"
+#include "exec/sandbox_test_util.h"
 
 namespace sovai::exec {
 namespace {
@@ -451,15 +452,10 @@ class SandboxIntegrationTest : public ::testing::Test {
     SandboxOptions options;
     options.hidden_paths = {data_dir_};
     auto sandbox = Sandbox::Create(env_, options);
-    if (!sandbox.ok()) {
-      // Only a host that cannot run bwrap is a reason to skip; anything else is a failure.
-      bool host_problem = sandbox.status().code() == StatusCode::kNotFound ||
-                          sandbox.status().code() == StatusCode::kFailedPrecondition;
-      if (host_problem && std::getenv("SOVAI_REQUIRE_SANDBOX") == nullptr) {
-        GTEST_SKIP() << "bubblewrap sandbox unavailable on this host: " << sandbox.status();
-      }
-      FAIL() << sandbox.status();
+    if (std::string skip = testing::SandboxSkipReason(sandbox.status()); !skip.empty()) {
+      GTEST_SKIP() << skip;
     }
+    ASSERT_TRUE(sandbox.ok()) << sandbox.status();
     sandbox_ = std::move(*sandbox);
   }
   void TearDown() override { ASSERT_TRUE(env_.DeleteDirRecursive(dir_).ok()); }
