@@ -51,6 +51,23 @@ int PrintList(CommandLine& cmd, const ListResult& list, std::vector<std::string>
   return kExitOk;
 }
 
+// A list command without filters or arguments: GET `path` page by page, up to --limit items.
+template <typename RowFn>
+int RunPlainList(CommandContext& ctx, const std::vector<std::string>& args, std::string name,
+                 std::string summary, const std::string& path, std::vector<std::string> headers,
+                 RowFn row) {
+  CommandLine cmd(ctx, std::move(name), std::move(summary));
+  int64_t limit = 0;
+  cmd.AddLimitFlag(&limit);
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 0, 0)) return *code;
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto list = (*api)->List(path, limit);
+  if (!list.ok()) return cmd.Fail(list.status());
+  return PrintList(cmd, *list, std::move(headers), row);
+}
+
 std::string Or(std::string value, std::string_view fallback) {
   return value.empty() ? std::string(fallback) : value;
 }
@@ -183,21 +200,13 @@ int RunTokenRevoke(CommandContext& ctx, const std::vector<std::string>& args) {
 // --- user -------------------------------------------------------------------------------------
 
 int RunUserList(CommandContext& ctx, const std::vector<std::string>& args) {
-  CommandLine cmd(ctx, "sovai user list",
-                  "Lists users (platform admins see all; others the members of their project).");
-  int64_t limit = 0;
-  cmd.AddLimitFlag(&limit);
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  auto list = (*api)->List("/v1/users", limit);
-  if (!list.ok()) return cmd.Fail(list.status());
-  return PrintList(cmd, *list, {"ID", "NAME", "DISPLAY NAME", "EMAIL", "CREATED"},
-                   [](const Json& u) -> std::vector<std::string> {
-                     return {Str(u, "id"), Str(u, "name"), Or(Str(u, "display_name"), "-"),
-                             Or(Str(u, "email"), "-"), ShortTime(u, "created_at")};
-                   });
+  return RunPlainList(ctx, args, "sovai user list",
+                      "Lists users (platform admins see all; others the members of their project).",
+                      "/v1/users", {"ID", "NAME", "DISPLAY NAME", "EMAIL", "CREATED"},
+                      [](const Json& u) -> std::vector<std::string> {
+                        return {Str(u, "id"), Str(u, "name"), Or(Str(u, "display_name"), "-"),
+                                Or(Str(u, "email"), "-"), ShortTime(u, "created_at")};
+                      });
 }
 
 int RunUserCreate(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -245,21 +254,13 @@ int RunUserDelete(CommandContext& ctx, const std::vector<std::string>& args) {
 // --- project ----------------------------------------------------------------------------------
 
 int RunProjectList(CommandContext& ctx, const std::vector<std::string>& args) {
-  CommandLine cmd(ctx, "sovai project list",
-                  "Lists projects (platform admins see all; others their own).");
-  int64_t limit = 0;
-  cmd.AddLimitFlag(&limit);
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  auto list = (*api)->List("/v1/projects", limit);
-  if (!list.ok()) return cmd.Fail(list.status());
-  return PrintList(cmd, *list, {"ID", "NAME", "DESCRIPTION", "SYSTEM", "CREATED"},
-                   [](const Json& p) -> std::vector<std::string> {
-                     return {Str(p, "id"), Str(p, "name"), Or(Str(p, "description"), "-"),
-                             At(p, "system") == true ? "yes" : "no", ShortTime(p, "created_at")};
-                   });
+  return RunPlainList(ctx, args, "sovai project list",
+                      "Lists projects (platform admins see all; others their own).", "/v1/projects",
+                      {"ID", "NAME", "DESCRIPTION", "SYSTEM", "CREATED"},
+                      [](const Json& p) -> std::vector<std::string> {
+                        return {Str(p, "id"), Str(p, "name"), Or(Str(p, "description"), "-"),
+                                At(p, "system") == true ? "yes" : "no", ShortTime(p, "created_at")};
+                      });
 }
 
 int RunProjectCreate(CommandContext& ctx, const std::vector<std::string>& args) {
