@@ -164,17 +164,10 @@ Status RemoveTreeAt(int parent_fd, const std::string& name, const std::string& d
 // --- Subprocesses ---
 
 // What the child writes to the error pipe when it fails before exec.
-struct ChildError {
-  int32_t stage;
-  int32_t err;
-};
 enum ChildStage : int32_t { kStageSetpgid = 1, kStageDup, kStageChdir, kStageExec };
 
 [[noreturn]] void ChildFail(int error_fd, ChildStage stage) {
-  ChildError report{stage, errno};
-  ssize_t ignored = ::write(error_fd, &report, sizeof(report));
-  (void)ignored;
-  ::_exit(127);
+  ReportPreExecFailure(error_fd, stage);
 }
 
 class PosixSubprocess : public Subprocess {
@@ -629,22 +622,13 @@ Result<std::unique_ptr<Subprocess>> PosixEnv::Spawn(const SpawnOptions& o) {
   // Parent.
   error_write.Reset();
   for (UniqueFd& fd : child_end) fd.Reset();
-  ChildError report{};
-  size_t got = 0;
-  while (got < sizeof(report)) {
-    ssize_t n =
-        ::read(error_read.get(), reinterpret_cast<char*>(&report) + got, sizeof(report) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got > 0) {
+  if (std::optional<PreExecFailure> report = ReadPreExecFailure(error_read.get())) {
     // The child failed before exec and is exiting: reap it and report why.
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     std::string what;
-    switch (report.stage) {
+    switch (report->stage) {
       case kStageSetpgid:
         what = "spawn " + Quote(o.argv[0]) + ": setpgid";
         break;
@@ -658,7 +642,7 @@ Result<std::unique_ptr<Subprocess>> PosixEnv::Spawn(const SpawnOptions& o) {
         what = "spawn: exec " + Quote(program);
         break;
     }
-    return ErrnoToStatus(got == sizeof(report) ? report.err : EIO, what);
+    return ErrnoToStatus(report->err, what);
   }
   return std::unique_ptr<Subprocess>(
       std::make_unique<PosixSubprocess>(pid, o.new_process_group, std::move(parent_end[0]),
@@ -747,6 +731,27 @@ Status WriteFdFully(int fd, std::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return Status();
+}
+
+void ReportPreExecFailure(int fd, int32_t stage) {
+  PreExecFailure report{stage, errno};
+  ssize_t ignored = ::write(fd, &report, sizeof(report));
+  (void)ignored;
+  ::_exit(127);
+}
+
+std::optional<PreExecFailure> ReadPreExecFailure(int fd) {
+  PreExecFailure report{};
+  size_t got = 0;
+  while (got < sizeof(report)) {
+    ssize_t n = ::read(fd, reinterpret_cast<char*>(&report) + got, sizeof(report) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got == 0) return std::nullopt;
+  if (got < sizeof(report)) report.err = EIO;
+  return report;
 }
 
 void WriteBehind::Wrote(int fd, uint64_t length) {

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,6 +78,18 @@ class UniqueFd {
 Result<std::string> ReadFdToEnd(int fd, size_t max_bytes);
 // Writes all of `data`, retrying short writes and EINTR.
 Status WriteFdFully(int fd, std::string_view data);
+
+// The failure channel of fork + exec: the parent makes a close-on-exec pipe; a child that fails
+// before exec calls ReportPreExecFailure, which writes {stage, errno} (async-signal-safe) and
+// _exits with 127. After closing its copy of the write end, the parent calls
+// ReadPreExecFailure: nullopt when exec succeeded (the pipe closed empty), else what failed (err
+// is EIO when the report arrived cut short). `stage` is the caller's own numbering.
+struct PreExecFailure {
+  int32_t stage = 0;
+  int32_t err = 0;
+};
+[[noreturn]] void ReportPreExecFailure(int fd, int32_t stage);
+std::optional<PreExecFailure> ReadPreExecFailure(int fd);
 
 // Streams a large sequential write to the disk while it is written, instead of piling up dirty
 // page-cache pages that the final fdatasync flushes in one burst. Call Wrote() after each write

@@ -565,17 +565,10 @@ void SignalIfInNamespace(pid_t pid, uint64_t ns_inode, int sig) {
 
 // --- Starting bwrap ---
 
-struct ChildError {
-  int32_t stage;
-  int32_t err;
-};
 enum ChildStage : int32_t { kStageDup = 1, kStageAffinity, kStageRlimit, kStageIds, kStageExec };
 
 [[noreturn]] void ChildFail(int error_fd, ChildStage stage) {
-  ChildError report{stage, errno};
-  ssize_t ignored = ::write(error_fd, &report, sizeof(report));
-  (void)ignored;
-  ::_exit(127);
+  base::ReportPreExecFailure(error_fd, stage);
 }
 
 struct StartRequest {
@@ -676,21 +669,12 @@ Result<Started> StartBwrap(const StartRequest& request) {
   }
 
   error_write.Reset();
-  ChildError report{};
-  size_t got = 0;
-  while (got < sizeof(report)) {
-    ssize_t n =
-        ::read(error_read.get(), reinterpret_cast<char*>(&report) + got, sizeof(report) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  if (got > 0) {
+  if (std::optional<base::PreExecFailure> report = base::ReadPreExecFailure(error_read.get())) {
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     std::string stage;
-    switch (report.stage) {
+    switch (report->stage) {
       case kStageDup:
         stage = "sandbox: redirecting stdio";
         break;
@@ -707,7 +691,7 @@ Result<Started> StartBwrap(const StartRequest& request) {
         stage = "sandbox: exec " + Quote(request.argv[0]);
         break;
     }
-    return base::ErrnoToStatus(got == sizeof(report) ? report.err : EIO, stage);
+    return base::ErrnoToStatus(report->err, stage);
   }
   started.pid = pid;
   return started;
