@@ -210,6 +210,19 @@ class HttpTest : public ::testing::Test {
   static void AddPing(Router& r) {
     r.Get("/ping", [](Request&) { return Response::Text(200, "pong"); }, {.inline_handler = true});
   }
+  // A request is counted once its response has been written, which can be just after the client
+  // has read it: wait (bounded) until `requests` requests are counted.
+  ServerStats StatsAfterCounting(uint64_t requests) {
+    ServerStats s = server_->Stats();
+    for (int i = 0; i < 500; ++i) {
+      uint64_t counted = 0;
+      for (const auto& rc : s.requests) counted += rc.count;
+      if (counted >= requests) break;
+      std::this_thread::sleep_for(10ms);
+      s = server_->Stats();
+    }
+    return s;
+  }
   std::unique_ptr<Server> server_;
 };
 
@@ -245,7 +258,7 @@ TEST_F(HttpTest, RoutesParamsQueryAnd404And405) {
   EXPECT_EQ(res->status, 405);
   EXPECT_EQ(*res->headers.Get("Allow"), "GET, HEAD");
   // Stats are keyed by pattern, not raw path.
-  ServerStats s = server_->Stats();
+  ServerStats s = StatsAfterCounting(4);
   bool found = false;
   for (const auto& rc : s.requests) {
     if (rc.pattern == "/v1/jobs/{id}/logs" && rc.method == "GET" && rc.status == 200) {
@@ -306,7 +319,7 @@ TEST_F(HttpTest, UnusualStatusesAreCounted) {
   ASSERT_TRUE(c.Get("/ping").ok());
   // The stats count what the handler returned, sorted by (pattern, method, status).
   std::vector<std::string> rows;
-  for (const auto& rc : server_->Stats().requests) {
+  for (const auto& rc : StatsAfterCounting(3).requests) {
     rows.push_back(rc.pattern + " " + rc.method + " " + std::to_string(rc.status) + " " +
                    std::to_string(rc.count));
   }
