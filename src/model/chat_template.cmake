@@ -1,0 +1,1 @@
+# (chat_template: not yet built)

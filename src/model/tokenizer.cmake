@@ -1,0 +1,1 @@
+# (tokenizer: not yet built)
