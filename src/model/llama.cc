@@ -1,0 +1,823 @@
+#include "model/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "kernels/rope.h"
+#include "tensor/dtype.h"
+
+namespace sovai::model {
+
+using base::Result;
+using base::Status;
+using base::StatusCode;
+using kernels::Backend;
+using kernels::WeightRef;
+using tensor::DType;
+
+namespace {
+
+// The most logits the loss keeps at a time: chunk_rows = max(1, this / vocab).
+constexpr int64_t kLogitsPerChunk = int64_t{8} << 20;
+
+// splitmix64: seeds and per-site dropout streams that do not depend on the library's RNG.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Deterministic normal and uniform draws (Box-Muller over splitmix64), the same on every platform.
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : state_(seed) {}
+  double Uniform() {  // [0, 1)
+    state_ = Mix(state_);
+    return static_cast<double>(state_ >> 11) * 0x1.0p-53;
+  }
+  double Normal() {
+    double u1 = std::max(Uniform(), 1e-300);
+    double u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+std::string LayerPrefix(int64_t layer) { return "model.layers." + std::to_string(layer) + "."; }
+
+std::string ProjectionTensorName(int64_t layer, Projection p) {
+  return LayerPrefix(layer) + std::string(LoraModuleParent(p)) + "." +
+         std::string(LoraModuleName(p));
+}
+
+Result<std::vector<float>> ToF32(const SourceTensor& t, std::string_view name, uint64_t expected) {
+  size_t element = tensor::DTypeSize(t.dtype);
+  if (t.bytes.size() != expected * element) {
+    return Status(StatusCode::kInvalidArgument,
+                  "tensor '" + std::string(name) + "' has " + std::to_string(t.bytes.size()) +
+                      " bytes, expected " + std::to_string(expected * element));
+  }
+  std::vector<float> out(expected);
+  tensor::ConvertElements(t.dtype, t.bytes.data(), DType::kF32, out.data(), expected);
+  return out;
+}
+
+uint64_t Elements(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::optional<Projection> ParseProjection(std::string_view name) {
+  for (LoraModule module : kAllLoraModules) {
+    if (LoraModuleName(module) == name) return module;
+  }
+  return std::nullopt;
+}
+
+double LoraOptions::Scale() const {
+  return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / rank;
+}
+
+namespace llama_internal {
+
+// A matrix w[rows, cols] in its storage format; `ref` is what the kernels read.
+struct Matrix {
+  WeightRef ref;
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  std::unique_ptr<kernels::Nf4Quantized> nf4;  // heap: its View() points into it
+  std::unique_ptr<Parameter> param;            // kTrainable
+
+  Status Store(std::vector<float> values, std::string name, int64_t rows, int64_t cols,
+               WeightRef::Format format, bool trainable) {
+    ref = WeightRef{};
+    ref.rows = rows;
+    ref.cols = cols;
+    if (trainable) {
+      param = std::make_unique<Parameter>();
+      param->name = std::move(name);
+      param->shape = {static_cast<uint64_t>(rows), static_cast<uint64_t>(cols)};
+      param->value = std::move(values);
+      param->grad.assign(param->value.size(), 0.0f);
+      ref.format = WeightRef::Format::kF32;
+      ref.data = param->value.data();
+      return Status();
+    }
+    ref.format = format;
+    switch (format) {
+      case WeightRef::Format::kF32:
+        f32 = std::move(values);
+        ref.data = f32.data();
+        break;
+      case WeightRef::Format::kBF16:
+        bf16.resize(values.size());
+        tensor::ConvertElements(DType::kF32, values.data(), DType::kBF16, bf16.data(),
+                                values.size());
+        ref.data = bf16.data();
+        break;
+      case WeightRef::Format::kNF4: {
+        auto q = kernels::QuantizeNf4(values);
+        if (!q.ok()) {
+          return Status(q.status().code(), "quantizing '" + name + "': " + q.status().message());
+        }
+        nf4 = std::make_unique<kernels::Nf4Quantized>(std::move(*q));
+        ref.nf4 = nf4->View();
+        break;
+      }
+    }
+    return Status();
+  }
+
+  Result<std::vector<float>> ToF32() const {
+    size_t n = static_cast<size_t>(ref.rows * ref.cols);
+    std::vector<float> out(n);
+    switch (ref.format) {
+      case WeightRef::Format::kF32:
+        std::memcpy(out.data(), ref.data, n * sizeof(float));
+        break;
+      case WeightRef::Format::kBF16:
+        tensor::ConvertElements(DType::kBF16, ref.data, DType::kF32, out.data(), n);
+        break;
+      case WeightRef::Format::kNF4:
+        kernels::DequantizeNf4(ref.nf4, static_cast<int64_t>(n), out.data());
+        break;
+    }
+    return out;
+  }
+
+  float* grad() { return param ? param->grad.data() : nullptr; }
+};
+
+// An f32 vector (norm weight, bias); trainable in full training.
+struct Vector {
+  Parameter p;
+  bool present() const { return !p.value.empty(); }
+  const float* data() const { return present() ? p.value.data() : nullptr; }
+  float* grad() { return p.grad.empty() ? nullptr : p.grad.data(); }
+};
+
+}  // namespace llama_internal
+
+using llama_internal::Matrix;
+using llama_internal::Vector;
+
+struct LlamaModel::Slot {
+  Matrix* matrix = nullptr;
+  Vector* vector = nullptr;
+};
+
+struct LlamaModel::Layer {
+  Vector input_norm, post_norm, q_norm, k_norm;
+  Matrix proj[kProjectionCount];
+  Vector bias[kProjectionCount];
+  std::unique_ptr<Parameter> lora_a[kProjectionCount];
+  std::unique_ptr<Parameter> lora_b[kProjectionCount];
+  int64_t window = 0;  // 0: full attention
+};
+
+struct LlamaModel::Globals {
+  Matrix embed;
+  Vector final_norm;
+  Matrix head;  // unused when tied
+};
+
+// What the backward pass needs from the forward pass, and its own scratch.
+struct LlamaModel::Activations {
+  int64_t n = 0, batch = 0, seq_len = 0;
+  struct PerLayer {
+    std::vector<float> x_in, ln1, rstd1, q_lin, k_lin, rstd_q, rstd_k, q, k, v, att, lse, x_mid,
+        ln2, rstd2, gate, up, hidden;
+    std::vector<float> xa[kProjectionCount];
+  };
+  std::vector<PerLayer> layers;
+  std::vector<float> x_out, lnf, rstdf;
+  std::vector<int32_t> positions, segments, targets;
+  // Backward scratch.
+  std::vector<float> dx, dln, dq, dk, dv, dq_lin, dk_lin, datt, dgate, dup, dhidden;
+};
+
+LlamaModel::LlamaModel(ModelConfig config) : config_(std::move(config)) {}
+LlamaModel::~LlamaModel() = default;
+
+Status LlamaModel::Allocate(BaseWeights storage) {
+  SOVAI_RETURN_IF_ERROR(ValidateModelConfig(config_));
+  storage_ = storage;
+  expected_ = ExpectedTensors(config_);
+  kernels::RopeScaling scaling;
+  if (config_.rope_scaling) {
+    const RopeScaling& r = *config_.rope_scaling;
+    scaling.kind = r.type == RopeScaling::Type::kLinear ? kernels::RopeScaling::Kind::kLinear
+                                                        : kernels::RopeScaling::Kind::kLlama3;
+    scaling.factor = r.factor;
+    scaling.low_freq_factor = r.low_freq_factor;
+    scaling.high_freq_factor = r.high_freq_factor;
+    scaling.original_max_position_embeddings =
+        static_cast<double>(r.original_max_position_embeddings);
+  }
+  SOVAI_ASSIGN_OR_RETURN(
+      inv_freq_, kernels::RopeInverseFrequencies(config_.head_dim, config_.rope_theta, scaling));
+  globals_ = std::make_unique<Globals>();
+  layers_.clear();
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    auto layer = std::make_unique<Layer>();
+    layer->window = config_.SlidingWindowForLayer(l).value_or(0);
+    layers_.push_back(std::move(layer));
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelConfig& config,
+                                                     const TensorSource& source,
+                                                     BaseWeights storage) {
+  std::unique_ptr<LlamaModel> model(new LlamaModel(config));
+  SOVAI_RETURN_IF_ERROR(model->Allocate(storage));
+  const bool trainable = storage == BaseWeights::kTrainable;
+  const WeightRef::Format projection_format =
+      storage == BaseWeights::kBF16  ? WeightRef::Format::kBF16
+      : storage == BaseWeights::kNF4 ? WeightRef::Format::kNF4
+                                     : WeightRef::Format::kF32;
+  // Embeddings and the head are looked up by row or computed in chunks: NF4 saves little there,
+  // so QLoRA keeps them in bf16 (as bitsandbytes leaves them unquantized).
+  const WeightRef::Format table_format = storage == BaseWeights::kF32 || trainable
+                                             ? WeightRef::Format::kF32
+                                             : WeightRef::Format::kBF16;
+  for (const ExpectedTensor& want : model->expected_) {
+    auto found = source(want.name);
+    if (!found.ok()) {
+      if (want.optional && found.status().code() == StatusCode::kNotFound) continue;
+      return found.status();
+    }
+    if (found->shape != want.shape) {
+      return Status(StatusCode::kInvalidArgument,
+                    "tensor '" + want.name + "' has the wrong shape for this config");
+    }
+    SOVAI_ASSIGN_OR_RETURN(std::vector<float> values,
+                           ToF32(*found, want.name, Elements(want.shape)));
+    SOVAI_RETURN_IF_ERROR(
+        model->Place(want.name, std::move(values), projection_format, table_format, trainable));
+  }
+  return model;
+}
+
+LlamaModel::Slot LlamaModel::Find(std::string_view name) const {
+  Slot slot;
+  Globals& g = *globals_;
+  if (name == "model.embed_tokens.weight") {
+    slot.matrix = &g.embed;
+  } else if (name == "model.norm.weight") {
+    slot.vector = &g.final_norm;
+  } else if (name == "lm_head.weight") {
+    if (!config_.tie_word_embeddings) slot.matrix = &g.head;
+  } else if (name.starts_with("model.layers.")) {
+    std::string_view rest = name.substr(13);
+    size_t dot = rest.find('.');
+    if (dot == std::string_view::npos) return slot;
+    int64_t l = 0;
+    for (char c : rest.substr(0, dot)) {
+      if (c < '0' || c > '9' || l > config_.num_hidden_layers) return slot;
+      l = l * 10 + (c - '0');
+    }
+    if (l >= config_.num_hidden_layers) return slot;
+    Layer& layer = *layers_[static_cast<size_t>(l)];
+    rest = rest.substr(dot + 1);
+    if (rest == "input_layernorm.weight") {
+      slot.vector = &layer.input_norm;
+    } else if (rest == "post_attention_layernorm.weight") {
+      slot.vector = &layer.post_norm;
+    } else if (rest == "self_attn.q_norm.weight") {
+      slot.vector = &layer.q_norm;
+    } else if (rest == "self_attn.k_norm.weight") {
+      slot.vector = &layer.k_norm;
+    } else {
+      for (int i = 0; i < kProjectionCount; ++i) {
+        std::string base =
+            ProjectionTensorName(l, static_cast<Projection>(i)).substr(LayerPrefix(l).size());
+        if (rest == base + ".weight") slot.matrix = &layer.proj[i];
+        if (rest == base + ".bias") slot.vector = &layer.bias[i];
+      }
+    }
+  }
+  return slot;
+}
+
+Status LlamaModel::Place(const std::string& name, std::vector<float> values,
+                         WeightRef::Format projection_format, WeightRef::Format table_format,
+                         bool trainable) {
+  Slot slot = Find(name);
+  if (name == "lm_head.weight" && config_.tie_word_embeddings) return Status();  // tied: embed
+  const ExpectedTensor* want = nullptr;
+  for (const ExpectedTensor& e : expected_) {
+    if (e.name == name) want = &e;
+  }
+  if (want == nullptr || (slot.matrix == nullptr && slot.vector == nullptr)) {
+    return Status(StatusCode::kInvalidArgument, "unexpected tensor '" + name + "'");
+  }
+  if (slot.vector != nullptr) {
+    slot.vector->p.name = name;
+    slot.vector->p.shape = want->shape;
+    slot.vector->p.value = std::move(values);
+    if (trainable) slot.vector->p.grad.assign(slot.vector->p.value.size(), 0.0f);
+    return Status();
+  }
+  bool table = name == "model.embed_tokens.weight" || name == "lm_head.weight";
+  return slot.matrix->Store(std::move(values), name, static_cast<int64_t>(want->shape[0]),
+                            static_cast<int64_t>(want->shape[1]),
+                            table ? table_format : projection_format, trainable);
+}
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::RandomInit(const ModelConfig& config,
+                                                           uint64_t seed) {
+  std::unique_ptr<LlamaModel> model(new LlamaModel(config));
+  SOVAI_RETURN_IF_ERROR(model->Allocate(BaseWeights::kTrainable));
+  // transformers' LlamaPreTrainedModel._init_weights: normal(0, initializer_range) for linear
+  // and embedding weights, zero biases, unit norms.
+  double std_dev = 0.02;
+  if (config.extra.contains("initializer_range") && config.extra["initializer_range"].is_number()) {
+    std_dev = config.extra["initializer_range"].get<double>();
+  }
+  Draws draws(Mix(seed));
+  for (const ExpectedTensor& want : model->expected_) {
+    if (want.optional) continue;  // tied lm_head
+    std::vector<float> values(Elements(want.shape));
+    bool is_norm = want.name.ends_with("norm.weight");
+    bool is_bias = want.name.ends_with(".bias");
+    for (float& v : values) {
+      v = is_norm ? 1.0f : is_bias ? 0.0f : static_cast<float>(draws.Normal() * std_dev);
+    }
+    SOVAI_RETURN_IF_ERROR(model->Place(want.name, std::move(values), WeightRef::Format::kF32,
+                                       WeightRef::Format::kF32, /*trainable=*/true));
+  }
+  return model;
+}
+
+Status LlamaModel::AddLora(const LoraOptions& options) {
+  if (lora_) return Status(StatusCode::kFailedPrecondition, "the model already has LoRA adapters");
+  if (storage_ == BaseWeights::kTrainable) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "LoRA adapters need frozen base weights, not a fully trainable model");
+  }
+  if (options.rank < 1 || options.rank > 4096) {
+    return Status(StatusCode::kInvalidArgument,
+                  "LoRA rank must be in [1, 4096], got " + std::to_string(options.rank));
+  }
+  if (!(options.alpha > 0) || !std::isfinite(options.alpha)) {
+    return Status(StatusCode::kInvalidArgument, "LoRA alpha must be a positive number");
+  }
+  if (!(options.dropout >= 0 && options.dropout < 1)) {
+    return Status(StatusCode::kInvalidArgument, "LoRA dropout must be in [0, 1)");
+  }
+  lora_ = options;
+  if (lora_->targets.empty()) {
+    for (int i = 0; i < kProjectionCount; ++i) lora_->targets.push_back(static_cast<Projection>(i));
+  }
+  Draws draws(Mix(options.seed ^ 0x4c6f5241ull));
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    Layer& layer = *layers_[static_cast<size_t>(l)];
+    for (Projection p : lora_->targets) {
+      int i = static_cast<int>(p);
+      if (layer.lora_a[i]) continue;  // listed twice
+      const WeightRef& w = layer.proj[i].ref;
+      std::string name = "base_model.model." + ProjectionTensorName(l, p);
+      auto a = std::make_unique<Parameter>();
+      a->name = name + ".lora_A.weight";
+      a->shape = {static_cast<uint64_t>(options.rank), static_cast<uint64_t>(w.cols)};
+      // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0, so the
+      // adapted model starts equal to the base model.
+      double bound = 1.0 / std::sqrt(static_cast<double>(w.cols));
+      a->value.resize(static_cast<size_t>(options.rank * w.cols));
+      for (float& v : a->value) v = static_cast<float>((2 * draws.Uniform() - 1) * bound);
+      a->grad.assign(a->value.size(), 0.0f);
+      auto b = std::make_unique<Parameter>();
+      b->name = name + ".lora_B.weight";
+      b->shape = {static_cast<uint64_t>(w.rows), static_cast<uint64_t>(options.rank)};
+      b->value.assign(static_cast<size_t>(w.rows * options.rank), 0.0f);
+      b->grad.assign(b->value.size(), 0.0f);
+      layer.lora_a[i] = std::move(a);
+      layer.lora_b[i] = std::move(b);
+    }
+  }
+  return Status();
+}
+
+Result<LoraAdapter> LlamaModel::ExportLora(std::string base_model_name) const {
+  if (!lora_) return Status(StatusCode::kFailedPrecondition, "the model has no LoRA adapters");
+  LoraAdapter out;
+  out.config.r = lora_->rank;
+  out.config.lora_alpha = lora_->alpha;
+  out.config.lora_dropout = lora_->dropout;
+  out.config.use_rslora = lora_->use_rslora;
+  out.config.target_modules = lora_->targets;
+  std::sort(out.config.target_modules.begin(), out.config.target_modules.end());
+  out.config.target_modules.erase(
+      std::unique(out.config.target_modules.begin(), out.config.target_modules.end()),
+      out.config.target_modules.end());
+  out.config.base_model_name_or_path = std::move(base_model_name);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const Layer& layer = *layers_[static_cast<size_t>(l)];
+    for (LoraModule module : kAllLoraModules) {
+      int i = static_cast<int>(module);
+      if (!layer.lora_a[i]) continue;
+      out.modules.push_back(
+          LoraModuleWeights{l, module, layer.lora_a[i]->value, layer.lora_b[i]->value});
+    }
+  }
+  return out;
+}
+
+Status LlamaModel::ImportLora(const LoraAdapter& adapter) {
+  SOVAI_RETURN_IF_ERROR(ValidateLoraAdapter(adapter, config_));
+  if (!adapter.config.layers_to_transform.empty()) {
+    return Status(StatusCode::kUnimplemented,
+                  "adapters on a subset of layers (layers_to_transform) are not supported yet");
+  }
+  LoraOptions options;
+  options.rank = adapter.config.r;
+  options.alpha = adapter.config.lora_alpha;
+  options.dropout = static_cast<float>(adapter.config.lora_dropout);
+  options.use_rslora = adapter.config.use_rslora;
+  options.targets = adapter.config.target_modules;
+  SOVAI_RETURN_IF_ERROR(AddLora(options));
+  for (const LoraModuleWeights& m : adapter.modules) {
+    Layer& layer = *layers_[static_cast<size_t>(m.layer)];
+    int i = static_cast<int>(m.module);
+    layer.lora_a[i]->value = m.a;
+    layer.lora_b[i]->value = m.b;
+  }
+  return Status();
+}
+
+LlamaModel::LoraPair LlamaModel::Lora(int64_t layer, Projection projection) {
+  if (layer < 0 || layer >= config_.num_hidden_layers) return {};
+  Layer& l = *layers_[static_cast<size_t>(layer)];
+  int i = static_cast<int>(projection);
+  return {l.lora_a[i].get(), l.lora_b[i].get()};
+}
+
+std::vector<Parameter*> LlamaModel::TrainableParameters() {
+  std::vector<Parameter*> out;
+  if (lora_) {
+    for (auto& layer : layers_) {
+      for (int i = 0; i < kProjectionCount; ++i) {
+        if (layer->lora_a[i]) {
+          out.push_back(layer->lora_a[i].get());
+          out.push_back(layer->lora_b[i].get());
+        }
+      }
+    }
+    return out;
+  }
+  if (storage_ != BaseWeights::kTrainable) return out;
+  for (const ExpectedTensor& e : expected_) {
+    Slot slot = Find(e.name);
+    if (slot.matrix != nullptr && slot.matrix->param) out.push_back(slot.matrix->param.get());
+    if (slot.vector != nullptr && slot.vector->present()) out.push_back(&slot.vector->p);
+  }
+  return out;
+}
+
+Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool merge_lora) const {
+  Slot slot = Find(name);
+  if (slot.vector != nullptr && slot.vector->present()) return slot.vector->p.value;
+  if (slot.matrix == nullptr || slot.matrix->ref.rows == 0) {
+    return Status(StatusCode::kNotFound, "the model has no tensor '" + std::string(name) + "'");
+  }
+  SOVAI_ASSIGN_OR_RETURN(std::vector<float> w, slot.matrix->ToF32());
+  if (!merge_lora || !lora_) return w;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const Layer& layer = *layers_[static_cast<size_t>(l)];
+    for (int i = 0; i < kProjectionCount; ++i) {
+      if (&layer.proj[i] != slot.matrix || !layer.lora_a[i]) continue;
+      // W[O, I] += scale * B[O, R] @ A[R, I], accumulated in double as PEFT's merge is exact
+      // enough not to show in a saved bf16 model.
+      const int64_t rows = layer.proj[i].ref.rows, cols = layer.proj[i].ref.cols;
+      const int64_t r = lora_->rank;
+      const float* a = layer.lora_a[i]->value.data();
+      const float* b = layer.lora_b[i]->value.data();
+      const double scale = lora_->Scale();
+      std::vector<double> row(static_cast<size_t>(cols));
+      for (int64_t o = 0; o < rows; ++o) {
+        std::fill(row.begin(), row.end(), 0.0);
+        for (int64_t k = 0; k < r; ++k) {
+          double bk = b[o * r + k];
+          const float* ak = a + k * cols;
+          for (int64_t c = 0; c < cols; ++c) row[static_cast<size_t>(c)] += bk * ak[c];
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          w[static_cast<size_t>(o * cols + c)] +=
+              static_cast<float>(scale * row[static_cast<size_t>(c)]);
+        }
+      }
+    }
+  }
+  return w;
+}
+
+Status LlamaModel::CheckBatch(const Batch& batch) const {
+  const int64_t n = batch.batch * batch.seq_len;
+  if (batch.batch < 1 || batch.seq_len < 1) {
+    return Status(StatusCode::kInvalidArgument, "a batch needs at least one row of one token");
+  }
+  auto sized = [&](size_t size, bool optional) {
+    return (optional && size == 0) || size == static_cast<size_t>(n);
+  };
+  if (!sized(batch.tokens.size(), false) || !sized(batch.targets.size(), true) ||
+      !sized(batch.positions.size(), true) || !sized(batch.segments.size(), true)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "batch arrays must hold batch * seq_len = " + std::to_string(n) + " entries");
+  }
+  for (int32_t t : batch.tokens) {
+    if (t < 0 || t >= config_.vocab_size) {
+      return Status(StatusCode::kInvalidArgument, "token id " + std::to_string(t) +
+                                                      " is outside the vocabulary of " +
+                                                      std::to_string(config_.vocab_size));
+    }
+  }
+  for (int32_t t : batch.targets) {
+    if (t >= config_.vocab_size) {
+      return Status(StatusCode::kInvalidArgument,
+                    "target id " + std::to_string(t) + " is outside the vocabulary");
+    }
+  }
+  for (int32_t p : batch.positions) {
+    if (p < 0) return Status(StatusCode::kInvalidArgument, "positions must not be negative");
+  }
+  return Status();
+}
+
+void LlamaModel::PrepareActivations(const Batch& batch) {
+  if (!acts_) acts_ = std::make_unique<Activations>();
+  Activations& a = *acts_;
+  const int64_t n = batch.batch * batch.seq_len;
+  const int64_t c = config_.hidden_size, f = config_.intermediate_size;
+  const int64_t qd = config_.q_dim(), kvd = config_.kv_dim();
+  const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
+  auto size = [](std::vector<float>& v, int64_t count) { v.resize(static_cast<size_t>(count)); };
+  a.n = n;
+  a.batch = batch.batch;
+  a.seq_len = batch.seq_len;
+  a.layers.resize(layers_.size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Activations::PerLayer& p = a.layers[l];
+    size(p.x_in, n * c);
+    size(p.ln1, n * c);
+    size(p.rstd1, n);
+    size(p.q, n * qd);
+    size(p.k, n * kvd);
+    size(p.v, n * kvd);
+    if (config_.has_qk_norm()) {
+      size(p.q_lin, n * qd);
+      size(p.k_lin, n * kvd);
+      size(p.rstd_q, n * hq);
+      size(p.rstd_k, n * hkv);
+    }
+    size(p.att, n * qd);
+    size(p.lse, n * hq);
+    size(p.x_mid, n * c);
+    size(p.ln2, n * c);
+    size(p.rstd2, n);
+    size(p.gate, n * f);
+    size(p.up, n * f);
+    size(p.hidden, n * f);
+    for (int i = 0; i < kProjectionCount; ++i) {
+      if (layers_[l]->lora_a[i]) size(p.xa[i], n * lora_->rank);
+    }
+  }
+  size(a.x_out, n * c);
+  size(a.lnf, n * c);
+  size(a.rstdf, n);
+  a.positions.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    a.positions[static_cast<size_t>(i)] = batch.positions.empty()
+                                              ? static_cast<int32_t>(i % batch.seq_len)
+                                              : batch.positions[static_cast<size_t>(i)];
+  }
+}
+
+namespace {
+
+// The dropout stream of one LoRA site: distinct per step, layer and projection.
+kernels::Dropout SiteDropout(float probability, uint64_t step_seed, int64_t layer, int projection) {
+  return kernels::Dropout{probability,
+                          Mix(step_seed ^ Mix(static_cast<uint64_t>(layer) * 8 + projection))};
+}
+
+}  // namespace
+
+void LlamaModel::Forward(Backend& backend, const Batch& batch, bool training,
+                         uint64_t dropout_seed) {
+  PrepareActivations(batch);
+  Activations& a = *acts_;
+  const int64_t n = a.n, c = config_.hidden_size, f = config_.intermediate_size;
+  const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
+  const int64_t d = config_.head_dim;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.data();
+  const float dropout = training && lora_ ? lora_->dropout : 0.0f;
+  const float lora_scale = lora_ ? static_cast<float>(lora_->Scale()) : 0.0f;
+
+  // y[N, out] = x[N, in] @ W^T + bias (+ LoRA) for projection i of layer l.
+  auto project = [&](int64_t l, int i, const float* x, float* y, std::vector<float>& xa) {
+    Layer& layer = *layers_[static_cast<size_t>(l)];
+    backend.LinearForward(y, x, layer.proj[i].ref, layer.bias[i].data(), n);
+    if (layer.lora_a[i]) {
+      backend.LoraForward(y, xa.data(), x, layer.lora_a[i]->value.data(),
+                          layer.lora_b[i]->value.data(), n, layer.proj[i].ref.cols,
+                          layer.proj[i].ref.rows, lora_->rank, lora_scale,
+                          SiteDropout(dropout, dropout_seed, l, i));
+    }
+  };
+
+  // x[N, C] = embed(tokens)
+  std::vector<float>* x = a.layers.empty() ? &a.x_out : &a.layers[0].x_in;
+  backend.EmbeddingForward(x->data(), batch.tokens.data(), globals_->embed.ref, n);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& layer = *layers_[l];
+    Activations::PerLayer& p = a.layers[l];
+    const int64_t li = static_cast<int64_t>(l);
+    backend.RmsNormForward(p.ln1.data(), p.rstd1.data(), p.x_in.data(), layer.input_norm.data(), n,
+                           c, eps);
+    float* q_out = config_.has_qk_norm() ? p.q_lin.data() : p.q.data();
+    float* k_out = config_.has_qk_norm() ? p.k_lin.data() : p.k.data();
+    project(li, 0, p.ln1.data(), q_out, p.xa[0]);
+    project(li, 1, p.ln1.data(), k_out, p.xa[1]);
+    project(li, 2, p.ln1.data(), p.v.data(), p.xa[2]);
+    if (config_.has_qk_norm()) {
+      // q[N*Hq, D] = rmsnorm over each head (qwen3).
+      backend.RmsNormForward(p.q.data(), p.rstd_q.data(), p.q_lin.data(), layer.q_norm.data(),
+                             n * hq, d, eps);
+      backend.RmsNormForward(p.k.data(), p.rstd_k.data(), p.k_lin.data(), layer.k_norm.data(),
+                             n * hkv, d, eps);
+    }
+    backend.RopeForward(p.q.data(), p.q.data(), a.positions.data(), inv_freq_.data(), n, hq, d);
+    backend.RopeForward(p.k.data(), p.k.data(), a.positions.data(), inv_freq_.data(), n, hkv, d);
+    Backend::AttentionShape shape{a.batch,
+                                  a.seq_len,
+                                  hq,
+                                  hkv,
+                                  d,
+                                  layer.window,
+                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+    backend.AttentionForward(p.att.data(), p.lse.data(), p.q.data(), p.k.data(), p.v.data(),
+                             segments, shape);
+    // x_mid = x_in + att @ Wo^T
+    project(li, 3, p.att.data(), p.x_mid.data(), p.xa[3]);
+    backend.Add(p.x_mid.data(), p.x_mid.data(), p.x_in.data(), n * c);
+    backend.RmsNormForward(p.ln2.data(), p.rstd2.data(), p.x_mid.data(), layer.post_norm.data(), n,
+                           c, eps);
+    project(li, 4, p.ln2.data(), p.gate.data(), p.xa[4]);
+    project(li, 5, p.ln2.data(), p.up.data(), p.xa[5]);
+    backend.SwiGluForward(p.hidden.data(), p.gate.data(), p.up.data(), n * f);
+    std::vector<float>& next = l + 1 < layers_.size() ? a.layers[l + 1].x_in : a.x_out;
+    project(li, 6, p.hidden.data(), next.data(), p.xa[6]);
+    backend.Add(next.data(), next.data(), p.x_mid.data(), n * c);
+  }
+  backend.RmsNormForward(a.lnf.data(), a.rstdf.data(), a.x_out.data(), globals_->final_norm.data(),
+                         n, c, eps);
+}
+
+void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout_seed) {
+  Activations& a = *acts_;
+  const int64_t n = a.n, c = config_.hidden_size, f = config_.intermediate_size;
+  const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
+  const int64_t d = config_.head_dim, qd = config_.q_dim(), kvd = config_.kv_dim();
+  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.data();
+  const float dropout = lora_ ? lora_->dropout : 0.0f;
+  const float lora_scale = lora_ ? static_cast<float>(lora_->Scale()) : 0.0f;
+  auto zero = [](std::vector<float>& v, int64_t count) {
+    v.assign(static_cast<size_t>(count), 0.0f);
+  };
+
+  // dx[N, in] += dy[N, out] @ W (+ LoRA), and the weight/bias/adapter gradients.
+  auto project_back = [&](int64_t l, int i, const float* x, const float* dy, float* dx,
+                          const std::vector<float>& xa) {
+    Layer& layer = *layers_[static_cast<size_t>(l)];
+    Matrix& w = layer.proj[i];
+    backend.LinearBackwardInput(dx, dy, w.ref, n);
+    if (float* dw = w.grad()) {
+      // dW[O, I] += dy[N, O]^T @ x[N, I]
+      backend.Gemm(true, false, w.ref.rows, w.ref.cols, n, 1.0f, dy, x, 1.0f, dw);
+    }
+    if (float* db = layer.bias[i].grad()) {
+      backend.LinearBackwardBias(db, dy, n, w.ref.rows);
+    }
+    if (layer.lora_a[i]) {
+      backend.LoraBackward(dx, layer.lora_a[i]->grad.data(), layer.lora_b[i]->grad.data(), dy, x,
+                           xa.data(), layer.lora_a[i]->value.data(), layer.lora_b[i]->value.data(),
+                           n, w.ref.cols, w.ref.rows, lora_->rank, lora_scale,
+                           SiteDropout(dropout, dropout_seed, l, i));
+    }
+  };
+
+  // a.dx holds d(loss)/d(x_out) on entry: the final norm's backward of dlnf (in a.dln).
+  zero(a.dx, n * c);
+  backend.RmsNormBackward(a.dx.data(), globals_->final_norm.grad(), a.dln.data(), a.x_out.data(),
+                          globals_->final_norm.data(), a.rstdf.data(), n, c);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    Layer& layer = *layers_[l];
+    Activations::PerLayer& p = a.layers[l];
+    const int64_t li = static_cast<int64_t>(l);
+    // MLP: x_next = x_mid + down(swiglu(gate(ln2), up(ln2))); a.dx is d/dx_next and stays as the
+    // residual part of d/dx_mid.
+    zero(a.dhidden, n * f);
+    project_back(li, 6, p.hidden.data(), a.dx.data(), a.dhidden.data(), p.xa[6]);
+    zero(a.dgate, n * f);
+    zero(a.dup, n * f);
+    backend.SwiGluBackward(a.dgate.data(), a.dup.data(), a.dhidden.data(), p.gate.data(),
+                           p.up.data(), n * f);
+    zero(a.dln, n * c);
+    project_back(li, 4, p.ln2.data(), a.dgate.data(), a.dln.data(), p.xa[4]);
+    project_back(li, 5, p.ln2.data(), a.dup.data(), a.dln.data(), p.xa[5]);
+    backend.RmsNormBackward(a.dx.data(), layer.post_norm.grad(), a.dln.data(), p.x_mid.data(),
+                            layer.post_norm.data(), p.rstd2.data(), n, c);
+    // Attention: x_mid = x_in + o(attention(rope(q), rope(k), v)); a.dx is now d/dx_mid.
+    zero(a.datt, n * qd);
+    project_back(li, 3, p.att.data(), a.dx.data(), a.datt.data(), p.xa[3]);
+    zero(a.dq, n * qd);
+    zero(a.dk, n * kvd);
+    zero(a.dv, n * kvd);
+    Backend::AttentionShape shape{a.batch,
+                                  a.seq_len,
+                                  hq,
+                                  hkv,
+                                  d,
+                                  layer.window,
+                                  static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
+    backend.AttentionBackward(a.dq.data(), a.dk.data(), a.dv.data(), a.datt.data(), p.att.data(),
+                              p.lse.data(), p.q.data(), p.k.data(), p.v.data(), segments, shape);
+    // Undo the rotation: d/d(pre-rope q) = rope^-1(dq).
+    zero(a.dq_lin, n * qd);
+    zero(a.dk_lin, n * kvd);
+    backend.RopeBackward(a.dq_lin.data(), a.dq.data(), a.positions.data(), inv_freq_.data(), n, hq,
+                         d);
+    backend.RopeBackward(a.dk_lin.data(), a.dk.data(), a.positions.data(), inv_freq_.data(), n, hkv,
+                         d);
+    if (config_.has_qk_norm()) {
+      // The rotated values were the per-head norms of q_lin/k_lin: one more backward.
+      zero(a.dq, n * qd);
+      zero(a.dk, n * kvd);
+      backend.RmsNormBackward(a.dq.data(), layer.q_norm.grad(), a.dq_lin.data(), p.q_lin.data(),
+                              layer.q_norm.data(), p.rstd_q.data(), n * hq, d);
+      backend.RmsNormBackward(a.dk.data(), layer.k_norm.grad(), a.dk_lin.data(), p.k_lin.data(),
+                              layer.k_norm.data(), p.rstd_k.data(), n * hkv, d);
+      std::swap(a.dq, a.dq_lin);
+      std::swap(a.dk, a.dk_lin);
+    }
+    zero(a.dln, n * c);
+    project_back(li, 0, p.ln1.data(), a.dq_lin.data(), a.dln.data(), p.xa[0]);
+    project_back(li, 1, p.ln1.data(), a.dk_lin.data(), a.dln.data(), p.xa[1]);
+    project_back(li, 2, p.ln1.data(), a.dv.data(), a.dln.data(), p.xa[2]);
+    backend.RmsNormBackward(a.dx.data(), layer.input_norm.grad(), a.dln.data(), p.x_in.data(),
+                            layer.input_norm.data(), p.rstd1.data(), n, c);
+  }
+  if (float* dtable = globals_->embed.grad()) {
+    backend.EmbeddingBackward(dtable, a.dx.data(), batch.tokens.data(), n, config_.vocab_size, c);
+  }
+}
+
+Result<double> LlamaModel::TrainForwardBackward(Backend& backend, const Batch& batch,
+                                                float grad_scale, uint64_t dropout_seed) {
+  SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
+  if (batch.targets.empty()) {
+    return Status(StatusCode::kInvalidArgument, "a training batch needs targets");
+  }
+  Forward(backend, batch, /*training=*/true, dropout_seed);
+  Activations& a = *acts_;
+  const int64_t c = config_.hidden_size;
+  a.dln.assign(static_cast<size_t>(a.n * c), 0.0f);
+  const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
+  float* dhead = config_.tie_word_embeddings ? globals_->embed.grad() : globals_->head.grad();
+  const int64_t chunk = std::max<int64_t>(1, kLogitsPerChunk / config_.vocab_size);
+  double loss = backend.CrossEntropy(a.dln.data(), dhead, a.lnf.data(), head.ref,
+                                     batch.targets.data(), a.n, grad_scale, chunk);
+  Backward(backend, batch, dropout_seed);
+  return loss;
+}
+
+Result<double> LlamaModel::Loss(Backend& backend, const Batch& batch) {
+  SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
+  if (batch.targets.empty()) return Status(StatusCode::kInvalidArgument, "the loss needs targets");
+  Forward(backend, batch, /*training=*/false, 0);
+  const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
+  const int64_t chunk = std::max<int64_t>(1, kLogitsPerChunk / config_.vocab_size);
+  return backend.CrossEntropy(nullptr, nullptr, acts_->lnf.data(), head.ref, batch.targets.data(),
+                              acts_->n, 1.0f, chunk);
+}
+
+Result<std::vector<float>> LlamaModel::Logits(Backend& backend, const Batch& batch) {
+  SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
+  Forward(backend, batch, /*training=*/false, 0);
+  const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
+  std::vector<float> logits(static_cast<size_t>(acts_->n * config_.vocab_size));
+  backend.LinearForward(logits.data(), acts_->lnf.data(), head.ref, nullptr, acts_->n);
+  return logits;
+}
+
+}  // namespace sovai::model

@@ -1,0 +1,168 @@
+// The Llama-family transformer (llama, mistral, qwen2, qwen3), forward and backward, built from the
+// ops of kernels/backend.h. One model code serves training (full, LoRA, QLoRA) and inference.
+//
+//   x = embed(tokens)                                           x[N, C]
+//   per layer:  h = rmsnorm(x) ; q,k,v = h @ Wq,Wk,Wv (+bias) (+LoRA)
+//               q,k = rmsnorm per head (qwen3) ; q,k = rope(q,k)
+//               x = x + attention(q, k, v) @ Wo (+LoRA)
+//               h = rmsnorm(x) ; x = x + (silu(h @ Wgate) * (h @ Wup)) @ Wdown (+LoRA)
+//   logits = rmsnorm(x) @ lm_head^T  (lm_head = embed when tied)
+//
+// Base weights are frozen in f32, bf16 or NF4 (QLoRA), or trainable in f32 (full training). LoRA
+// adapters (PEFT semantics: y += scale * B(A(dropout(x))), scale = alpha / r, or alpha / sqrt(r)
+// with rsLoRA) may sit on any subset of the seven projections.
+//
+// A step runs on a Batch of B rows of T tokens (N = B*T). Rows may pack several samples:
+// `segments` keeps samples from attending to each other and `positions` restarts at each sample.
+// Activations of the last TrainForwardBackward are kept inside the model (one step at a time).
+//
+// Thread-safety: one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "kernels/backend.h"
+#include "kernels/nf4.h"
+#include "model/model_config.h"
+#include "model/peft_adapter.h"
+
+namespace sovai::model {
+
+// The seven linear projections of a layer are the modules a PEFT adapter targets (peft_adapter.h
+// names them: "q_proj", ..., "down_proj").
+using Projection = LoraModule;
+inline constexpr int kProjectionCount = 7;
+std::optional<Projection> ParseProjection(std::string_view name);
+
+// A trainable tensor: its value and gradient (f32, same size) and its HF or PEFT name.
+struct Parameter {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::vector<float> value;
+  std::vector<float> grad;
+};
+
+// How frozen base weights are kept in memory.
+enum class BaseWeights : uint8_t {
+  kF32,
+  kBF16,       // bf16 projections (norms and biases stay f32)
+  kNF4,        // QLoRA: NF4 projections, embeddings and head in bf16
+  kTrainable,  // full training: every tensor is an f32 Parameter
+};
+
+struct LoraOptions {
+  int64_t rank = 16;
+  double alpha = 32;
+  float dropout = 0.05f;
+  bool use_rslora = false;
+  std::vector<Projection> targets;  // empty: all seven
+  uint64_t seed = 0;                // initialisation of A (B starts at zero, as in PEFT)
+
+  double Scale() const;
+};
+
+// One tensor of a checkpoint as the loader sees it: f32/f16/bf16 elements.
+struct SourceTensor {
+  tensor::DType dtype = tensor::DType::kF32;
+  std::vector<uint64_t> shape;
+  std::span<const std::byte> bytes;
+};
+// Looks up a tensor by its HF name; NotFound when absent.
+using TensorSource = std::function<base::Result<SourceTensor>(std::string_view name)>;
+
+struct Batch {
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  std::span<const int32_t> tokens;     // [N]
+  std::span<const int32_t> targets;    // [N]; < 0: not counted in the loss
+  std::span<const int32_t> positions;  // [N]; empty: 0..T-1 in every row
+  std::span<const int32_t> segments;   // [N]; empty: one sample per row
+};
+
+class LlamaModel {
+ public:
+  // Loads the base weights from `source` (names and shapes as ExpectedTensors(config) says).
+  static base::Result<std::unique_ptr<LlamaModel>> Load(const ModelConfig& config,
+                                                        const TensorSource& source,
+                                                        BaseWeights storage);
+  // A trainable model with weights drawn as transformers initialises Llama (normal, std 0.02;
+  // norms at one), for training from scratch.
+  static base::Result<std::unique_ptr<LlamaModel>> RandomInit(const ModelConfig& config,
+                                                              uint64_t seed);
+  ~LlamaModel();
+
+  const ModelConfig& config() const { return config_; }
+
+  // Adds LoRA adapters to every target projection of every layer. Errors: a second call, a
+  // model with trainable base weights, rank < 1.
+  base::Status AddLora(const LoraOptions& options);
+  const std::optional<LoraOptions>& lora() const { return lora_; }
+  // The adapter of `projection` in `layer` (A [r, in], B [out, r]); nullptr when it has none.
+  struct LoraPair {
+    Parameter* a = nullptr;
+    Parameter* b = nullptr;
+  };
+  LoraPair Lora(int64_t layer, Projection projection);
+
+  // The adapters as a PEFT adapter (for WriteLoraAdapter); FailedPrecondition without adapters.
+  base::Result<LoraAdapter> ExportLora(std::string base_model_name) const;
+  // Adds adapters with the weights of a PEFT adapter (for inference or continued training).
+  base::Status ImportLora(const LoraAdapter& adapter);
+
+  // What an optimizer updates: LoRA A/B when adapters exist, else every base tensor (kTrainable).
+  std::vector<Parameter*> TrainableParameters();
+  // A base tensor by HF name as f32 (for writing a fully trained model). With `merge_lora`, a
+  // projection weight with an adapter comes back as W + scale * B @ A (for writing a merged model).
+  base::Result<std::vector<float>> BaseTensorF32(std::string_view name, bool merge_lora) const;
+  // Names and shapes of the base tensors, in checkpoint order.
+  const std::vector<ExpectedTensor>& base_tensors() const { return expected_; }
+
+  // Forward and backward over `batch`: returns the SUM of token losses over counted targets and
+  // ACCUMULATES into the trainable gradients the gradient of (sum of losses) * grad_scale.
+  // `training` enables LoRA dropout.
+  base::Result<double> TrainForwardBackward(kernels::Backend& backend, const Batch& batch,
+                                            float grad_scale, uint64_t dropout_seed);
+  // The sum of token losses without a backward pass (evaluation).
+  base::Result<double> Loss(kernels::Backend& backend, const Batch& batch);
+  // logits[N, V] of every position.
+  base::Result<std::vector<float>> Logits(kernels::Backend& backend, const Batch& batch);
+
+ private:
+  struct Layer;
+  struct Activations;
+  explicit LlamaModel(ModelConfig config);
+  base::Status Allocate(BaseWeights storage);
+  // Puts a loaded or initialised base tensor in its slot.
+  base::Status Place(const std::string& name, std::vector<float> values,
+                     kernels::WeightRef::Format projection_format,
+                     kernels::WeightRef::Format table_format, bool trainable);
+  // The slot of a base tensor; nullptr for an unknown name.
+  struct Slot;
+  Slot Find(std::string_view name) const;
+  base::Status CheckBatch(const Batch& batch) const;
+  void PrepareActivations(const Batch& batch);
+  // Runs the forward pass, keeping what backward needs; returns the final normed hidden state.
+  void Forward(kernels::Backend& backend, const Batch& batch, bool training, uint64_t dropout_seed);
+  void Backward(kernels::Backend& backend, const Batch& batch, uint64_t dropout_seed);
+
+  ModelConfig config_;
+  std::vector<ExpectedTensor> expected_;
+  BaseWeights storage_ = BaseWeights::kF32;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  struct Globals;
+  std::unique_ptr<Globals> globals_;
+  std::optional<LoraOptions> lora_;
+  std::vector<std::unique_ptr<Parameter>> lora_parameters_;
+  std::vector<float> inv_freq_;
+  std::unique_ptr<Activations> acts_;
+};
+
+}  // namespace sovai::model

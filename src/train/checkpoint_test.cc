@@ -1,0 +1,121 @@
+#include "train/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+
+namespace sovai::train {
+namespace {
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/sovai_checkpoint_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    dir_ = dir;
+    a_.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+    a_.shape = {2, 3};
+    a_.value = {1, 2, 3, 4, 5, 6};
+    b_.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
+    b_.shape = {3, 2};
+    b_.value = {-1, -2, -3, -4, -5, -6};
+    moments_ = {Moments{{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {1, 1, 1, 1, 1, 1}},
+                Moments{{7, 8, 9, 10, 11, 12}, {2, 2, 2, 2, 2, 2}}};
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::vector<model::Parameter*> Params() { return {&a_, &b_}; }
+
+  std::string dir_;
+  model::Parameter a_, b_;
+  std::vector<Moments> moments_;
+};
+
+TEST_F(CheckpointTest, RoundTripsParametersMomentsAndState) {
+  base::Env& env = base::Env::Default();
+  TrainState state;
+  state.step = 42;
+  state.epoch = 1;
+  state.next_example = 17;
+  state.seed = 1234567890123ull;
+  state.tokens_seen = 9000;
+  state.best_eval_loss = 2.5;
+  state.evals_without_improvement = 1;
+  auto path = SaveCheckpoint(env, dir_, Params(), moments_, state);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, dir_ + "/checkpoints/step-00000042");
+  auto latest = LatestCheckpoint(env, dir_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->value_or(""), *path);
+
+  model::Parameter a = a_, b = b_;
+  std::fill(a.value.begin(), a.value.end(), 0.0f);
+  std::fill(b.value.begin(), b.value.end(), 0.0f);
+  std::vector<Moments> moments;
+  auto loaded = LoadCheckpoint(env, *path, {&a, &b}, moments);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(a.value, a_.value);
+  EXPECT_EQ(b.value, b_.value);
+  ASSERT_EQ(moments.size(), 2u);
+  EXPECT_EQ(moments[1].exp_avg, moments_[1].exp_avg);
+  EXPECT_EQ(moments[0].exp_avg_sq, moments_[0].exp_avg_sq);
+  EXPECT_EQ(loaded->step, 42);
+  EXPECT_EQ(loaded->next_example, 17u);
+  EXPECT_EQ(loaded->seed, 1234567890123ull);
+  EXPECT_EQ(loaded->best_eval_loss, 2.5);
+}
+
+TEST_F(CheckpointTest, TheNewestCompleteCheckpointWinsAndPruneKeepsTheNewest) {
+  base::Env& env = base::Env::Default();
+  for (int64_t step : {5, 100, 20}) {
+    TrainState state;
+    state.step = step;
+    ASSERT_TRUE(SaveCheckpoint(env, dir_, Params(), moments_, state).ok());
+  }
+  // A temporary directory left by a crash is not a checkpoint.
+  std::filesystem::create_directories(dir_ + "/checkpoints/.tmp-step-00000200-1");
+  auto latest = LatestCheckpoint(env, dir_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->value_or(""), dir_ + "/checkpoints/step-00000100");
+  ASSERT_TRUE(PruneCheckpoints(env, dir_, 2).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/checkpoints/step-00000005"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoints/step-00000020"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoints/step-00000100"));
+}
+
+TEST_F(CheckpointTest, AFailedWriteLeavesNoCheckpointVisible) {
+  base::FaultInjectionEnv env(base::Env::Default());
+  TrainState state;
+  state.step = 7;
+  for (base::FaultOp op : {base::FaultOp::kAppend, base::FaultOp::kSync, base::FaultOp::kRename}) {
+    env.FailNth(op, 1);
+    EXPECT_FALSE(SaveCheckpoint(env, dir_, Params(), moments_, state).ok());
+    env.ClearFaults();
+    auto latest = LatestCheckpoint(env, dir_);
+    ASSERT_TRUE(latest.ok());
+    EXPECT_FALSE(latest->has_value()) << "fault " << static_cast<int>(op);
+    for (const auto& entry : std::filesystem::directory_iterator(dir_ + "/checkpoints")) {
+      ADD_FAILURE() << "left behind: " << entry.path();
+    }
+  }
+}
+
+TEST_F(CheckpointTest, ACheckpointOfAnotherShapeIsRefused) {
+  base::Env& env = base::Env::Default();
+  TrainState state;
+  auto path = SaveCheckpoint(env, dir_, Params(), moments_, state);
+  ASSERT_TRUE(path.ok());
+  model::Parameter a = a_;
+  a.value.resize(8);
+  std::vector<Moments> moments;
+  auto loaded = LoadCheckpoint(env, *path, {&a, &b_}, moments);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("another model"), std::string::npos) << loaded.status();
+  // A damaged state file is data loss, not a crash.
+  std::filesystem::resize_file(*path + "/state.json", 10);
+  EXPECT_EQ(LoadCheckpoint(env, *path, Params(), moments).status().code(),
+            base::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace sovai::train
