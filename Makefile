@@ -13,7 +13,7 @@ export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
         test-slow \
-        cuda format format-check lint bench bench-s3 bench-jobs clean
+        cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -82,6 +82,12 @@ bench-s3: build
 
 bench-jobs: build
 	@bench/jobs/run.sh
+
+bench-tokenizer: build
+	@bench/tokenizer/run.sh
+
+bench-train: build
+	@/usr/bin/python3 bench/train/run.py
 
 clean:
 	rm -rf build build-asan build-fuzz build-cuda

@@ -21,16 +21,21 @@ debian_packages=(
   libclang-rt-14-dev
   libgtest-dev
   libgmock-dev
+  libopenblas-dev
+  libpcre2-dev
   libpugixml-dev
   libsqlite3-dev
   libssl-dev
+  libutf8proc-dev
   make
   nginx-light
   ninja-build
   nlohmann-json3-dev
   openssl
+  pkg-config
   procps
   python3
+  python3-torch
   rclone
   s3cmd
   wrk

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -273,6 +275,16 @@ struct PlatformServer::Impl {
     o.cpu_ids = host.cpu_ids;
     o.sandbox = sandbox.get();
     o.env = &env;
+    o.engine_binary = config.engine_binary;
+    if (o.engine_binary.empty()) {
+      char self[4096];
+      ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+      if (n > 0) o.engine_binary = FindEngineBinary(std::string(self, static_cast<size_t>(n)));
+    }
+    if (o.engine_binary.empty()) {
+      SOVAI_LOG(WARNING) << "sovai-engine not found: the images sovai/finetune and sovai/serve "
+                            "are unavailable (give its path with --engine)";
+    }
     SOVAI_ASSIGN_OR_RETURN(control::Project system, control->identity().SystemProject());
     const std::string system_project = system.id;
     o.s3_access = [this, system_project,
@@ -429,6 +441,11 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("flavors", &config.flavors_file,
                "flavor catalog JSON (docs/formats/flavors.md); empty = the built-in one");
   flags.Bool("jobs", &config.jobs, "run jobs (needs bubblewrap)");
+  flags.String("engine", &config.engine_binary,
+               "sovai-engine for the sovai/finetune and sovai/serve images (default: next to "
+               "this binary)",
+               "FILE");
+  flags.HideDefault("engine");
   flags.String("log-format", &log_format, "human or json");
   flags.String("log-level", &log_level, "debug, info, warning or error");
   if (base::Status parsed = flags.Parse(args); !parsed.ok()) {
@@ -489,6 +506,17 @@ int RunServerCommand(const std::vector<std::string>& args) {
   (*server)->Shutdown(kServerShutdownGrace);
   SOVAI_LOG(INFO) << "sovai server stopped";
   return 0;
+}
+
+std::string FindEngineBinary(const std::string& self) {
+  const std::string dir = self.substr(0, self.rfind('/') + 1);
+  for (const std::string& candidate : {dir + "sovai-engine", dir + "../engine/sovai-engine"}) {
+    char resolved[PATH_MAX];
+    if (::access(candidate.c_str(), X_OK) == 0 && ::realpath(candidate.c_str(), resolved)) {
+      return resolved;
+    }
+  }
+  return "";
 }
 
 }  // namespace sovai::cli

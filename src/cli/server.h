@@ -38,7 +38,13 @@ struct ServerConfig {
   std::string flavors_file;
   // Jobs: off when false, or when this host cannot run the bubblewrap sandbox (logged).
   bool jobs = true;
+  // The sovai-engine binary of the built-in images sovai/finetune and sovai/serve; "" = the one
+  // installed next to this binary (or, in a build tree, in ../engine/).
+  std::string engine_binary;
 };
+
+// Where sovai-engine is for a server whose own binary is `self` ("" when it is not found).
+std::string FindEngineBinary(const std::string& self);
 
 class PlatformServer {
  public:

@@ -9,6 +9,12 @@
 #include "exec/volume_spec.h"
 
 namespace sovai::control {
+
+std::optional<std::string_view> EngineSubcommandOf(std::string_view image) {
+  if (image == kFinetuneImage) return "train";
+  if (image == kServeImage) return "serve";
+  return std::nullopt;
+}
 namespace {
 
 constexpr size_t kMaxNameBytes = 128;
@@ -243,9 +249,10 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
       }
     }
   }
-  if (!spec.image.empty() && spec.image != kShellImage &&
+  if (!spec.image.empty() && spec.image != kShellImage && !EngineSubcommandOf(spec.image) &&
       !spec.image.starts_with(kOciImagePrefix)) {
     errors.Add("image", "unknown image '" + spec.image + "'; use " + std::string(kShellImage) +
+                            ", " + std::string(kFinetuneImage) + ", " + std::string(kServeImage) +
                             " or oci:bucket@REGION/path/to/image.tar");
   }
   if (spec.image == kShellImage && spec.command.empty()) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -32,7 +33,14 @@ namespace sovai::control {
 // Built-in images run on the host's root filesystem (read-only); `oci:` images name an image
 // archive in a bucket: `oci:bucket@REGION/path/to/image.tar`.
 inline constexpr std::string_view kShellImage = "sovai/shell";
+// The ML engine's images: the job's command is the arguments of `sovai-engine train` / `serve`.
+inline constexpr std::string_view kFinetuneImage = "sovai/finetune";
+inline constexpr std::string_view kServeImage = "sovai/serve";
 inline constexpr std::string_view kOciImagePrefix = "oci:";
+
+// The sovai-engine subcommand a built-in engine image runs ("train", "serve"); nullopt for
+// every other image.
+std::optional<std::string_view> EngineSubcommandOf(std::string_view image);
 
 enum class RestartPolicy : uint8_t { kNever, kOnFailure };
 enum class NetworkMode : uint8_t { kNone, kHost };

@@ -893,7 +893,22 @@ void JobService::Run(Runner& runner) {
   (void)Transition(job, JobState::kPending);
   exec::SandboxSpec sandbox;
   sandbox.argv = job.spec.command;
-  if (image) {
+  if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
+    // The built-in ML images are the engine: the job's command is the subcommand's arguments.
+    if (options_.engine_binary.empty()) {
+      archive_log();
+      fail(JobState::kError, "image " + job.spec.image +
+                                 " needs sovai-engine, which this server did not find (see "
+                                 "`sovai server --engine`)");
+      finish();
+      return;
+    }
+    // The sandbox shows only the host's system directories: the engine comes in as one file.
+    constexpr std::string_view kEngineInSandbox = "/opt/sovai/bin/sovai-engine";
+    sandbox.mounts.push_back({options_.engine_binary, std::string(kEngineInSandbox), true});
+    sandbox.argv = {std::string(kEngineInSandbox), std::string(*engine_command)};
+    sandbox.argv.insert(sandbox.argv.end(), job.spec.command.begin(), job.spec.command.end());
+  } else if (image) {
     // As a container runtime does: the command replaces Cmd, Entrypoint stays in front of it;
     // the image's Env comes first and the spec's env overrides it.
     sandbox.rootfs = image->rootfs;

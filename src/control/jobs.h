@@ -114,6 +114,9 @@ struct JobServiceOptions {
   // The uid:gid workloads run as (and own their writable volumes).
   uint32_t workload_uid = 65534;
   uint32_t workload_gid = 65534;
+  // The sovai-engine binary behind the built-in images sovai/finetune (`sovai-engine train`) and
+  // sovai/serve (`sovai-engine serve`); "" = those images are unavailable.
+  std::string engine_binary;
   // How often a runner checks its workload, a stop request and the timeout.
   std::chrono::milliseconds poll_interval{10};
 };

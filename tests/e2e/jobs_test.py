@@ -12,6 +12,7 @@ import time
 import unittest
 
 from sovai_fixture import REGION, SovaiServer
+from tiny_model import make_tiny_model, write_chat_data
 
 TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
 
@@ -151,6 +152,42 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(len(archive), 1, buckets)
         key = "jobs/%s/log.txt" % job["id"]
         self.assertIn(b"tick 3", self.s3.get_object(Bucket=archive[0], Key=key)["Body"].read())
+
+    def test_sovai_finetune_fine_tunes_a_model_from_a_bucket_into_a_bucket(self):
+        engine = os.environ.get("SOVAI_ENGINE")
+        if not engine:
+            self.skipTest("SOVAI_ENGINE is not set")
+        work = os.path.join(self.server.tmp, "model-work")
+        os.makedirs(work)
+        _, pretrained, _ = make_tiny_model(engine, work, steps=5)
+        self.make_bucket(self.s3, "demo")
+        model_dir = os.path.join(pretrained, "model")
+        for name in os.listdir(model_dir):
+            self.s3.upload_file(os.path.join(model_dir, name), "demo", "model/" + name)
+        data = os.path.join(work, "chat.jsonl")
+        write_chat_data(data)
+        self.s3.upload_file(data, "demo", "dataset/chat.jsonl")
+        job = self.submit({
+            "image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
+            "command": ["--model", "/workspace/model", "--data", "/workspace/data",
+                        "--output", "/workspace/output", "--max-steps", "6", "--seq-len", "64",
+                        "--rank", "4", "--log-interval", "2"],
+            "volumes": ["demo@EU-WEST-LOCAL/model:/workspace/model:ro",
+                        "demo@EU-WEST-LOCAL/dataset:/workspace/data:ro",
+                        "demo@EU-WEST-LOCAL/output:/workspace/output:rw"]})
+        done = self.wait(job["id"], timeout_s=300)
+        status, log = self.server.api("GET", "/v1/jobs/%s/logs" % job["id"], raw=True)
+        self.assertEqual(done["status"]["state"], "DONE", log)
+        self.assertIn("step 6/6", log)
+        keys = {o["Key"] for o in self.s3.list_objects_v2(Bucket="demo", Prefix="output/")["Contents"]}
+        for key in ("output/adapter/adapter_config.json", "output/adapter/adapter_model.safetensors",
+                    "output/metrics.jsonl"):
+            self.assertIn(key, keys)
+        # A bad argument fails the job with the engine's usage error in its log.
+        bad = self.wait(self.submit({"image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
+                                     "command": ["--method", "dora"]})["id"])
+        self.assertEqual(bad["status"]["state"], "FAILED", bad)
+        self.assertEqual(bad["status"]["exit_code"], 2)
 
     def test_an_oci_image_from_a_bucket_is_the_jobs_root(self):
         self.make_bucket(self.s3, "images")

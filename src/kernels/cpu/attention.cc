@@ -26,15 +26,37 @@ namespace {
 constexpr int64_t kTile = kAttentionTile;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// GCC vectors of 4, 8 and 16 floats: one SSE, AVX2 or AVX-512 register. Each variant computes on
+// its target's native width (a wider GCC vector than the target has is emulated slowly).
+typedef float V4 __attribute__((vector_size(16)));
+typedef float V8 __attribute__((vector_size(32)));
 typedef float V16 __attribute__((vector_size(64)));
-constexpr int64_t kLanes = 16;
-static_assert(kTile == 4 * kLanes, "a score row is four vectors");
 
 #define SOVAI_ALWAYS_INLINE inline __attribute__((always_inline))
 
-// Unaligned vector access (memcpy compiles to one unaligned load or store per register).
-#define SOVAI_LOAD(v, p) std::memcpy(&(v), (p), sizeof(V16))
-#define SOVAI_STORE(p, v) std::memcpy((p), &(v), sizeof(V16))
+// Unaligned vector access (memcpy compiles to one unaligned load or store). By reference, not by
+// value: a 32- or 64-byte vector returned by value from a function compiled for the baseline
+// target is an ABI question GCC warns about.
+template <typename V>
+SOVAI_ALWAYS_INLINE void LoadV(V& v, const float* p) {
+  std::memcpy(&v, p, sizeof(V));
+}
+template <typename V>
+SOVAI_ALWAYS_INLINE void StoreV(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+
+// How a variant blocks its tiles: vectors of type V (kWidth floats), kRows output rows at a time,
+// kVecs vectors per row at a time; kRows * kVecs accumulators stay in registers.
+template <typename VecT, int kRowsT, int kVecsT>
+struct Blocking {
+  using V = VecT;
+  static constexpr int kWidth = static_cast<int>(sizeof(V) / sizeof(float));
+  static constexpr int kRows = kRowsT;
+  static constexpr int kVecs = kVecsT;
+  static constexpr int kSpan = kWidth * kVecs;  // floats of a row per pass
+  static_assert(kTile % kSpan == 0, "a score row is a whole number of passes");
+};
 
 // The geometry of one call, and the rule of who may attend to whom.
 struct Layout {
@@ -98,100 +120,108 @@ TileMask Classify(const Layout& layout, int64_t b, int64_t i0, int64_t i1, int64
 
 // --- tile kernels -------------------------------------------------------------------------------
 //
-// Each holds kBlock rows' accumulators in registers at once (kBlock x 4 vectors): with one row the
-// four accumulators are four dependent chains of fused multiply-adds, fewer than the FMA units
-// times their latency can overlap; several rows also share every load of the other operand.
-// AVX-512 (32 registers) takes kBlock = 4: on the benchmark's shape (bench/kernels) one core's
-// forward + backward took 82, 61 and 36 ms with kBlock = 1, 2 and 4 (3 was no better than 2:
-// 64 rows leave a remainder). AVX2 (16 registers, each vector here two of them) takes 1.
+// Each holds K::kRows rows' accumulators in registers at once (kRows x kVecs vectors): with one
+// row, four accumulators are four dependent chains of fused multiply-adds, fewer than the FMA
+// units times their latency can overlap; several rows also share every load of the other operand.
+// Measured on the benchmark's shape (bench/kernels), one core, forward + backward: AVX-512
+// (32 registers) 82, 61 and 36 ms with 1, 2 and 4 rows of 4 x 16 floats (3 rows no better than 2:
+// 64 rows leave a remainder; 8 rows x 2 vectors 40 ms); AVX2 (16 registers) 97, 77 and 52 ms with
+// 1 x 8, 2 x 4 and 4 x 2 vectors of 8; SSE about the same with 2 x 4 and 4 x 2 vectors of 4.
 
-// s[r * kTile + 0:kTile] = sum over d < depth of a[r * lda + d] * bt[d * kTile + 0:kTile], for
-// kRows rows.
-template <int kRows>
-SOVAI_ALWAYS_INLINE void PanelRows(float* s, const float* a, int64_t lda, const float* bt,
-                                   int64_t depth) {
-  V16 acc[kRows][4] = {};
+// s[i * kTile + c] = sum over d < depth of a[i * lda + d] * bt[d * kTile + c] for kRows rows i
+// and the kSpan columns c in [c0, c0 + kSpan).
+template <typename K, int kRows>
+SOVAI_ALWAYS_INLINE void PanelPass(float* s, const float* a, int64_t lda, const float* bt,
+                                   int64_t depth, int64_t c0) {
+  using V = typename K::V;
+  V acc[kRows][K::kVecs] = {};
   for (int64_t d = 0; d < depth; ++d) {
-    const float* row = bt + d * kTile;
-    V16 b[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) SOVAI_LOAD(b[j], row + j * kLanes);
-#pragma GCC unroll 4
+    const float* row = bt + d * kTile + c0;
+    V b[K::kVecs];
+#pragma GCC unroll 8
+    for (int j = 0; j < K::kVecs; ++j) LoadV(b[j], row + j * K::kWidth);
+#pragma GCC unroll 8
     for (int i = 0; i < kRows; ++i) {
       const float x = a[i * lda + d];
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[i][j] += x * b[j];
+#pragma GCC unroll 8
+      for (int j = 0; j < K::kVecs; ++j) acc[i][j] += x * b[j];
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < kRows; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) SOVAI_STORE(s + i * kTile + j * kLanes, acc[i][j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < K::kVecs; ++j) StoreV(s + i * kTile + c0 + j * K::kWidth, acc[i][j]);
   }
 }
 
-// The score-shaped product of `rows` rows of a (row stride lda) with a transposed tile bt.
-template <int kBlock>
+// s[r * kTile + 0:kTile] = sum over d < depth of a[r * lda + d] * bt[d * kTile + 0:kTile] for
+// r < rows: the product of `rows` rows of a (row stride lda) with a transposed tile bt.
+template <typename K>
 SOVAI_ALWAYS_INLINE void PanelProduct(float* s, const float* a, int64_t lda, int64_t rows,
                                       const float* bt, int64_t depth) {
   int64_t r = 0;
-  for (; r + kBlock <= rows; r += kBlock) {
-    PanelRows<kBlock>(s + r * kTile, a + r * lda, lda, bt, depth);
+  for (; r + K::kRows <= rows; r += K::kRows) {
+    for (int64_t c0 = 0; c0 < kTile; c0 += K::kSpan) {
+      PanelPass<K, K::kRows>(s + r * kTile, a + r * lda, lda, bt, depth, c0);
+    }
   }
-  for (; r < rows; ++r) PanelRows<1>(s + r * kTile, a + r * lda, lda, bt, depth);
+  for (; r < rows; ++r) {
+    for (int64_t c0 = 0; c0 < kTile; c0 += K::kSpan) {
+      PanelPass<K, 1>(s + r * kTile, a + r * lda, lda, bt, depth, c0);
+    }
+  }
 }
 
-// For kRows output rows a:
-//   out[a * ldo + d] = scale[a] * out[a * ldo + d] + sum over c < count of w[a * wa + c * wc] *
+// For kRows output rows i:
+//   out[i * ldo + d] = scale[i] * out[i * ldo + d] + sum over c < count of w[i * wa + c * wc] *
 //   m[c * ldm + d]
-// for d in [d0, d0 + width) (width a multiple of kLanes, at most 4 * kLanes); scale may be null
-// (1).
-template <int kRows, int kVectors>
-SOVAI_ALWAYS_INLINE void WeightedRows(float* out, int64_t ldo, const float* scale, const float* w,
+// for d in [d0, d0 + kVecs * width of V); scale may be null (1).
+template <typename V, int kRows, int kVecs>
+SOVAI_ALWAYS_INLINE void WeightedPass(float* out, int64_t ldo, const float* scale, const float* w,
                                       int64_t wa, int64_t wc, const float* m, int64_t ldm,
                                       int64_t count, int64_t d0) {
-  V16 acc[kRows][kVectors];
-#pragma GCC unroll 4
+  constexpr int kWidth = static_cast<int>(sizeof(V) / sizeof(float));
+  V acc[kRows][kVecs];
+#pragma GCC unroll 8
   for (int i = 0; i < kRows; ++i) {
     const float factor = scale != nullptr ? scale[i] : 1.0f;
-#pragma GCC unroll 4
-    for (int j = 0; j < kVectors; ++j) {
-      SOVAI_LOAD(acc[i][j], out + i * ldo + d0 + j * kLanes);
+#pragma GCC unroll 8
+    for (int j = 0; j < kVecs; ++j) {
+      LoadV(acc[i][j], out + i * ldo + d0 + j * kWidth);
       acc[i][j] *= factor;
     }
   }
   for (int64_t c = 0; c < count; ++c) {
     const float* row = m + c * ldm + d0;
-    V16 b[kVectors];
-#pragma GCC unroll 4
-    for (int j = 0; j < kVectors; ++j) SOVAI_LOAD(b[j], row + j * kLanes);
-#pragma GCC unroll 4
+    V b[kVecs];
+#pragma GCC unroll 8
+    for (int j = 0; j < kVecs; ++j) LoadV(b[j], row + j * kWidth);
+#pragma GCC unroll 8
     for (int i = 0; i < kRows; ++i) {
       const float x = w[i * wa + c * wc];
-#pragma GCC unroll 4
-      for (int j = 0; j < kVectors; ++j) acc[i][j] += x * b[j];
+#pragma GCC unroll 8
+      for (int j = 0; j < kVecs; ++j) acc[i][j] += x * b[j];
     }
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int i = 0; i < kRows; ++i) {
-#pragma GCC unroll 4
-    for (int j = 0; j < kVectors; ++j) SOVAI_STORE(out + i * ldo + d0 + j * kLanes, acc[i][j]);
+#pragma GCC unroll 8
+    for (int j = 0; j < kVecs; ++j) StoreV(out + i * ldo + d0 + j * kWidth, acc[i][j]);
   }
 }
 
-// WeightedRows over all of [0, depth) for kRows rows: 64 columns at a time, then 16, then a
-// scalar tail for head sizes that are not a multiple of 16.
-template <int kRows>
-SOVAI_ALWAYS_INLINE void WeightedRowsAllColumns(float* out, int64_t ldo, const float* scale,
-                                                const float* w, int64_t wa, int64_t wc,
-                                                const float* m, int64_t ldm, int64_t count,
-                                                int64_t depth) {
+// WeightedPass over all of [0, depth) for kRows rows: kSpan columns at a time, then single
+// vectors, then a scalar tail for head sizes that are not a multiple of the vector width.
+template <typename K, int kRows>
+SOVAI_ALWAYS_INLINE void WeightedRows(float* out, int64_t ldo, const float* scale, const float* w,
+                                      int64_t wa, int64_t wc, const float* m, int64_t ldm,
+                                      int64_t count, int64_t depth) {
   int64_t d0 = 0;
-  for (; d0 + 4 * kLanes <= depth; d0 += 4 * kLanes) {
-    WeightedRows<kRows, 4>(out, ldo, scale, w, wa, wc, m, ldm, count, d0);
+  for (; d0 + K::kSpan <= depth; d0 += K::kSpan) {
+    WeightedPass<typename K::V, kRows, K::kVecs>(out, ldo, scale, w, wa, wc, m, ldm, count, d0);
   }
-  for (; d0 + kLanes <= depth; d0 += kLanes) {
-    WeightedRows<kRows, 1>(out, ldo, scale, w, wa, wc, m, ldm, count, d0);
+  for (; d0 + K::kWidth <= depth; d0 += K::kWidth) {
+    WeightedPass<typename K::V, kRows, 1>(out, ldo, scale, w, wa, wc, m, ldm, count, d0);
   }
   for (; d0 < depth; ++d0) {
     for (int i = 0; i < kRows; ++i) {
@@ -205,18 +235,18 @@ SOVAI_ALWAYS_INLINE void WeightedRowsAllColumns(float* out, int64_t ldo, const f
 // out[a, :] = scale[a] * out[a, :] + sum over c < count of w(a, c) * m[c, :] for a < rows, where
 // w(a, c) = w[a * wa + c * wc] (wa = kTile, wc = 1 reads a score tile by rows; wa = 1, wc = kTile
 // reads it transposed).
-template <int kBlock>
+template <typename K>
 SOVAI_ALWAYS_INLINE void WeightedSum(float* out, int64_t ldo, const float* scale, int64_t rows,
                                      const float* w, int64_t wa, int64_t wc, const float* m,
                                      int64_t ldm, int64_t count, int64_t depth) {
   int64_t a = 0;
-  for (; a + kBlock <= rows; a += kBlock) {
-    WeightedRowsAllColumns<kBlock>(out + a * ldo, ldo, scale != nullptr ? scale + a : nullptr,
-                                   w + a * wa, wa, wc, m, ldm, count, depth);
+  for (; a + K::kRows <= rows; a += K::kRows) {
+    WeightedRows<K, K::kRows>(out + a * ldo, ldo, scale != nullptr ? scale + a : nullptr,
+                              w + a * wa, wa, wc, m, ldm, count, depth);
   }
   for (; a < rows; ++a) {
-    WeightedRowsAllColumns<1>(out + a * ldo, ldo, scale != nullptr ? scale + a : nullptr,
-                              w + a * wa, wa, wc, m, ldm, count, depth);
+    WeightedRows<K, 1>(out + a * ldo, ldo, scale != nullptr ? scale + a : nullptr, w + a * wa, wa,
+                       wc, m, ldm, count, depth);
   }
 }
 
@@ -257,7 +287,7 @@ int64_t ForwardScratchFloats(int64_t head_dim) {
 // The scores are computed transposed, st[c, r] = k_c . q_r, from the query tile transposed once
 // per task; then the online softmax (running max m and sum l per query row) runs across the
 // query rows r, which are the vector lanes, and no key tile needs transposing.
-template <int kBlock>
+template <typename K>
 SOVAI_ALWAYS_INLINE void ForwardTileImpl(const Layout& L, const ForwardIo& io, int64_t b, int64_t h,
                                          int64_t qt, float* scratch) {
   const int64_t D = L.head_dim;
@@ -286,7 +316,7 @@ SOVAI_ALWAYS_INLINE void ForwardTileImpl(const Layout& L, const ForwardIo& io, i
     if (mask == TileMask::kNone) continue;
     const float* v_rows = io.v + L.KvIndex(b, j0, g);
     // Scaled scores (q_t holds scale * q); the lanes r >= rows hold junk that no output reads.
-    PanelProduct<kBlock>(st, io.k + L.KvIndex(b, j0, g), L.kv_stride, cols, q_t, D);
+    PanelProduct<K>(st, io.k + L.KvIndex(b, j0, g), L.kv_stride, cols, q_t, D);
     if (mask == TileMask::kSome) {
       for (int64_t c = 0; c < cols; ++c) {
         float* column = st + c * kTile;  // key j0 + c against every query row
@@ -323,7 +353,7 @@ SOVAI_ALWAYS_INLINE void ForwardTileImpl(const Layout& L, const ForwardIo& io, i
 #pragma omp simd
     for (int64_t r = 0; r < kTile; ++r) l[r] = l[r] * correction[r] + tile_sum[r];
     // acc = correction * acc + p @ v, p read from st transposed.
-    WeightedSum<kBlock>(acc, D, correction, rows, st, 1, kTile, v_rows, L.kv_stride, cols, D);
+    WeightedSum<K>(acc, D, correction, rows, st, 1, kTile, v_rows, L.kv_stride, cols, D);
   }
   // Every row sees at least itself, so l > 0.
   for (int64_t r = 0; r < rows; ++r) {
@@ -370,7 +400,7 @@ struct BackwardScratch {
 // One (query tile, key tile) pair of head h: with kt and vt already holding the key tile,
 // recomputes p = exp(scale * q.k - lse) and ds = scale * p * (dout.v - delta); adds ds @ k to dq
 // when with_dq, and p^T @ dout, ds^T @ q to the tile's dv_acc and dk_acc when with_dkdv.
-template <int kBlock>
+template <typename K>
 SOVAI_ALWAYS_INLINE void BackwardPair(const Layout& L, const BackwardIo& io, BackwardScratch& t,
                                       int64_t b, int64_t h, int64_t i0, int64_t i1, int64_t j0,
                                       int64_t j1, TileMask mask, bool with_dq, bool with_dkdv) {
@@ -380,8 +410,8 @@ SOVAI_ALWAYS_INLINE void BackwardPair(const Layout& L, const BackwardIo& io, Bac
   const int64_t cols = j1 - j0;
   const float* q_rows = io.q + L.QIndex(b, i0, h);
   const float* dout_rows = io.dout + L.QIndex(b, i0, h);
-  PanelProduct<kBlock>(t.p, q_rows, L.q_stride, rows, t.kt, D);      // scores
-  PanelProduct<kBlock>(t.ds, dout_rows, L.q_stride, rows, t.vt, D);  // dout . v
+  PanelProduct<K>(t.p, q_rows, L.q_stride, rows, t.kt, D);      // scores
+  PanelProduct<K>(t.ds, dout_rows, L.q_stride, rows, t.vt, D);  // dout . v
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* p = t.p + r * kTile;
@@ -405,18 +435,18 @@ SOVAI_ALWAYS_INLINE void BackwardPair(const Layout& L, const BackwardIo& io, Bac
     }
   }
   if (with_dq) {  // dq rows += ds @ k
-    WeightedSum<kBlock>(io.dq + L.QIndex(b, i0, h), L.q_stride, nullptr, rows, t.ds, kTile, 1,
-                        io.k + L.KvIndex(b, j0, g), L.kv_stride, cols, D);
+    WeightedSum<K>(io.dq + L.QIndex(b, i0, h), L.q_stride, nullptr, rows, t.ds, kTile, 1,
+                   io.k + L.KvIndex(b, j0, g), L.kv_stride, cols, D);
   }
   if (with_dkdv) {  // dv_acc += p^T @ dout, dk_acc += ds^T @ q
-    WeightedSum<kBlock>(t.dv_acc, D, nullptr, cols, t.p, 1, kTile, dout_rows, L.q_stride, rows, D);
-    WeightedSum<kBlock>(t.dk_acc, D, nullptr, cols, t.ds, 1, kTile, q_rows, L.q_stride, rows, D);
+    WeightedSum<K>(t.dv_acc, D, nullptr, cols, t.p, 1, kTile, dout_rows, L.q_stride, rows, D);
+    WeightedSum<K>(t.dk_acc, D, nullptr, cols, t.ds, 1, kTile, q_rows, L.q_stride, rows, D);
   }
 }
 
 // Key tile jt of kv head g of sequence b: its dk and dv rows from every query head of the group
 // and every query tile that sees it, plus (with_dq) those pairs' share of dq.
-template <int kBlock>
+template <typename K>
 SOVAI_ALWAYS_INLINE void BackwardKeyTileImpl(const Layout& L, const BackwardIo& io, int64_t b,
                                              int64_t g, int64_t jt, bool with_dq, float* scratch) {
   const int64_t D = L.head_dim;
@@ -435,7 +465,7 @@ SOVAI_ALWAYS_INLINE void BackwardKeyTileImpl(const Layout& L, const BackwardIo& 
       if (L.window > 0 && i0 - (j1 - 1) >= L.window) break;  // this and every later tile
       const TileMask mask = Classify(L, b, i0, i1, j0, j1);
       if (mask == TileMask::kNone) continue;
-      BackwardPair<kBlock>(L, io, t, b, h, i0, i1, j0, j1, mask, with_dq, /*with_dkdv=*/true);
+      BackwardPair<K>(L, io, t, b, h, i0, i1, j0, j1, mask, with_dq, /*with_dkdv=*/true);
     }
   }
   for (int64_t c = 0; c < cols; ++c) {
@@ -457,7 +487,7 @@ int64_t QueryTileScratchFloats(int64_t head_dim) {
 // Query tile qt of head h of sequence b: its dq rows from every key tile it sees. As in the
 // forward pass, the tiles are computed transposed (key c by query row r) against the query and
 // dout rows transposed once per task.
-template <int kBlock>
+template <typename K>
 SOVAI_ALWAYS_INLINE void BackwardQueryTileImpl(const Layout& L, const BackwardIo& io, int64_t b,
                                                int64_t h, int64_t qt, float* scratch) {
   const int64_t D = L.head_dim;
@@ -485,8 +515,8 @@ SOVAI_ALWAYS_INLINE void BackwardQueryTileImpl(const Layout& L, const BackwardIo
     const TileMask mask = Classify(L, b, i0, i1, j0, j1);
     if (mask == TileMask::kNone) continue;
     const float* k_rows = io.k + L.KvIndex(b, j0, g);
-    PanelProduct<kBlock>(pt, k_rows, L.kv_stride, cols, q_t, D);
-    PanelProduct<kBlock>(dst, io.v + L.KvIndex(b, j0, g), L.kv_stride, cols, dout_t, D);
+    PanelProduct<K>(pt, k_rows, L.kv_stride, cols, q_t, D);
+    PanelProduct<K>(dst, io.v + L.KvIndex(b, j0, g), L.kv_stride, cols, dout_t, D);
     for (int64_t c = 0; c < cols; ++c) {
       float* p = pt + c * kTile;
       float* ds = dst + c * kTile;
@@ -505,8 +535,8 @@ SOVAI_ALWAYS_INLINE void BackwardQueryTileImpl(const Layout& L, const BackwardIo
       }
     }
     // dq rows += ds @ k, ds read from dst transposed.
-    WeightedSum<kBlock>(io.dq + L.QIndex(b, i0, h), L.q_stride, nullptr, rows, dst, 1, kTile,
-                        k_rows, L.kv_stride, cols, D);
+    WeightedSum<K>(io.dq + L.QIndex(b, i0, h), L.q_stride, nullptr, rows, dst, 1, kTile, k_rows,
+                   L.kv_stride, cols, D);
   }
 }
 
@@ -520,25 +550,25 @@ struct TileKernels {
                          float*);
 };
 
-#define SOVAI_TILE_KERNELS(Suffix, Target, kBlock)                                                 \
+#define SOVAI_TILE_KERNELS(Suffix, Target, ...)                                                    \
   Target void ForwardTile##Suffix(const Layout& L, const ForwardIo& io, int64_t b, int64_t h,      \
                                   int64_t qt, float* scratch) {                                    \
-    ForwardTileImpl<kBlock>(L, io, b, h, qt, scratch);                                             \
+    ForwardTileImpl<__VA_ARGS__>(L, io, b, h, qt, scratch);                                        \
   }                                                                                                \
   Target void BackwardKeyTile##Suffix(const Layout& L, const BackwardIo& io, int64_t b, int64_t g, \
                                       int64_t jt, bool with_dq, float* scratch) {                  \
-    BackwardKeyTileImpl<kBlock>(L, io, b, g, jt, with_dq, scratch);                                \
+    BackwardKeyTileImpl<__VA_ARGS__>(L, io, b, g, jt, with_dq, scratch);                           \
   }                                                                                                \
   Target void BackwardQueryTile##Suffix(const Layout& L, const BackwardIo& io, int64_t b,          \
                                         int64_t h, int64_t qt, float* scratch) {                   \
-    BackwardQueryTileImpl<kBlock>(L, io, b, h, qt, scratch);                                       \
+    BackwardQueryTileImpl<__VA_ARGS__>(L, io, b, h, qt, scratch);                                  \
   }                                                                                                \
   constexpr TileKernels kTileKernels##Suffix = {ForwardTile##Suffix, BackwardKeyTile##Suffix,      \
                                                 BackwardQueryTile##Suffix};
 
-SOVAI_TILE_KERNELS(Avx512, SOVAI_TARGET_AVX512, 4)
-SOVAI_TILE_KERNELS(Avx2, SOVAI_TARGET_AVX2, 1)
-SOVAI_TILE_KERNELS(Baseline, , 1)
+SOVAI_TILE_KERNELS(Avx512, SOVAI_TARGET_AVX512, Blocking<V16, 4, 4>)
+SOVAI_TILE_KERNELS(Avx2, SOVAI_TARGET_AVX2, Blocking<V8, 4, 2>)
+SOVAI_TILE_KERNELS(Baseline, , Blocking<V4, 2, 4>)
 
 #undef SOVAI_TILE_KERNELS
 

@@ -1,9 +1,9 @@
 #include "kernels/cpu/context.h"
 
 #include <cblas.h>
+#include <strings.h>  // strcasecmp
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 
 #include "base/check.h"
