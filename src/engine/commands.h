@@ -17,6 +17,8 @@ inline constexpr int kExitUsage = 2;
 // `sovai-engine tokenize`: text on stdin -> ids as a JSON array on stdout (or, with --decode,
 // a JSON array of ids -> text).
 int RunTokenizeCommand(const std::vector<std::string>& args);
+// `sovai-engine convert`: an HF llama directory -> GGUF.
+int RunConvertCommand(const std::vector<std::string>& args);
 // `sovai-engine train`: LoRA, QLoRA or full training (train/trainer.h).
 int RunTrainCommand(const std::vector<std::string>& args);
 // `sovai-engine tokenizer train`: trains a byte-level BPE tokenizer.

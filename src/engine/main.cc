@@ -19,8 +19,10 @@ struct Command {
   int (*run)(const std::vector<std::string>& args);
 };
 
-// Later: serve, convert, eval.
+// Later: serve, eval.
 constexpr Command kCommands[] = {
+    {"convert", "a Hugging Face llama directory -> GGUF (f32, f16, bf16, q8_0) for llama.cpp",
+     sovai::engine::RunConvertCommand},
     {"train", "LoRA, QLoRA or full training of a Llama-family model on JSONL data",
      sovai::engine::RunTrainCommand},
     {"tokenize", "text on stdin -> token ids (JSON), or ids -> text with --decode",

@@ -554,4 +554,137 @@ base::Result<std::vector<HfTensor>> HfTensorsFrom(const SafetensorsSet& weights)
   return out;
 }
 
+namespace {
+
+// The split patterns of the tokenizers llama.cpp knows by name (tokenizer.ggml.pre).
+constexpr std::string_view kLlama3Split =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr std::string_view kQwenSplit =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+// The first Split pattern of a pre_tokenizer (or of a Sequence of them); "" when there is none.
+std::string SplitPattern(const nlohmann::json& pre) {
+  if (!pre.is_object()) return "";
+  if (pre.value("type", "") == "Split" && pre.contains("pattern") && pre["pattern"].is_object() &&
+      pre["pattern"].contains("Regex") && pre["pattern"]["Regex"].is_string()) {
+    return pre["pattern"]["Regex"].get<std::string>();
+  }
+  if (pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array()) {
+    for (const nlohmann::json& p : pre["pretokenizers"]) {
+      std::string found = SplitPattern(p);
+      if (!found.empty()) return found;
+    }
+  }
+  return "";
+}
+
+// bos_token / eos_token: a string or {"content": ...}.
+std::optional<std::string> SpecialTokenText(const nlohmann::json& config, const char* key) {
+  if (!config.is_object() || !config.contains(key)) return std::nullopt;
+  const nlohmann::json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    return v["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+base::Result<LlamaVocab> LlamaVocabFromTokenizerJson(const nlohmann::json& tokenizer,
+                                                     const nlohmann::json& tokenizer_config) {
+  auto bad = [](const std::string& what) {
+    return base::InvalidArgumentError("tokenizer.json: " + what);
+  };
+  if (!tokenizer.is_object() || !tokenizer.contains("model") || !tokenizer["model"].is_object()) {
+    return bad("no model");
+  }
+  const nlohmann::json& model = tokenizer["model"];
+  if (model.value("type", "") != "BPE") return bad("the model is not BPE");
+  if (model.value("byte_fallback", false)) {
+    return base::UnimplementedError(
+        "GGUF export of SentencePiece-style tokenizers (byte_fallback) is not supported: it needs "
+        "the sentencepiece scores, which tokenizer.json does not carry");
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) return bad("model.vocab is missing");
+  LlamaVocab vocab;
+  vocab.model = LlamaTokenizerModel::kGpt2;
+  std::vector<std::string> by_id;
+  std::vector<GgufTokenType> types;
+  auto place = [&](int64_t id, const std::string& text, GgufTokenType type) -> base::Status {
+    if (id < 0 || id > (int64_t{1} << 24))
+      return bad("token id " + std::to_string(id) + " out of range");
+    if (static_cast<size_t>(id) >= by_id.size()) {
+      by_id.resize(static_cast<size_t>(id) + 1);
+      types.resize(static_cast<size_t>(id) + 1, GgufTokenType::kUnused);
+    }
+    by_id[static_cast<size_t>(id)] = text;
+    types[static_cast<size_t>(id)] = type;
+    return base::Status();
+  };
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer()) return bad("model.vocab['" + text + "'] is not an id");
+    SOVAI_RETURN_IF_ERROR(place(id.get<int64_t>(), text, GgufTokenType::kNormal));
+  }
+  if (tokenizer.contains("added_tokens") && tokenizer["added_tokens"].is_array()) {
+    for (const nlohmann::json& t : tokenizer["added_tokens"]) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+          !t.contains("content") || !t["content"].is_string()) {
+        return bad("a malformed added_tokens entry");
+      }
+      SOVAI_RETURN_IF_ERROR(
+          place(t["id"].get<int64_t>(), t["content"].get<std::string>(),
+                t.value("special", false) ? GgufTokenType::kControl : GgufTokenType::kUserDefined));
+    }
+  }
+  for (size_t i = 0; i < by_id.size(); ++i) {
+    if (types[i] == GgufTokenType::kUnused) by_id[i] = "[PAD" + std::to_string(i) + "]";
+  }
+  vocab.tokens = std::move(by_id);
+  vocab.token_types = std::move(types);
+  if (model.contains("merges") && model["merges"].is_array()) {
+    for (const nlohmann::json& m : model["merges"]) {
+      if (m.is_string()) {
+        vocab.merges.push_back(m.get<std::string>());
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        vocab.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      } else {
+        return bad("a malformed merges entry");
+      }
+    }
+  }
+  const std::string split = SplitPattern(tokenizer.value("pre_tokenizer", nlohmann::json()));
+  vocab.pre = split == kLlama3Split ? "llama-bpe" : split == kQwenSplit ? "qwen2" : "gpt2";
+  auto id_of = [&](const std::optional<std::string>& text) -> std::optional<uint32_t> {
+    if (!text) return std::nullopt;
+    for (size_t i = 0; i < vocab.tokens.size(); ++i) {
+      if (vocab.tokens[i] == *text) return static_cast<uint32_t>(i);
+    }
+    return std::nullopt;
+  };
+  vocab.bos_id = id_of(SpecialTokenText(tokenizer_config, "bos_token"));
+  vocab.eos_id = id_of(SpecialTokenText(tokenizer_config, "eos_token"));
+  vocab.pad_id = id_of(SpecialTokenText(tokenizer_config, "pad_token"));
+  if (tokenizer_config.is_object()) {
+    if (tokenizer_config.contains("add_bos_token") &&
+        tokenizer_config["add_bos_token"].is_boolean()) {
+      vocab.add_bos = tokenizer_config["add_bos_token"].get<bool>();
+    }
+    if (tokenizer_config.contains("add_eos_token") &&
+        tokenizer_config["add_eos_token"].is_boolean()) {
+      vocab.add_eos = tokenizer_config["add_eos_token"].get<bool>();
+    }
+    if (tokenizer_config.contains("chat_template") &&
+        tokenizer_config["chat_template"].is_string()) {
+      vocab.chat_template = tokenizer_config["chat_template"].get<std::string>();
+    }
+  }
+  return vocab;
+}
+
 }  // namespace sovai::model

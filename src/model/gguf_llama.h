@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -172,5 +173,15 @@ base::Result<LlamaArchParams> LlamaArchFromConfig(const ModelConfig& config);
 // Every tensor of a checkpoint, as views into its mapped files (no copy; valid while `weights`
 // lives). Errors: Unimplemented naming a tensor whose dtype is not F32, F16 or BF16.
 base::Result<std::vector<HfTensor>> HfTensorsFrom(const SafetensorsSet& weights);
+
+// The GGUF vocabulary of a byte-level BPE tokenizer.json (with its tokenizer_config.json, which
+// may be null): tokens in id order with their types (added special tokens are control tokens,
+// other added tokens user-defined), the merges, BOS/EOS from the config's bos_token/eos_token
+// and add_bos_token, the chat template, and llama.cpp's pre-tokenizer name for the split pattern
+// ("llama-bpe" for Llama 3's, "qwen2" for Qwen's, "gpt2" for GPT-2's). Errors: InvalidArgument
+// for a malformed file; Unimplemented for a SentencePiece-style (byte_fallback / Metaspace)
+// tokenizer, whose GGUF form needs the sentencepiece scores tokenizer.json lacks.
+base::Result<LlamaVocab> LlamaVocabFromTokenizerJson(const nlohmann::json& tokenizer,
+                                                     const nlohmann::json& tokenizer_config);
 
 }  // namespace sovai::model

@@ -1,7 +1,5 @@
 #include "tensor/dtype.h"
 
-#include "base/check.h"
-
 namespace sovai::tensor {
 
 std::string_view DTypeName(DType dtype) {
@@ -84,30 +82,26 @@ void ConvertElements(DType from_type, const void* from, DType to_type, void* to,
     std::memcpy(to, from, count * DTypeSize(from_type));
     return;
   }
+  // Elements are copied in and out with memcpy: mapped model files need not be aligned.
+  const auto* in = static_cast<const unsigned char*>(from);
+  auto* out = static_cast<unsigned char*>(to);
   auto load = [&](size_t i) -> float {
-    switch (from_type) {
-      case DType::kF32:
-        return static_cast<const float*>(from)[i];
-      case DType::kF16:
-        return F16ToFloat(static_cast<const uint16_t*>(from)[i]);
-      case DType::kBF16:
-        return BF16ToFloat(static_cast<const uint16_t*>(from)[i]);
+    if (from_type == DType::kF32) {
+      float f;
+      std::memcpy(&f, in + i * 4, 4);
+      return f;
     }
-    SOVAI_CHECK(false) << "unknown dtype";
-    return 0;
+    uint16_t h;
+    std::memcpy(&h, in + i * 2, 2);
+    return from_type == DType::kF16 ? F16ToFloat(h) : BF16ToFloat(h);
   };
   for (size_t i = 0; i < count; ++i) {
     float v = load(i);
-    switch (to_type) {
-      case DType::kF32:
-        static_cast<float*>(to)[i] = v;
-        break;
-      case DType::kF16:
-        static_cast<uint16_t*>(to)[i] = FloatToF16(v);
-        break;
-      case DType::kBF16:
-        static_cast<uint16_t*>(to)[i] = FloatToBF16(v);
-        break;
+    if (to_type == DType::kF32) {
+      std::memcpy(out + i * 4, &v, 4);
+    } else {
+      uint16_t h = to_type == DType::kF16 ? FloatToF16(v) : FloatToBF16(v);
+      std::memcpy(out + i * 2, &h, 2);
     }
   }
 }

@@ -48,7 +48,8 @@ inline uint16_t FloatToBF16(float value) {
 float F16ToFloat(uint16_t bits);
 uint16_t FloatToF16(float value);
 
-// Converts `count` elements between storage formats (any pair, including the same one).
+// Converts `count` elements between storage formats (any pair, including the same one); neither
+// buffer needs to be aligned.
 // `from` holds count * DTypeSize(from_type) bytes; `to` has room for count * DTypeSize(to_type).
 void ConvertElements(DType from_type, const void* from, DType to_type, void* to, size_t count);
 

@@ -8,6 +8,7 @@ that every run takes seconds on two cores.
 import json
 import os
 import signal
+import sys
 import subprocess
 import tempfile
 import unittest
@@ -128,6 +129,33 @@ class EngineTrainTest(unittest.TestCase):
         self.assertIn("bad.jsonl:2:", result.stderr)
         result = engine(*args, "--skip-bad-lines")
         self.assertIn("skipped 1 bad lines", result.stdout)
+
+    def test_convert_writes_gguf_that_a_spec_reader_reads_back(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "model_gguf"))
+        import read_gguf
+        for kind, type_id in (("f32", 0), ("f16", 1), ("bf16", 30), ("q8_0", 8)):
+            path = os.path.join(self.dir, "model-%s.gguf" % kind)
+            engine("convert", "--model", self.model, "--output", path, "--type", kind)
+            g = read_gguf.read(path)
+            meta = {k: v[1] for k, v in g.metadata.items()}
+            self.assertEqual(meta["general.architecture"], "llama")
+            self.assertEqual(meta["llama.block_count"], 2)
+            self.assertEqual(meta["llama.attention.head_count_kv"], 2)
+            self.assertEqual(meta["tokenizer.ggml.model"], "gpt2")
+            tokens = meta["tokenizer.ggml.tokens"][1]
+            self.assertEqual(len(tokens), 320)
+            self.assertEqual(tokens[meta["tokenizer.ggml.eos_token_id"]], "<|end_of_text|>")
+            self.assertGreater(len(meta["tokenizer.ggml.merges"][1]), 0)
+            self.assertIn("add_generation_prompt", meta["tokenizer.chat_template"])
+            names = {t["name"]: t for t in g.tensors}
+            self.assertIn("blk.1.attn_q.weight", names)
+            self.assertNotIn("output.weight", names, "tied embeddings have no separate head")
+            self.assertEqual(names["token_embd.weight"]["ne"], [64, 320])
+            self.assertEqual(names["blk.0.attn_norm.weight"]["type"], 0, "norms stay f32")
+            self.assertEqual(names["blk.0.ffn_up.weight"]["type"], type_id)
+        result = engine("convert", "--model", self.model, "--output", os.path.join(self.dir, "x.gguf"),
+                        "--type", "q4_k", check=False)
+        self.assertEqual(result.returncode, 2)
 
     def test_usage_errors(self):
         result = engine("train", "--model", self.model, check=False)
