@@ -157,6 +157,25 @@ class EngineTrainTest(unittest.TestCase):
                         "--type", "q4_k", check=False)
         self.assertEqual(result.returncode, 2)
 
+    def test_lora_on_the_shipped_base_model_learns_the_demo_task(self):
+        repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        base = os.path.join(repo, "models", "sovai-tiny-llama")
+        data = os.path.join(self.dir, "demo-data")
+        subprocess.run([sys.executable, os.path.join(repo, "examples", "demo", "make_dataset.py"),
+                        data, "--count", "400"], check=True, capture_output=True)
+        out_dir = os.path.join(self.dir, "demo-lora")
+        out = engine("train", "--model", base, "--data", os.path.join(data, "train.jsonl"),
+                     "--output", out_dir, "--method", "lora", "--rank", "16", "--alpha", "32",
+                     "--max-steps", "40", "--seq-len", "128", "--batch-rows", "8",
+                     "--learning-rate", "3e-3", "--warmup-steps", "4", "--eval-fraction", "0.1",
+                     "--log-interval", "10")
+        evals = [m["eval_loss"] for m in metrics(os.path.join(out_dir, "metrics.jsonl"))
+                 if "eval_loss" in m]
+        # The answers are commands in one fixed shape whose only free parts are copied from the
+        # request, which fortune cookies never taught the base model: an adapter that learns the
+        # shape removes most of the loss. Observed: 6.77 -> 1.33 in 40 steps; half is the bar.
+        self.assertLess(evals[-1], 0.5 * evals[0], "validation loss %s\n%s" % (evals, out.stdout))
+
     def test_usage_errors(self):
         result = engine("train", "--model", self.model, check=False)
         self.assertEqual(result.returncode, 2)
