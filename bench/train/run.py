@@ -5,14 +5,25 @@ and the engine's achieved GFLOP/s against this machine's sgemm GFLOP/s measured 
 Asserts nothing. Run with /usr/bin/python3 (make bench-train does).
 
 Env: BUILD_DIR (build), THREADS (all cores), ROUNDS (3), STEPS (5), BATCH (4), SEQ (256)."""
+import os
+import sys
+
+# Both sides get the same BLAS kernels and OpenMP waiting as sovai-engine gives itself (it sets
+# these and restarts; see src/engine/main.cc): chosen when the libraries load, hence the restart.
+if "OPENBLAS_CORETYPE" not in os.environ:
+    flags = open("/proc/cpuinfo").read()
+    core = "SkylakeX" if " avx512f" in flags else "Haswell" if " avx2" in flags else ""
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+
 import json
 import math
-import os
 import resource
 import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 

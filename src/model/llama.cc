@@ -520,6 +520,23 @@ Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool
   return w;
 }
 
+namespace {
+
+// The engine refuses a backend that lacks an op the model needs, before computing anything.
+Status CheckBackend(const Backend& backend) {
+  for (int i = 0; i < static_cast<int>(kernels::Op::kCount); ++i) {
+    auto op = static_cast<kernels::Op>(i);
+    if (!backend.Supports(op)) {
+      return Status(StatusCode::kUnimplemented, "the " + std::string(backend.name()) +
+                                                    " backend lacks the op " +
+                                                    std::string(kernels::OpName(op)));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
 Status LlamaModel::CheckBatch(const Batch& batch) const {
   const int64_t n = batch.batch * batch.seq_len;
   if (batch.batch < 1 || batch.seq_len < 1) {
@@ -784,6 +801,7 @@ void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout
 
 Result<double> LlamaModel::TrainForwardBackward(Backend& backend, const Batch& batch,
                                                 float grad_scale, uint64_t dropout_seed) {
+  SOVAI_RETURN_IF_ERROR(CheckBackend(backend));
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
   if (batch.targets.empty()) {
     return Status(StatusCode::kInvalidArgument, "a training batch needs targets");
@@ -802,6 +820,7 @@ Result<double> LlamaModel::TrainForwardBackward(Backend& backend, const Batch& b
 }
 
 Result<double> LlamaModel::Loss(Backend& backend, const Batch& batch) {
+  SOVAI_RETURN_IF_ERROR(CheckBackend(backend));
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
   if (batch.targets.empty()) return Status(StatusCode::kInvalidArgument, "the loss needs targets");
   Forward(backend, batch, /*training=*/false, 0);
@@ -812,6 +831,7 @@ Result<double> LlamaModel::Loss(Backend& backend, const Batch& batch) {
 }
 
 Result<std::vector<float>> LlamaModel::Logits(Backend& backend, const Batch& batch) {
+  SOVAI_RETURN_IF_ERROR(CheckBackend(backend));
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
   Forward(backend, batch, /*training=*/false, 0);
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
