@@ -34,22 +34,16 @@ std::string_view OpName(Op op) {
   return "unknown";
 }
 
-namespace {
-
-// splitmix64's output function (Steele, Lea, Flood 2014): a bijection on 64-bit values whose
-// every output bit depends on every input bit, so consecutive indices give independent draws.
-uint64_t Mix(uint64_t z) {
+uint64_t SplitMix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
 
-}  // namespace
-
 bool DropoutKeep(uint64_t seed, uint64_t index, float probability) {
   if (probability <= 0) return true;
-  const uint64_t h = Mix(seed ^ Mix(index));
+  const uint64_t h = SplitMix64(seed ^ SplitMix64(index));
   // 24 bits fit a float's mantissa exactly, so every backend (f32 on a GPU too) gets the same u.
   const float u = static_cast<float>(h >> 40) * 0x1p-24f;
   return u >= probability;

@@ -98,6 +98,11 @@ struct Dropout {
 };
 bool DropoutKeep(uint64_t seed, uint64_t index, float probability);
 
+// splitmix64's output function (Steele, Lea, Flood 2014): a bijection on 64-bit values whose every
+// output bit depends on every input bit. The engine derives every seeded stream from it (dropout
+// masks, data order, initialisation), so they are the same on every platform and library.
+uint64_t SplitMix64(uint64_t z);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -22,20 +22,14 @@ namespace {
 // The most logits the loss keeps at a time: chunk_rows = max(1, this / vocab).
 constexpr int64_t kLogitsPerChunk = int64_t{8} << 20;
 
-// splitmix64: seeds and per-site dropout streams that do not depend on the library's RNG.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using kernels::SplitMix64;
 
 // Deterministic normal and uniform draws (Box-Muller over splitmix64), the same on every platform.
 class Draws {
  public:
   explicit Draws(uint64_t seed) : state_(seed) {}
   double Uniform() {  // [0, 1)
-    state_ = Mix(state_);
+    state_ = SplitMix64(state_);
     return static_cast<double>(state_ >> 11) * 0x1.0p-53;
   }
   double Normal() {
@@ -343,7 +337,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::RandomInit(const ModelConfig& co
   if (config.extra.contains("initializer_range") && config.extra["initializer_range"].is_number()) {
     std_dev = config.extra["initializer_range"].get<double>();
   }
-  Draws draws(Mix(seed));
+  Draws draws(SplitMix64(seed));
   for (const ExpectedTensor& want : model->expected_) {
     if (want.optional) continue;  // tied lm_head
     std::vector<float> values(Elements(want.shape));
@@ -378,7 +372,7 @@ Status LlamaModel::AddLora(const LoraOptions& options) {
   if (lora_->targets.empty()) {
     for (int i = 0; i < kProjectionCount; ++i) lora_->targets.push_back(static_cast<Projection>(i));
   }
-  Draws draws(Mix(options.seed ^ 0x4c6f5241ull));
+  Draws draws(SplitMix64(options.seed ^ 0x4c6f5241ull));
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     Layer& layer = *layers_[static_cast<size_t>(l)];
     for (Projection p : lora_->targets) {
@@ -622,8 +616,9 @@ namespace {
 
 // The dropout stream of one LoRA site: distinct per step, layer and projection.
 kernels::Dropout SiteDropout(float probability, uint64_t step_seed, int64_t layer, int projection) {
-  return kernels::Dropout{probability,
-                          Mix(step_seed ^ Mix(static_cast<uint64_t>(layer) * 8 + projection))};
+  return kernels::Dropout{
+      probability,
+      SplitMix64(step_seed ^ SplitMix64(static_cast<uint64_t>(layer) * 8 + projection))};
 }
 
 }  // namespace

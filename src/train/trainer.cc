@@ -23,12 +23,7 @@ using base::StatusCode;
 
 namespace {
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using kernels::SplitMix64;
 
 // A permutation of [0, n) that depends only on the seed (Fisher-Yates over splitmix64).
 std::vector<size_t> Permutation(size_t n, uint64_t seed) {
@@ -36,7 +31,7 @@ std::vector<size_t> Permutation(size_t n, uint64_t seed) {
   std::iota(order.begin(), order.end(), 0);
   uint64_t state = seed;
   for (size_t i = n; i > 1; --i) {
-    state = Mix(state);
+    state = SplitMix64(state);
     std::swap(order[i - 1], order[state % i]);
   }
   return order;
@@ -157,7 +152,7 @@ Status Run::Split(std::vector<Example> examples) {
         static_cast<size_t>(std::floor(o_.eval_fraction * static_cast<double>(examples.size()))));
     eval_count = std::min(eval_count, examples.size() - 1);
   }
-  std::vector<size_t> order = Permutation(examples.size(), Mix(o_.seed ^ 0x5e7a11ull));
+  std::vector<size_t> order = Permutation(examples.size(), SplitMix64(o_.seed ^ 0x5e7a11ull));
   for (size_t i = 0; i < order.size(); ++i) {
     (i < eval_count ? eval_ : train_).push_back(std::move(examples[order[i]]));
   }
@@ -166,8 +161,8 @@ Status Run::Split(std::vector<Example> examples) {
 
 const std::vector<Example>& Run::EpochOrder(int64_t epoch) {
   if (epoch != cached_epoch_) {
-    std::vector<size_t> order =
-        Permutation(train_.size(), Mix(o_.seed ^ Mix(static_cast<uint64_t>(epoch) + 1)));
+    std::vector<size_t> order = Permutation(
+        train_.size(), SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(epoch) + 1)));
     epoch_examples_.clear();
     for (size_t i : order) epoch_examples_.push_back(train_[i]);
     cached_epoch_ = epoch;
@@ -347,8 +342,9 @@ Result<TrainResult> Run::Go() {
                          rows.targets, rows.positions, rows.segments};
       SOVAI_ASSIGN_OR_RETURN(
           double loss,
-          model_->TrainForwardBackward(backend_, batch, grad_scale,
-                                       Mix(o_.seed ^ Mix(static_cast<uint64_t>(state_.step) + 7))));
+          model_->TrainForwardBackward(
+              backend_, batch, grad_scale,
+              SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(state_.step) + 7))));
       loss_sum += loss;
     }
     double norm_sq = 0;
