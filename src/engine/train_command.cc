@@ -110,7 +110,7 @@ int RunTrainCommand(const std::vector<std::string>& args) {
     return UsageError("--from-scratch needs --method full");
   }
   for (std::string_view name : base::Split(targets, ',', /*skip_empty=*/true)) {
-    auto projection = model::ParseProjection(name);
+    auto projection = model::ParseLoraModule(name);
     if (!projection) {
       return UsageError("unknown target module '" + std::string(name) +
                         "'; known: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");

@@ -69,13 +69,6 @@ uint64_t Elements(const std::vector<uint64_t>& shape) {
 
 }  // namespace
 
-std::optional<Projection> ParseProjection(std::string_view name) {
-  for (LoraModule module : kAllLoraModules) {
-    if (LoraModuleName(module) == name) return module;
-  }
-  return std::nullopt;
-}
-
 double LoraOptions::Scale() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / rank;
 }

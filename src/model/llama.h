@@ -40,7 +40,6 @@ namespace sovai::model {
 // names them: "q_proj", ..., "down_proj").
 using Projection = LoraModule;
 inline constexpr int kProjectionCount = 7;
-std::optional<Projection> ParseProjection(std::string_view name);
 
 // A trainable tensor: its value and gradient (f32, same size) and its HF or PEFT name.
 struct Parameter {

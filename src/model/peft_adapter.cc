@@ -39,13 +39,6 @@ std::string SupportedModules() {
   return out;
 }
 
-std::optional<LoraModule> ModuleFromName(std::string_view name) {
-  for (LoraModule m : kAllLoraModules) {
-    if (LoraModuleName(m) == name) return m;
-  }
-  return std::nullopt;
-}
-
 // Whether the field is absent, null, false, or an empty list/object: PEFT's "not used".
 bool IsUnset(const json& obj, std::string_view key) {
   auto it = obj.find(key);
@@ -83,6 +76,13 @@ std::optional<ParsedKey> ParseKey(std::string_view key) {
 }
 
 }  // namespace
+
+std::optional<LoraModule> ParseLoraModule(std::string_view name) {
+  for (LoraModule m : kAllLoraModules) {
+    if (LoraModuleName(m) == name) return m;
+  }
+  return std::nullopt;
+}
 
 std::string_view LoraModuleName(LoraModule module) {
   switch (module) {
@@ -223,7 +223,7 @@ Result<LoraConfig> ParseLoraConfig(std::string_view json_text, std::string_view 
     if (targets->empty()) return InvalidArgumentError(p + "target_modules is empty");
     for (const json& t : *targets) {
       if (!t.is_string()) return InvalidArgumentError(p + "target_modules must hold strings");
-      auto m = ModuleFromName(t.get_ref<const std::string&>());
+      auto m = ParseLoraModule(t.get_ref<const std::string&>());
       if (!m) {
         return UnimplementedError(p + "target module " + t.dump() +
                                   " is not supported; supported: " + SupportedModules());

@@ -50,6 +50,8 @@ inline constexpr LoraModule kAllLoraModules[] = {
 
 // "q_proj", ..., "down_proj".
 std::string_view LoraModuleName(LoraModule module);
+// The inverse of LoraModuleName; nullopt for any other name.
+std::optional<LoraModule> ParseLoraModule(std::string_view name);
 // "self_attn" for q/k/v/o, "mlp" for gate/up/down.
 std::string_view LoraModuleParent(LoraModule module);
 

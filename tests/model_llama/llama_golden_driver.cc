@@ -39,7 +39,7 @@ base::Status Run(const std::string& dir) {
   lora.dropout = 0;
   lora.use_rslora = options["rslora"].get<bool>();
   for (const auto& t : options["targets"]) {
-    auto p = ParseProjection(t.get<std::string>());
+    auto p = ParseLoraModule(t.get<std::string>());
     if (!p) return base::Status(base::StatusCode::kInvalidArgument, "bad target");
     lora.targets.push_back(*p);
   }
