@@ -2,22 +2,17 @@
 
 #include <gtest/gtest.h>
 
+#include "model/formats_test_util.h"
 #include "model/limits.h"
 
 namespace sovai::model {
 namespace {
 
+using testing::ExpectError;
+using testing::TempDir;
+
 using base::StatusCode;
 using nlohmann::json;
-
-void ExpectError(const base::Status& status, StatusCode code,
-                 const std::vector<std::string_view>& parts) {
-  EXPECT_EQ(status.code(), code) << status;
-  for (std::string_view part : parts) {
-    EXPECT_NE(status.message().find(part), std::string::npos)
-        << "'" << part << "' not in: " << status.message();
-  }
-}
 
 // The config.json files below are as published on the Hugging Face hub.
 constexpr const char* kLlama31Config = R"({

@@ -7,37 +7,17 @@
 #include <fstream>
 
 #include "base/env.h"
+#include "model/formats_test_util.h"
 #include "model/safetensors.h"
 
 namespace sovai::model {
 namespace {
 
+using testing::ExpectError;
+using testing::TempDir;
+
 using base::StatusCode;
 using nlohmann::json;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/sovai_peft_test.XXXXXX";
-    SOVAI_CHECK(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { base::Env::Default().DeleteDirRecursive(path_).IgnoreError(); }
-  const std::string& path() const { return path_; }
-  std::string Join(std::string_view name) const { return base::JoinPath(path_, name); }
-
- private:
-  std::string path_;
-};
-
-void ExpectError(const base::Status& status, StatusCode code,
-                 const std::vector<std::string_view>& parts) {
-  EXPECT_EQ(status.code(), code) << status;
-  for (std::string_view part : parts) {
-    EXPECT_NE(status.message().find(part), std::string::npos)
-        << "'" << part << "' not in: " << status.message();
-  }
-}
 
 // As PEFT 0.11 writes it for a Llama 3 LoRA.
 constexpr const char* kPeftConfig = R"({

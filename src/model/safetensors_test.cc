@@ -10,28 +10,17 @@
 
 #include "base/env.h"
 #include "base/json.h"
+#include "model/formats_test_util.h"
 
 namespace sovai::model {
 namespace {
 
+using testing::ExpectError;
+using testing::TempDir;
+
 using base::StatusCode;
 
 // A fresh directory, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = "/tmp/sovai_safetensors_test.XXXXXX";
-    SOVAI_CHECK(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { base::Env::Default().DeleteDirRecursive(path_).IgnoreError(); }
-  const std::string& path() const { return path_; }
-  std::string Join(std::string_view name) const { return base::JoinPath(path_, name); }
-
- private:
-  std::string path_;
-};
-
 // A file image built by hand: the 8-byte little-endian length, the header as given, the data.
 std::string Image(std::string_view header, std::string_view data = "") {
   std::string out(8, '\0');
@@ -65,15 +54,6 @@ std::string ReadRaw(const std::string& path) {
 }
 
 // Expects `status` to have `code` and a message containing every one of `parts`.
-void ExpectError(const base::Status& status, StatusCode code,
-                 const std::vector<std::string_view>& parts) {
-  EXPECT_EQ(status.code(), code) << status;
-  for (std::string_view part : parts) {
-    EXPECT_NE(status.message().find(part), std::string::npos)
-        << "'" << part << "' not in: " << status.message();
-  }
-}
-
 std::string F32Bytes(std::initializer_list<float> values) {
   std::string out;
   for (float v : values) {
