@@ -32,14 +32,8 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
     return 1;
   }
-  const model::SafetensorsSet& weights = *loaded->weights;
-  model::TensorSource source = [&](std::string_view name) -> base::Result<model::SourceTensor> {
-    SOVAI_ASSIGN_OR_RETURN(model::SafetensorsSet::Entry e, weights.Get(name));
-    SOVAI_ASSIGN_OR_RETURN(tensor::DType dtype,
-                           model::RequireComputable(*e.tensor, e.file->path()));
-    return model::SourceTensor{dtype, e.tensor->shape, e.tensor->bytes};
-  };
-  auto m = model::LlamaModel::Load(loaded->config, source, model::BaseWeights::kF32);
+  auto m = model::LlamaModel::Load(loaded->config, model::TensorSourceOf(*loaded->weights),
+                                   model::BaseWeights::kF32);
   if (!m.ok()) {
     std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
     return 1;

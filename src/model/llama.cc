@@ -69,6 +69,14 @@ uint64_t Elements(const std::vector<uint64_t>& shape) {
 
 }  // namespace
 
+TensorSource TensorSourceOf(const SafetensorsSet& weights) {
+  return [&weights](std::string_view name) -> Result<SourceTensor> {
+    SOVAI_ASSIGN_OR_RETURN(SafetensorsSet::Entry e, weights.Get(name));
+    SOVAI_ASSIGN_OR_RETURN(DType dtype, RequireComputable(*e.tensor, e.file->path()));
+    return SourceTensor{dtype, e.tensor->shape, e.tensor->bytes};
+  };
+}
+
 double LoraOptions::Scale() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / rank;
 }

@@ -33,6 +33,7 @@
 #include "kernels/nf4.h"
 #include "model/model_config.h"
 #include "model/peft_adapter.h"
+#include "model/safetensors.h"
 
 namespace sovai::model {
 
@@ -76,6 +77,8 @@ struct SourceTensor {
 };
 // Looks up a tensor by its HF name; NotFound when absent.
 using TensorSource = std::function<base::Result<SourceTensor>(std::string_view name)>;
+// The tensors of a checkpoint (which must outlive the source), as f32/f16/bf16 views.
+TensorSource TensorSourceOf(const SafetensorsSet& weights);
 
 struct Batch {
   int64_t batch = 0;

@@ -104,17 +104,11 @@ Status Run::LoadModelAndData() {
     SOVAI_ASSIGN_OR_RETURN(model::ModelDir dir, model::LoadModelDir(env_, o_.model_dir));
     dir_.emplace(std::move(dir));
     config_ = dir_->config;
-    const model::SafetensorsSet& weights = *dir_->weights;
-    model::TensorSource source = [&weights](std::string_view name) -> Result<model::SourceTensor> {
-      SOVAI_ASSIGN_OR_RETURN(model::SafetensorsSet::Entry e, weights.Get(name));
-      SOVAI_ASSIGN_OR_RETURN(tensor::DType dtype,
-                             model::RequireComputable(*e.tensor, e.file->path()));
-      return model::SourceTensor{dtype, e.tensor->shape, e.tensor->bytes};
-    };
     model::BaseWeights storage = o_.method == Method::kFull    ? model::BaseWeights::kTrainable
                                  : o_.method == Method::kQlora ? model::BaseWeights::kNF4
                                                                : model::BaseWeights::kF32;
-    SOVAI_ASSIGN_OR_RETURN(model_, model::LlamaModel::Load(config_, source, storage));
+    SOVAI_ASSIGN_OR_RETURN(
+        model_, model::LlamaModel::Load(config_, model::TensorSourceOf(*dir_->weights), storage));
   }
   if (o_.method != Method::kFull) SOVAI_RETURN_IF_ERROR(model_->AddLora(o_.lora));
 

@@ -22,17 +22,12 @@ base::Status Run(const std::string& dir) {
   SOVAI_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_text, dir + "/config.json"));
   SOVAI_ASSIGN_OR_RETURN(std::string case_text, env.ReadFile(dir + "/case.json"));
   SOVAI_ASSIGN_OR_RETURN(nlohmann::json spec, base::ParseJson(case_text));
-  SOVAI_ASSIGN_OR_RETURN(auto weights, SafetensorsFile::Open(dir + "/model.safetensors"));
+  SOVAI_ASSIGN_OR_RETURN(auto weights, SafetensorsSet::OpenFile(dir + "/model.safetensors"));
   SOVAI_ASSIGN_OR_RETURN(auto adapter, SafetensorsFile::Open(dir + "/lora.safetensors"));
 
   const nlohmann::json& options = spec["options"];
   BaseWeights storage = options["base"] == "nf4" ? BaseWeights::kNF4 : BaseWeights::kF32;
-  TensorSource source = [&](std::string_view name) -> base::Result<SourceTensor> {
-    SOVAI_ASSIGN_OR_RETURN(const SafetensorsTensor* t, weights->Get(name));
-    SOVAI_ASSIGN_OR_RETURN(tensor::DType dtype, RequireComputable(*t, weights->path()));
-    return SourceTensor{dtype, t->shape, t->bytes};
-  };
-  SOVAI_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(config, source, storage));
+  SOVAI_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(config, TensorSourceOf(*weights), storage));
   LoraOptions lora;
   lora.rank = options["rank"].get<int64_t>();
   lora.alpha = options["alpha"].get<double>();
