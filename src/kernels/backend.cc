@@ -28,6 +28,10 @@ std::string_view OpName(Op op) {
       return "nf4";
     case Op::kAdamW:
       return "adamw";
+    case Op::kQ8_0:
+      return "q8_0";
+    case Op::kPagedAttention:
+      return "paged_attention";
     case Op::kCount:
       break;
   }

@@ -54,11 +54,13 @@ struct Nf4Weight {
   float absmax_offset = 0;            // the mean subtracted before double quantization
 };
 
-// A frozen or trainable weight matrix w[rows, cols] in one of the storage formats.
+// A frozen or trainable weight matrix w[rows, cols] in one of the storage formats. Q8_0 (ggml's
+// 8-bit blocks, q8_0.h) is the inference format: cols is a multiple of 32 and each row is
+// cols / 32 blocks of 34 bytes; only LinearForward and EmbeddingForward read it.
 struct WeightRef {
-  enum class Format : uint8_t { kF32, kBF16, kNF4 };
+  enum class Format : uint8_t { kF32, kBF16, kNF4, kQ8_0 };
   Format format = Format::kF32;
-  const void* data = nullptr;  // f32 or bf16 elements (uint16_t bits); unused for NF4
+  const void* data = nullptr;  // f32, bf16 (uint16_t bits) or Q8_0 blocks; unused for NF4
   Nf4Weight nf4;               // for kNF4 (rows * cols a multiple of 64)
   int64_t rows = 0;
   int64_t cols = 0;
@@ -78,6 +80,8 @@ enum class Op : uint8_t {
   kLora,
   kNf4,
   kAdamW,
+  kQ8_0,            // Q8_0 weights in LinearForward and EmbeddingForward
+  kPagedAttention,  // KvCacheWrite and PagedAttention (inference)
   kCount,
 };
 // "gemm", "linear", ...; "unknown" for a value outside the enum.
@@ -116,7 +120,7 @@ class Backend {
   virtual void Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, const float* b, float beta, float* c) = 0;
 
-  // out[N, O] = x[N, I] @ w[O, I]^T (+ bias[O] when not null). w may be f32, bf16 or NF4.
+  // out[N, O] = x[N, I] @ w[O, I]^T (+ bias[O] when not null). w may be f32, bf16, NF4 or Q8_0.
   virtual void LinearForward(float* out, const float* x, const WeightRef& w, const float* bias,
                              int64_t n) = 0;
   // dx[N, I] += dout[N, O] @ w[O, I]. (The weight gradient of an f32 weight is a Gemm:
@@ -126,7 +130,7 @@ class Backend {
   virtual void LinearBackwardBias(float* dbias, const float* dout, int64_t n, int64_t out) = 0;
 
   // --- embedding ------------------------------------------------------------------------------
-  // out[N, C] = table[ids[n], :]; table is f32 or bf16 (WeightRef with rows = V, cols = C);
+  // out[N, C] = table[ids[n], :]; table is f32, bf16 or Q8_0 (WeightRef with rows = V, cols = C);
   // every id is in [0, V).
   virtual void EmbeddingForward(float* out, const int32_t* ids, const WeightRef& table,
                                 int64_t n) = 0;
@@ -184,6 +188,34 @@ class Backend {
                                  const float* out, const float* lse, const float* q, const float* k,
                                  const float* v, const int32_t* segment,
                                  const AttentionShape& shape) = 0;
+
+  // --- inference over a paged KV cache -------------------------------------------------------
+  // The KV cache of one layer is k_cache/v_cache[num_blocks, block_size, Hkv, D] (f32): a
+  // sequence's positions live in the blocks its block table lists, position p at block
+  // table[p / block_size], offset p % block_size. Slot s stands for block s / block_size, offset
+  // s % block_size.
+  // k_cache[slots[n]] = k[n, Hkv, D] and v_cache[slots[n]] = v[n] for each of the N new tokens.
+  virtual void KvCacheWrite(float* k_cache, float* v_cache, const float* k, const float* v,
+                            const int32_t* slots, int64_t n, int64_t kv_heads,
+                            int64_t head_dim) = 0;
+  struct PagedAttentionShape {
+    int64_t q_heads = 0;
+    int64_t kv_heads = 0;
+    int64_t head_dim = 0;
+    int64_t block_size = 0;
+    int64_t max_blocks = 0;  // the row length of block_tables
+    int64_t window = 0;      // > 0: position i sees j only when i - j < window
+    float scale = 0;
+  };
+  // out[N, Hq, D] = attention of q[N, Hq, D] over the cache: token n belongs to sequence
+  // seq_of[n], whose block table is block_tables[seq_of[n] * max_blocks ...], and sits at
+  // position positions[n]; it attends to that sequence's positions j <= positions[n] (and inside
+  // the window), whose keys and values must already be in the cache (KvCacheWrite first). GQA as
+  // in AttentionForward.
+  virtual void PagedAttention(float* out, const float* q, const float* k_cache,
+                              const float* v_cache, const int32_t* seq_of, const int32_t* positions,
+                              const int32_t* block_tables, int64_t n,
+                              const PagedAttentionShape& shape) = 0;
 
   // --- feed-forward ---------------------------------------------------------------------------
   // out[N, F] = silu(gate[N, F]) * up[N, F], silu(x) = x / (1 + exp(-x)).

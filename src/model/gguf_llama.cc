@@ -10,11 +10,16 @@
 
 #include "base/check.h"
 #include "base/strings.h"
+#include "kernels/q8_0.h"
 #include "model/model_config.h"
-#include "model/quant_q8_0.h"
 #include "model/safetensors.h"
 
 namespace sovai::model {
+
+using kernels::DequantizeRowQ8_0;
+using kernels::kQ8_0BlockValues;
+using kernels::Q8_0Bytes;
+using kernels::QuantizeRowQ8_0;
 
 namespace {
 

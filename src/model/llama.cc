@@ -6,6 +6,7 @@
 #include <map>
 
 #include "kernels/rope.h"
+#include "model/llama_internal.h"
 #include "tensor/dtype.h"
 
 namespace sovai::model {
@@ -80,124 +81,6 @@ TensorSource TensorSourceOf(const SafetensorsSet& weights) {
 double LoraOptions::Scale() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / rank;
 }
-
-namespace llama_internal {
-
-// A matrix w[rows, cols] in its storage format; `ref` is what the kernels read.
-struct Matrix {
-  WeightRef ref;
-  std::vector<float> f32;
-  std::vector<uint16_t> bf16;
-  std::unique_ptr<kernels::Nf4Quantized> nf4;  // heap: its View() points into it
-  std::unique_ptr<Parameter> param;            // kTrainable
-
-  Status Store(std::vector<float> values, std::string name, int64_t rows, int64_t cols,
-               WeightRef::Format format, bool trainable) {
-    ref = WeightRef{};
-    ref.rows = rows;
-    ref.cols = cols;
-    if (trainable) {
-      param = std::make_unique<Parameter>();
-      param->name = std::move(name);
-      param->shape = {static_cast<uint64_t>(rows), static_cast<uint64_t>(cols)};
-      param->value = std::move(values);
-      param->grad.assign(param->value.size(), 0.0f);
-      ref.format = WeightRef::Format::kF32;
-      ref.data = param->value.data();
-      return Status();
-    }
-    ref.format = format;
-    switch (format) {
-      case WeightRef::Format::kF32:
-        f32 = std::move(values);
-        ref.data = f32.data();
-        break;
-      case WeightRef::Format::kBF16:
-        bf16.resize(values.size());
-        tensor::ConvertElements(DType::kF32, values.data(), DType::kBF16, bf16.data(),
-                                values.size());
-        ref.data = bf16.data();
-        break;
-      case WeightRef::Format::kNF4: {
-        auto q = kernels::QuantizeNf4(values);
-        if (!q.ok()) {
-          return Status(q.status().code(), "quantizing '" + name + "': " + q.status().message());
-        }
-        nf4 = std::make_unique<kernels::Nf4Quantized>(std::move(*q));
-        ref.nf4 = nf4->View();
-        break;
-      }
-    }
-    return Status();
-  }
-
-  Result<std::vector<float>> ToF32() const {
-    size_t n = static_cast<size_t>(ref.rows * ref.cols);
-    std::vector<float> out(n);
-    switch (ref.format) {
-      case WeightRef::Format::kF32:
-        std::memcpy(out.data(), ref.data, n * sizeof(float));
-        break;
-      case WeightRef::Format::kBF16:
-        tensor::ConvertElements(DType::kBF16, ref.data, DType::kF32, out.data(), n);
-        break;
-      case WeightRef::Format::kNF4:
-        kernels::DequantizeNf4(ref.nf4, static_cast<int64_t>(n), out.data());
-        break;
-    }
-    return out;
-  }
-
-  float* grad() { return param ? param->grad.data() : nullptr; }
-};
-
-// An f32 vector (norm weight, bias); trainable in full training.
-struct Vector {
-  Parameter p;
-  bool present() const { return !p.value.empty(); }
-  const float* data() const { return present() ? p.value.data() : nullptr; }
-  float* grad() { return p.grad.empty() ? nullptr : p.grad.data(); }
-};
-
-}  // namespace llama_internal
-
-using llama_internal::Matrix;
-using llama_internal::Vector;
-
-struct LlamaModel::Slot {
-  Matrix* matrix = nullptr;
-  Vector* vector = nullptr;
-};
-
-struct LlamaModel::Layer {
-  Vector input_norm, post_norm, q_norm, k_norm;
-  Matrix proj[kProjectionCount];
-  Vector bias[kProjectionCount];
-  std::unique_ptr<Parameter> lora_a[kProjectionCount];
-  std::unique_ptr<Parameter> lora_b[kProjectionCount];
-  int64_t window = 0;  // 0: full attention
-};
-
-struct LlamaModel::Globals {
-  Matrix embed;
-  Vector final_norm;
-  Matrix head;  // unused when tied
-};
-
-// What the backward pass needs from the forward pass, and its own scratch.
-struct LlamaModel::Activations {
-  int64_t n = 0, batch = 0, seq_len = 0;
-  struct PerLayer {
-    std::vector<float> x_in, ln1, rstd1, q_lin, k_lin, rstd_q, rstd_k, q, k, v, att, lse, x_mid,
-        ln2, rstd2, gate, up, hidden;
-    std::vector<float> xa[kProjectionCount];
-  };
-  std::vector<PerLayer> layers;
-  std::vector<float> x_out, lnf, rstdf;
-  std::vector<int32_t> positions, segments, targets;
-  // Backward scratch.
-  std::vector<float> dx, dln, dq, dk, dv, dq_lin, dk_lin, datt, dgate, dup, dhidden;
-};
 
 LlamaModel::LlamaModel(ModelConfig config) : config_(std::move(config)) {}
 LlamaModel::~LlamaModel() = default;

@@ -33,6 +33,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/nf4.h"
+#include "kernels/q8_0.h"
 #include "tensor/dtype.h"
 
 namespace sovai::kernels {
@@ -184,11 +185,22 @@ struct Weight {
         ref.nf4 = nf4->View();
         break;
       }
+      case WeightRef::Format::kQ8_0: {
+        const size_t row_bytes = Q8_0Bytes(static_cast<size_t>(cols));
+        q8_0.resize(row_bytes * static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) {
+          QuantizeRowQ8_0({values.data() + r * cols, static_cast<size_t>(cols)},
+                          {q8_0.data() + r * row_bytes, row_bytes});
+        }
+        ref.data = q8_0.data();
+        break;
+      }
     }
   }
   WeightRef ref;
   Vec f32;
   std::vector<uint16_t> bf16;
+  std::vector<uint8_t> q8_0;
   std::unique_ptr<Nf4Quantized> nf4;
 };
 
@@ -200,6 +212,8 @@ const char* FormatName(WeightRef::Format format) {
       return "bf16";
     case WeightRef::Format::kNF4:
       return "nf4";
+    case WeightRef::Format::kQ8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -266,9 +280,13 @@ TEST_F(ConsistencyTest, LinearInEveryWeightFormat) {
     int64_t n, out, in;
   };
   // One row; odd sizes whose rows start inside NF4 blocks (96 is not a multiple of 64), split in
-  // several panels by 2 and 3 threads; more than 256 NF4 blocks (a second absmax scale).
-  for (const Shape s : {Shape{1, 64, 64}, Shape{37, 70, 96}, Shape{9, 130, 192}}) {
-    for (const WeightRef::Format format : kFormats) {
+  // several panels by 2 and 3 threads; more than 256 NF4 blocks (a second absmax scale). For Q8_0,
+  // decode-sized row counts (the streaming kernel, in groups of 4 rows with a remainder) and 9
+  // rows (dequantized panels).
+  for (const Shape s : {Shape{1, 64, 64}, Shape{37, 70, 96}, Shape{9, 130, 192}, Shape{3, 200, 96},
+                        Shape{8, 70, 128}}) {
+    for (const WeightRef::Format format : {WeightRef::Format::kF32, WeightRef::Format::kBF16,
+                                           WeightRef::Format::kNF4, WeightRef::Format::kQ8_0}) {
       for (const bool with_bias : {false, true}) {
         Check({std::string("linear ") + FormatName(format) + " n=" + std::to_string(s.n) +
                    " out=" + std::to_string(s.out) + " in=" + std::to_string(s.in) +
@@ -313,6 +331,63 @@ TEST_F(ConsistencyTest, Embedding) {
                return Outputs{{"out", out}, {"dtable", dtable}};
              }});
     }
+  }
+}
+
+TEST_F(ConsistencyTest, EmbeddingQ8_0) {
+  Check({"embedding q8_0", kExact, [&](Backend& backend) {
+           Rng rng(3);
+           const int64_t vocab = 11, c = 96, n = 20;
+           const Weight table(WeightRef::Format::kQ8_0, rng.Normal(static_cast<size_t>(vocab * c)),
+                              vocab, c);
+           const std::vector<int32_t> ids = rng.Ints(static_cast<size_t>(n), 0, vocab - 1);
+           Vec out(static_cast<size_t>(n * c));
+           backend.EmbeddingForward(out.data(), ids.data(), table.ref, n);
+           return Outputs{{"out", out}};
+         }});
+}
+
+// Decode and chunked prefill over a paged cache: three sequences with scattered, shared-free
+// block tables, GQA, and one case with a sliding window.
+TEST_F(ConsistencyTest, PagedAttention) {
+  for (const int64_t window : {int64_t{0}, int64_t{5}}) {
+    Check({"paged_attention window=" + std::to_string(window), kProducts, [&](Backend& backend) {
+             Rng rng(12);
+             Backend::PagedAttentionShape s{.q_heads = 4,
+                                            .kv_heads = 2,
+                                            .head_dim = 16,
+                                            .block_size = 4,
+                                            .max_blocks = 5,
+                                            .window = window,
+                                            .scale = 0.25f};
+             const int64_t blocks = 16;
+             const int64_t row = s.kv_heads * s.head_dim;
+             Vec k_cache = rng.Normal(static_cast<size_t>(blocks * s.block_size * row));
+             Vec v_cache = rng.Normal(static_cast<size_t>(blocks * s.block_size * row));
+             const std::vector<int32_t> tables = {3, 9,  1,  -1, -1,   // sequence 0: 3 blocks
+                                                  0, 15, 7,  12, 4,    // sequence 1: 5 blocks
+                                                  8, -1, -1, -1, -1};  // sequence 2: 1 block
+             // Sequence 0 decodes position 10, sequence 1 prefills positions 12..17, sequence 2
+             // prefills from 0.
+             std::vector<int32_t> seq_of = {0, 1, 1, 1, 1, 1, 1, 2, 2, 2};
+             std::vector<int32_t> positions = {10, 12, 13, 14, 15, 16, 17, 0, 1, 2};
+             const int64_t n = static_cast<int64_t>(seq_of.size());
+             const Vec k = rng.Normal(static_cast<size_t>(n * row));
+             const Vec v = rng.Normal(static_cast<size_t>(n * row));
+             std::vector<int32_t> slots;
+             for (int64_t t = 0; t < n; ++t) {
+               const int32_t block = tables[seq_of[t] * s.max_blocks + positions[t] / s.block_size];
+               slots.push_back(block * static_cast<int32_t>(s.block_size) +
+                               positions[t] % static_cast<int32_t>(s.block_size));
+             }
+             backend.KvCacheWrite(k_cache.data(), v_cache.data(), k.data(), v.data(), slots.data(),
+                                  n, s.kv_heads, s.head_dim);
+             const Vec q = rng.Normal(static_cast<size_t>(n * s.q_heads * s.head_dim));
+             Vec out(static_cast<size_t>(n * s.q_heads * s.head_dim), std::nanf(""));
+             backend.PagedAttention(out.data(), q.data(), k_cache.data(), v_cache.data(),
+                                    seq_of.data(), positions.data(), tables.data(), n, s);
+             return Outputs{{"out", out}, {"k_cache", k_cache}, {"v_cache", v_cache}};
+           }});
   }
 }
 

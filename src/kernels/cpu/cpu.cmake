@@ -11,6 +11,7 @@ add_library(sovai_kernels_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attention.cc
   ${CMAKE_CURRENT_LIST_DIR}/context.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu_backend.cc
+  ${CMAKE_CURRENT_LIST_DIR}/inference.cc
   ${CMAKE_CURRENT_LIST_DIR}/weights.cc
 )
 target_link_libraries(sovai_kernels_cpu
@@ -21,12 +22,12 @@ target_link_libraries(sovai_kernels_cpu
 # the selects in ExpF and in masks into branch-free vector code for AVX2 and SSE (it only gives up
 # floating-point exception flags, which nothing here reads; results are unchanged).
 # -ffp-contract=off: rounding as the reference writes it (NF4 and bf16 dequantization must be
-# bit-exact, AdamW is computed exactly as the reference does). attention.cc alone opts back in to
-# fused multiply-adds: its tiles are compute-bound and are compared with tolerances anyway.
+# bit-exact, AdamW is computed exactly as the reference does). attention.cc and inference.cc opt
+# back in to fused multiply-adds: their products are compared with tolerances anyway.
 target_compile_options(sovai_kernels_cpu PRIVATE -O3 -fno-math-errno -fno-trapping-math
   -ffp-contract=off)
 set_source_files_properties(${CMAKE_CURRENT_LIST_DIR}/attention.cc
-  PROPERTIES COMPILE_OPTIONS -ffp-contract=fast)
+  ${CMAKE_CURRENT_LIST_DIR}/inference.cc PROPERTIES COMPILE_OPTIONS -ffp-contract=fast)
 
 # Every op against the reference backend on the same random inputs (forward outputs and gradients).
 # Registered like sovai_test() does, plus OMP_WAIT_POLICY=passive: libgomp's default keeps idle

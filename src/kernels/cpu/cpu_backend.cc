@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/context.h"
+#include "kernels/cpu/inference.h"
 #include "kernels/cpu/vec_math.h"
 #include "kernels/cpu/weights.h"
 #include "tensor/dtype.h"
@@ -323,6 +324,17 @@ class CpuBackend final : public Backend {
       }
     });
   }
+  void KvCacheWrite(float* k_cache, float* v_cache, const float* k, const float* v,
+                    const int32_t* slots, int64_t n, int64_t kv_heads, int64_t head_dim) override {
+    cpu::KvCacheWrite(context_, k_cache, v_cache, k, v, slots, n, kv_heads * head_dim);
+  }
+  void PagedAttention(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      const int32_t* seq_of, const int32_t* positions, const int32_t* block_tables,
+                      int64_t n, const PagedAttentionShape& shape) override {
+    cpu::PagedAttention(context_, out, q, k_cache, v_cache, seq_of, positions, block_tables, n,
+                        shape);
+  }
+
   void EmbeddingBackward(float* dtable, const float* dout, const int32_t* ids, int64_t n,
                          int64_t vocab, int64_t c) override {
     // Threads own column ranges, so a repeated id never has two threads adding into one row.

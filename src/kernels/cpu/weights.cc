@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/inference.h"
 #include "kernels/nf4.h"
 #include "tensor/dtype.h"
 
@@ -64,6 +65,9 @@ void DequantizeRange(const WeightRef& w, int64_t begin, int64_t end, float* out)
     case WeightRef::Format::kNF4:
       DequantizeNf4Range(w.nf4, begin, end, out);
       return;
+    case WeightRef::Format::kQ8_0:
+      DequantizeQ8_0Range(w, begin, end, out);
+      return;
   }
 }
 
@@ -79,6 +83,10 @@ void LinearForward(Context& context, float* out, const float* x, const WeightRef
     });
   }
   const float beta = bias != nullptr ? 1.0f : 0.0f;
+  if (w.format == WeightRef::Format::kQ8_0 && n <= kQ8_0StreamingMaxRows) {
+    Q8_0RowsProduct(context, out, x, w, n, beta);
+    return;
+  }
   if (w.format == WeightRef::Format::kF32) {
     Sgemm(context, {.trans_b = true,
                     .m = n,

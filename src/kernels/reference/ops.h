@@ -269,6 +269,65 @@ void AttentionForward(T* out, T* lse, const T* q, const T* k, const T* v, const 
   }
 }
 
+// --- paged KV cache (inference) ------------------------------------------------------------------
+
+// cache[slots[n], :] = new[n, :] for the keys and the values; `row` = Hkv * D floats per slot.
+template <typename T>
+void KvCacheWrite(T* k_cache, T* v_cache, const T* k, const T* v, const int32_t* slots, int64_t n,
+                  int64_t row) {
+  for (int64_t t = 0; t < n; ++t) {
+    SOVAI_CHECK(slots[t] >= 0) << "slot " << slots[t];
+    for (int64_t e = 0; e < row; ++e) {
+      k_cache[slots[t] * row + e] = k[t * row + e];
+      v_cache[slots[t] * row + e] = v[t * row + e];
+    }
+  }
+}
+
+// out[N, Hq, D]: each token attends, per head, to its sequence's cached positions 0..position
+// (inside the window), read through the sequence's block table.
+template <typename T>
+void PagedAttention(T* out, const T* q, const T* k_cache, const T* v_cache, const int32_t* seq_of,
+                    const int32_t* positions, const int32_t* block_tables, int64_t n,
+                    const Backend::PagedAttentionShape& s) {
+  SOVAI_CHECK(s.head_dim > 0 && s.kv_heads > 0 && s.q_heads % s.kv_heads == 0 && s.block_size > 0 &&
+              s.max_blocks > 0)
+      << "paged attention shape Hq=" << s.q_heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim
+      << " block=" << s.block_size;
+  const int64_t group = s.q_heads / s.kv_heads;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t pos = positions[t];
+    SOVAI_CHECK(pos >= 0 && pos < s.max_blocks * s.block_size) << "position " << pos;
+    const int32_t* table = block_tables + static_cast<int64_t>(seq_of[t]) * s.max_blocks;
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+    std::vector<double> scores(static_cast<size_t>(pos + 1));
+    for (int64_t h = 0; h < s.q_heads; ++h) {
+      const int64_t g = h / group;
+      const T* qh = q + (t * s.q_heads + h) * s.head_dim;
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (int64_t j = first; j <= pos; ++j) {
+        const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
+        const T* kj = k_cache + (slot * s.kv_heads + g) * s.head_dim;
+        double dot = 0;
+        for (int64_t d = 0; d < s.head_dim; ++d) dot += static_cast<double>(qh[d]) * kj[d];
+        scores[j] = s.scale * dot;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum_exp = 0;
+      for (int64_t j = first; j <= pos; ++j) sum_exp += std::exp(scores[j] - max_score);
+      for (int64_t d = 0; d < s.head_dim; ++d) {
+        double acc = 0;
+        for (int64_t j = first; j <= pos; ++j) {
+          const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
+          acc += std::exp(scores[j] - max_score) / sum_exp *
+                 v_cache[(slot * s.kv_heads + g) * s.head_dim + d];
+        }
+        out[(t * s.q_heads + h) * s.head_dim + d] = static_cast<T>(acc);
+      }
+    }
+  }
+}
+
 // With p_ij = exp(scale * q_i.k_j - lse_i) recomputed from the saved lse and
 // delta_i = dout_i . out_i:
 //   dv_j += sum_i p_ij dout_i,   ds_ij = p_ij (dout_i . v_j - delta_i),

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "kernels/backend.h"
 #include "kernels/nf4.h"
+#include "kernels/q8_0.h"
 #include "kernels/reference/ops.h"
 #include "tensor/dtype.h"
 
@@ -33,6 +34,18 @@ const float* DenseWeight(const WeightRef& w, std::vector<float>& storage) {
       storage.resize(static_cast<size_t>(numel));
       DequantizeNf4(w.nf4, numel, storage.data());
       return storage.data();
+    case WeightRef::Format::kQ8_0: {
+      SOVAI_CHECK(w.cols % static_cast<int64_t>(kQ8_0BlockValues) == 0) << "Q8_0 row of " << w.cols;
+      SOVAI_CHECK(w.data != nullptr || numel == 0);
+      storage.resize(static_cast<size_t>(numel));
+      const size_t row_bytes = Q8_0Bytes(static_cast<size_t>(w.cols));
+      const auto* bytes = static_cast<const uint8_t*>(w.data);
+      for (int64_t r = 0; r < w.rows; ++r) {
+        DequantizeRowQ8_0({bytes + r * row_bytes, row_bytes},
+                          {storage.data() + r * w.cols, static_cast<size_t>(w.cols)});
+      }
+      return storage.data();
+    }
   }
   SOVAI_CHECK(false) << "unknown weight format " << static_cast<int>(w.format);
   return nullptr;
@@ -65,7 +78,8 @@ class ReferenceBackend final : public Backend {
 
   void EmbeddingForward(float* out, const int32_t* ids, const WeightRef& table,
                         int64_t n) override {
-    SOVAI_CHECK(table.format != WeightRef::Format::kNF4) << "an embedding table is f32 or bf16";
+    SOVAI_CHECK(table.format != WeightRef::Format::kNF4)
+        << "an embedding table is f32, bf16 or Q8_0";
     std::vector<float> storage;
     const float* dense = DenseWeight(table, storage);
     reference::EmbeddingForward(out, ids, dense, n, table.rows, table.cols);
@@ -101,6 +115,16 @@ class ReferenceBackend final : public Backend {
                          const float* lse, const float* q, const float* k, const float* v,
                          const int32_t* segment, const AttentionShape& shape) override {
     reference::AttentionBackward(dq, dk, dv, dout, out, lse, q, k, v, segment, shape);
+  }
+
+  void KvCacheWrite(float* k_cache, float* v_cache, const float* k, const float* v,
+                    const int32_t* slots, int64_t n, int64_t kv_heads, int64_t head_dim) override {
+    reference::KvCacheWrite(k_cache, v_cache, k, v, slots, n, kv_heads * head_dim);
+  }
+  void PagedAttention(float* out, const float* q, const float* k_cache, const float* v_cache,
+                      const int32_t* seq_of, const int32_t* positions, const int32_t* block_tables,
+                      int64_t n, const PagedAttentionShape& shape) override {
+    reference::PagedAttention(out, q, k_cache, v_cache, seq_of, positions, block_tables, n, shape);
   }
 
   void SwiGluForward(float* out, const float* gate, const float* up, int64_t count) override {

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <span>
 
-namespace sovai::model {
+namespace sovai::kernels {
 
 inline constexpr size_t kQ8_0BlockValues = 32;
 inline constexpr size_t kQ8_0BlockBytes = 2 + kQ8_0BlockValues;
@@ -37,4 +37,4 @@ void QuantizeRowQ8_0(std::span<const float> x, std::span<uint8_t> out);
 // The inverse: `in` is a whole number of blocks, `out` has 32 floats per block.
 void DequantizeRowQ8_0(std::span<const uint8_t> in, std::span<float> out);
 
-}  // namespace sovai::model
+}  // namespace sovai::kernels

@@ -1,4 +1,4 @@
-#include "model/quant_q8_0.h"
+#include "kernels/q8_0.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "tensor/dtype.h"
 
-namespace sovai::model {
+namespace sovai::kernels {
 namespace {
 
 // The scale of block `b` as stored (an IEEE half, little-endian) and its 32 quants.
@@ -168,4 +168,4 @@ TEST(QuantQ8_0DeathTest, PartialBlocksAreABug) {
 }
 
 }  // namespace
-}  // namespace sovai::model
+}  // namespace sovai::kernels

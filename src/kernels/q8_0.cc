@@ -1,4 +1,4 @@
-#include "model/quant_q8_0.h"
+#include "kernels/q8_0.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include "base/check.h"
 #include "tensor/dtype.h"
 
-namespace sovai::model {
+namespace sovai::kernels {
 
 void QuantizeRowQ8_0(std::span<const float> x, std::span<uint8_t> out) {
   SOVAI_CHECK_EQ(x.size() % kQ8_0BlockValues, 0u) << "Q8_0 rows are whole blocks of 32";
@@ -58,4 +58,4 @@ void DequantizeRowQ8_0(std::span<const uint8_t> in, std::span<float> out) {
   }
 }
 
-}  // namespace sovai::model
+}  // namespace sovai::kernels

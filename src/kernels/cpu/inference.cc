@@ -1,0 +1,173 @@
+#include "kernels/cpu/inference.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/vec_math.h"
+#include "kernels/q8_0.h"
+#include "tensor/dtype.h"
+
+namespace sovai::kernels::cpu {
+namespace {
+
+constexpr int64_t kBlockValues = static_cast<int64_t>(kQ8_0BlockValues);
+constexpr int64_t kBlockBytes = static_cast<int64_t>(kQ8_0BlockBytes);
+
+float BlockScale(const uint8_t* block) {
+  uint16_t bits;
+  std::memcpy(&bits, block, sizeof bits);
+  return tensor::F16ToFloat(bits);
+}
+
+// out[rows, o0..o1) for `rows` <= kQ8_0RowGroup rows of x: each weight block is widened once and
+// multiplied with every row. The per-block partial sums keep the f32 rounding close to a dot
+// product of the dequantized values (scale times the sum of q * x).
+template <int kRows>
+SOVAI_CPU_CLONES void RowsTimesBlocks(float* out, int64_t out_stride, const float* x, int64_t in,
+                                      const uint8_t* weights, int64_t o0, int64_t o1, float beta) {
+  const int64_t blocks = in / kBlockValues;
+  const int64_t row_bytes = blocks * kBlockBytes;
+  for (int64_t o = o0; o < o1; ++o) {
+    const uint8_t* row = weights + o * row_bytes;
+    float acc[kRows] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = row + b * kBlockBytes;
+      const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+      const float d = BlockScale(block);
+      float wide[kBlockValues];
+#pragma omp simd
+      for (int64_t j = 0; j < kBlockValues; ++j) wide[j] = static_cast<float>(q[j]);
+      for (int r = 0; r < kRows; ++r) {
+        const float* xr = x + r * in + b * kBlockValues;
+        float sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < kBlockValues; ++j) sum += wide[j] * xr[j];
+        acc[r] += d * sum;
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      float& dst = out[r * out_stride + o];
+      dst = beta == 0 ? acc[r] : dst + acc[r];
+    }
+  }
+}
+
+void RowsTimesBlocksAnyCount(int64_t rows, float* out, int64_t out_stride, const float* x,
+                             int64_t in, const uint8_t* weights, int64_t o0, int64_t o1,
+                             float beta) {
+  switch (rows) {
+    case 1:
+      return RowsTimesBlocks<1>(out, out_stride, x, in, weights, o0, o1, beta);
+    case 2:
+      return RowsTimesBlocks<2>(out, out_stride, x, in, weights, o0, o1, beta);
+    case 3:
+      return RowsTimesBlocks<3>(out, out_stride, x, in, weights, o0, o1, beta);
+    default:
+      return RowsTimesBlocks<4>(out, out_stride, x, in, weights, o0, o1, beta);
+  }
+}
+
+}  // namespace
+
+void Q8_0RowsProduct(Context& context, float* out, const float* x, const WeightRef& w, int64_t n,
+                     float beta) {
+  static_assert(kQ8_0RowGroup == 4);
+  const int64_t in = w.cols;
+  const int64_t out_features = w.rows;
+  const auto* weights = static_cast<const uint8_t*>(w.data);
+  // Output rows split across threads: every thread streams its own slice of the weight once.
+  ParallelRanges(
+      context, out_features, 64,
+      [&](int64_t o0, int64_t o1, int) {
+        for (int64_t r = 0; r < n; r += kQ8_0RowGroup) {
+          const int64_t rows = std::min(kQ8_0RowGroup, n - r);
+          RowsTimesBlocksAnyCount(rows, out + r * out_features, out_features, x + r * in, in,
+                                  weights, o0, o1, beta);
+        }
+      },
+      16);
+}
+
+void DequantizeQ8_0Range(const WeightRef& w, int64_t begin, int64_t end, float* out) {
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  // Blocks never straddle rows (cols is a multiple of 32), so element e is in block e / 32.
+  for (int64_t e = begin; e < end;) {
+    const int64_t block = e / kBlockValues;
+    const uint8_t* p = bytes + block * kBlockBytes;
+    const float d = BlockScale(p);
+    const auto* q = reinterpret_cast<const int8_t*>(p + 2);
+    const int64_t stop = std::min(end, (block + 1) * kBlockValues);
+    for (; e < stop; ++e) out[e - begin] = d * static_cast<float>(q[e % kBlockValues]);
+  }
+}
+
+void KvCacheWrite(Context& context, float* k_cache, float* v_cache, const float* k, const float* v,
+                  const int32_t* slots, int64_t n, int64_t row) {
+  ParallelRanges(context, n, 64, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      std::memcpy(k_cache + slots[t] * row, k + t * row, static_cast<size_t>(row) * sizeof(float));
+      std::memcpy(v_cache + slots[t] * row, v + t * row, static_cast<size_t>(row) * sizeof(float));
+    }
+  });
+}
+
+namespace {
+
+// One (token, query head): scores over the visible positions into `scores`, softmax, then the
+// weighted sum of values.
+SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache,
+                                const float* v_cache, const int32_t* table, int64_t first,
+                                int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
+                                float* scores) {
+  const int64_t d_size = s.head_dim;
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (int64_t j = first; j <= last; ++j) {
+    const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
+    const float* kj = k_cache + (slot * s.kv_heads + g) * d_size;
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t d = 0; d < d_size; ++d) dot += q[d] * kj[d];
+    const float score = dot * s.scale;
+    scores[j - first] = score;
+    max_score = std::max(max_score, score);
+  }
+  const int64_t count = last - first + 1;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < count; ++j) {
+    scores[j] = ExpF(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < d_size; ++d) out[d] = 0;
+  for (int64_t j = first; j <= last; ++j) {
+    const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
+    const float* vj = v_cache + (slot * s.kv_heads + g) * d_size;
+    const float p = scores[j - first] * inv;
+#pragma omp simd
+    for (int64_t d = 0; d < d_size; ++d) out[d] += p * vj[d];
+  }
+}
+
+}  // namespace
+
+void PagedAttention(Context& context, float* out, const float* q, const float* k_cache,
+                    const float* v_cache, const int32_t* seq_of, const int32_t* positions,
+                    const int32_t* block_tables, int64_t n, const Backend::PagedAttentionShape& s) {
+  const int64_t group = s.q_heads / s.kv_heads;
+  int64_t longest = 1;
+  for (int64_t t = 0; t < n; ++t) longest = std::max<int64_t>(longest, positions[t] + 1);
+  context.ReserveThreadScratch(static_cast<size_t>(longest));
+  ParallelTasks(context, n * s.q_heads, [&](int64_t task, int thread) {
+    const int64_t t = task / s.q_heads;
+    const int64_t h = task % s.q_heads;
+    const int64_t pos = positions[t];
+    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+    const int32_t* table = block_tables + static_cast<int64_t>(seq_of[t]) * s.max_blocks;
+    AttendOne(out + (t * s.q_heads + h) * s.head_dim, q + (t * s.q_heads + h) * s.head_dim, k_cache,
+              v_cache, table, first, pos, h / group, s, context.ThreadScratch(thread));
+  });
+}
+
+}  // namespace sovai::kernels::cpu

@@ -1,0 +1,38 @@
+// Private to the cpu backend: the inference-only kernels — products with Q8_0 weights for a few
+// rows (decode), and attention over a paged KV cache.
+//
+// Decode multiplies one to a few token rows with every weight of the model, so its speed is the
+// rate at which the weights stream from memory. Q8_0 halves those bytes against bf16 (a quarter of
+// f32); Q8_0RowsProduct reads each weight block once for up to kQ8_0RowGroup rows, widens it to
+// f32 in registers and never writes the dequantized weight anywhere.
+//
+// Thread-safety: as Context (one op at a time).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/context.h"
+
+namespace sovai::kernels::cpu {
+
+// Rows of x that share one pass over the weight blocks.
+inline constexpr int64_t kQ8_0RowGroup = 4;
+// Below this many rows a Q8_0 product runs the streaming kernel; from it on, dequantized panels
+// and sgemm (prefill), where arithmetic, not the weight bytes, is the bound.
+inline constexpr int64_t kQ8_0StreamingMaxRows = 8;
+
+// out[N, O] (+)= x[N, I] @ w[O, I]^T for a Q8_0 weight (beta 0: overwrite, 1: add to out).
+void Q8_0RowsProduct(Context& context, float* out, const float* x, const WeightRef& w, int64_t n,
+                     float beta);
+// Elements [begin, end) of a Q8_0 weight (row-major) as f32: half(d) widened, times q, in f32.
+void DequantizeQ8_0Range(const WeightRef& w, int64_t begin, int64_t end, float* out);
+
+void KvCacheWrite(Context& context, float* k_cache, float* v_cache, const float* k, const float* v,
+                  const int32_t* slots, int64_t n, int64_t row);
+void PagedAttention(Context& context, float* out, const float* q, const float* k_cache,
+                    const float* v_cache, const int32_t* seq_of, const int32_t* positions,
+                    const int32_t* block_tables, int64_t n,
+                    const Backend::PagedAttentionShape& shape);
+
+}  // namespace sovai::kernels::cpu
