@@ -119,14 +119,21 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelConfig& config,
   SOVAI_RETURN_IF_ERROR(model->Allocate(storage));
   const bool trainable = storage == BaseWeights::kTrainable;
   const WeightRef::Format projection_format =
-      storage == BaseWeights::kBF16  ? WeightRef::Format::kBF16
-      : storage == BaseWeights::kNF4 ? WeightRef::Format::kNF4
-                                     : WeightRef::Format::kF32;
+      storage == BaseWeights::kBF16   ? WeightRef::Format::kBF16
+      : storage == BaseWeights::kNF4  ? WeightRef::Format::kNF4
+      : storage == BaseWeights::kQ8_0 ? WeightRef::Format::kQ8_0
+                                      : WeightRef::Format::kF32;
   // Embeddings and the head are looked up by row or computed in chunks: NF4 saves little there,
   // so QLoRA keeps them in bf16 (as bitsandbytes leaves them unquantized).
+  // Q8_0 inference quantizes them too (as llama.cpp's Q8_0 files do), when the hidden size is
+  // whole blocks.
+  const bool q8_0_tables =
+      storage == BaseWeights::kQ8_0 &&
+      config.hidden_size % static_cast<int64_t>(kernels::kQ8_0BlockValues) == 0;
   const WeightRef::Format table_format = storage == BaseWeights::kF32 || trainable
                                              ? WeightRef::Format::kF32
-                                             : WeightRef::Format::kBF16;
+                                         : q8_0_tables ? WeightRef::Format::kQ8_0
+                                                       : WeightRef::Format::kBF16;
   for (const ExpectedTensor& want : model->expected_) {
     auto found = source(want.name);
     if (!found.ok()) {
@@ -206,9 +213,14 @@ Status LlamaModel::Place(const std::string& name, std::vector<float> values,
     return Status();
   }
   bool table = name == "model.embed_tokens.weight" || name == "lm_head.weight";
-  return slot.matrix->Store(std::move(values), name, static_cast<int64_t>(want->shape[0]),
-                            static_cast<int64_t>(want->shape[1]),
-                            table ? table_format : projection_format, trainable);
+  WeightRef::Format format = table ? table_format : projection_format;
+  const int64_t cols = static_cast<int64_t>(want->shape[1]);
+  if (format == WeightRef::Format::kQ8_0 &&
+      cols % static_cast<int64_t>(kernels::kQ8_0BlockValues) != 0) {
+    format = WeightRef::Format::kBF16;  // rows that are not whole Q8_0 blocks, as llama.cpp does
+  }
+  return slot.matrix->Store(std::move(values), name, static_cast<int64_t>(want->shape[0]), cols,
+                            format, trainable);
 }
 
 Result<std::unique_ptr<LlamaModel>> LlamaModel::RandomInit(const ModelConfig& config,

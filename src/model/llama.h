@@ -56,6 +56,8 @@ enum class BaseWeights : uint8_t {
   kBF16,       // bf16 projections (norms and biases stay f32)
   kNF4,        // QLoRA: NF4 projections, embeddings and head in bf16
   kTrainable,  // full training: every tensor is an f32 Parameter
+  kQ8_0,       // inference: Q8_0 projections, embeddings and head (bf16 where a row is not
+               // whole blocks of 32)
 };
 
 struct LoraOptions {
@@ -87,6 +89,54 @@ struct Batch {
   std::span<const int32_t> targets;    // [N]; < 0: not counted in the loss
   std::span<const int32_t> positions;  // [N]; empty: 0..T-1 in every row
   std::span<const int32_t> segments;   // [N]; empty: one sample per row
+};
+
+// The paged KV cache of one model for inference: per layer, keys and values
+// [num_blocks, block_size, Hkv, D] in f32. Which blocks a sequence owns is the scheduler's
+// business (serve/block_manager.h); the model only reads and writes the blocks it is given.
+class KvCache {
+ public:
+  KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+  int64_t num_blocks() const { return num_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  // Bytes one token takes in the cache (keys and values of every layer).
+  static int64_t BytesPerToken(const ModelConfig& config);
+  float* keys(int64_t layer) { return keys_[static_cast<size_t>(layer)].data(); }
+  float* values(int64_t layer) { return values_[static_cast<size_t>(layer)].data(); }
+
+ private:
+  int64_t num_blocks_;
+  int64_t block_size_;
+  std::vector<std::vector<float>> keys_, values_;  // [L][num_blocks * block_size * Hkv * D]
+};
+
+// A LoRA adapter prepared for inference next to a frozen base model; many can be in use at once,
+// and sequences with different adapters (or none) share one batched forward pass.
+class InferenceAdapter {
+ public:
+  // Errors: an adapter that does not fit `config` (ValidateLoraAdapter), layers_to_transform.
+  static base::Result<std::unique_ptr<InferenceAdapter>> FromPeft(const LoraAdapter& adapter,
+                                                                  const ModelConfig& config);
+  int64_t rank() const { return rank_; }
+  float scale() const { return scale_; }
+  // A [R, in] and B [out, R] of `projection` in `layer`; null when the adapter has none there.
+  const LoraModuleWeights* Module(int64_t layer, Projection projection) const;
+
+ private:
+  int64_t rank_ = 0;
+  float scale_ = 0;
+  int64_t layers_ = 0;
+  std::vector<LoraModuleWeights> modules_;
+  std::vector<int32_t> index_;  // [layers * 7] -> modules_ index, -1 when absent
+};
+
+// The new tokens of one sequence in an inference step.
+struct InferenceSequence {
+  std::span<const int32_t> tokens;       // [T] the tokens to run (a prompt chunk or one token)
+  int64_t start = 0;                     // they sit at positions start .. start + T - 1
+  std::span<const int32_t> block_table;  // the blocks holding positions 0 .. start + T - 1
+  const InferenceAdapter* adapter = nullptr;
+  bool want_logits = false;  // return the logits after the last of `tokens`
 };
 
 class LlamaModel {
@@ -137,6 +187,15 @@ class LlamaModel {
   // logits[N, V] of every position.
   base::Result<std::vector<float>> Logits(kernels::Backend& backend, const Batch& batch);
 
+  // One batched inference step over several sequences (llama_infer.cc): runs every sequence's
+  // new tokens, writing their keys and values into `cache` at the positions their block tables
+  // give, and fills logits[S', V] with the logits of the last token of each sequence whose
+  // want_logits is set, in order. Positions below `start` must already be in the cache. Errors
+  // (InvalidArgument): a token id outside the vocabulary, a block table too short for the
+  // positions, a block id outside the cache, a position past max_position_embeddings.
+  base::Status Infer(kernels::Backend& backend, KvCache& cache,
+                     std::span<const InferenceSequence> sequences, std::vector<float>& logits);
+
  private:
   struct Layer;
   struct Activations;
@@ -165,6 +224,8 @@ class LlamaModel {
   std::vector<std::unique_ptr<Parameter>> lora_parameters_;
   std::vector<float> inv_freq_;
   std::unique_ptr<Activations> acts_;
+  struct InferScratch;
+  std::unique_ptr<InferScratch> infer_;
 };
 
 }  // namespace sovai::model

@@ -156,4 +156,12 @@ struct LlamaModel::Activations {
   std::vector<float> dx, dln, dq, dk, dv, dq_lin, dk_lin, datt, dgate, dup, dhidden;
 };
 
+// Buffers of an inference step, grown to the largest step seen and reused.
+struct LlamaModel::InferScratch {
+  std::vector<int32_t> tokens, positions, seq_of, slots, block_tables;  // [N], [S * max_blocks]
+  std::vector<float> x, h, q, k, v, att, tmp, gate, up, hidden;         // [N, ...]
+  std::vector<float> rstd, rstd_heads, xa;
+  std::vector<float> last;  // [S', C] hidden states of the rows whose logits are wanted
+};
+
 }  // namespace sovai::model

@@ -1,0 +1,237 @@
+// Inference over the paged KV cache must compute what the training forward computes: the logits
+// of the last token of a sequence, run in chunks and single decode steps through scattered
+// blocks, batched with other sequences that use other adapters, equal the logits of the whole
+// sequence run at once through LlamaModel::Logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/llama.h"
+#include "model/model_config.h"
+
+namespace sovai::model {
+namespace {
+
+// qwen3 (per-head q/k norms), llama, or mistral with a sliding window when window > 0.
+ModelConfig SmallConfig(bool qwen3, bool tie, int64_t window = 0) {
+  const std::string arch = qwen3        ? "Qwen3ForCausalLM"
+                           : window > 0 ? "MistralForCausalLM"
+                                        : "LlamaForCausalLM";
+  const std::string type = qwen3 ? "qwen3" : window > 0 ? "mistral" : "llama";
+  std::string json = R"({"architectures": [")" + arch + R"("], "model_type": ")" + type + R"(",
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 101,
+    "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "sliding_window": )" +
+                     (window > 0 ? std::to_string(window) : "null") +
+                     R"(, "tie_word_embeddings": )" + (tie ? "true" : "false") + "}";
+  auto config = ParseModelConfig(json, "config.json");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+// A frozen model with random weights in `storage` (via an f32 model drawn by RandomInit).
+std::unique_ptr<LlamaModel> FrozenModel(const ModelConfig& config, BaseWeights storage) {
+  auto random = LlamaModel::RandomInit(config, 7);
+  EXPECT_TRUE(random.ok()) << random.status();
+  std::map<std::string, std::vector<float>> tensors;
+  std::map<std::string, std::vector<uint64_t>> shapes;
+  for (const ExpectedTensor& e : (*random)->base_tensors()) {
+    auto t = (*random)->BaseTensorF32(e.name, false);
+    if (!t.ok()) continue;  // the tied head
+    // RandomInit's 0.02 makes every logit nearly equal; larger weights make the test sharper.
+    for (float& v : *t) v *= e.name.ends_with("norm.weight") ? 1.0f : 5.0f;
+    tensors[e.name] = std::move(*t);
+    shapes[e.name] = e.shape;
+  }
+  TensorSource source = [&](std::string_view name) -> base::Result<SourceTensor> {
+    auto it = tensors.find(std::string(name));
+    if (it == tensors.end()) return base::Status(base::StatusCode::kNotFound, "absent");
+    return SourceTensor{tensor::DType::kF32, shapes[it->first],
+                        std::as_bytes(std::span<const float>(it->second))};
+  };
+  auto model = LlamaModel::Load(config, source, storage);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return std::move(*model);
+}
+
+LoraAdapter RandomAdapter(const ModelConfig& config, uint64_t seed, int64_t rank) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  LoraAdapter adapter;
+  adapter.config.r = rank;
+  adapter.config.lora_alpha = 2.0 * static_cast<double>(rank);
+  adapter.config.target_modules = {LoraModule::kQ, LoraModule::kV, LoraModule::kDown};
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    for (LoraModule m : adapter.config.target_modules) {
+      const int64_t in = m == LoraModule::kDown ? config.intermediate_size : config.hidden_size;
+      const int64_t out = m == LoraModule::kQ   ? config.q_dim()
+                          : m == LoraModule::kV ? config.kv_dim()
+                                                : config.hidden_size;
+      LoraModuleWeights w{l, m, std::vector<float>(static_cast<size_t>(rank * in)),
+                          std::vector<float>(static_cast<size_t>(out * rank))};
+      for (float& v : w.a) v = normal(rng);
+      for (float& v : w.b) v = normal(rng);
+      adapter.modules.push_back(std::move(w));
+    }
+  }
+  return adapter;
+}
+
+std::vector<int32_t> RandomTokens(size_t count, uint32_t seed, int32_t vocab) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> out(count);
+  for (int32_t& t : out) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return out;
+}
+
+// The logits after the last token of `tokens`, through the training forward.
+std::vector<float> WholeSequenceLogits(LlamaModel& model, kernels::Backend& backend,
+                                       const std::vector<int32_t>& tokens) {
+  std::vector<int32_t> targets(tokens.size(), -100);
+  Batch batch{.batch = 1,
+              .seq_len = static_cast<int64_t>(tokens.size()),
+              .tokens = tokens,
+              .targets = targets};
+  auto logits = model.Logits(backend, batch);
+  EXPECT_TRUE(logits.ok()) << logits.status();
+  const int64_t v = model.config().vocab_size;
+  return std::vector<float>(logits->end() - v, logits->end());
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, double tolerance,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - want[i]));
+  }
+  EXPECT_LT(worst, tolerance) << what;
+}
+
+struct Case {
+  const char* name;
+  bool qwen3;
+  bool tie;
+  int64_t window;
+  BaseWeights storage;
+};
+
+class LlamaInferTest : public ::testing::TestWithParam<Case> {};
+
+// Three sequences share every step: A (no adapter) prefills 23 tokens in chunks of 10 then
+// decodes, B (adapter 1) prefills 9 at once then decodes, C (adapter 2) starts later. Their
+// blocks interleave in the cache. After every step, each sequence that asked for logits must
+// match the whole-sequence forward of the same model with its adapter merged in.
+TEST_P(LlamaInferTest, ChunkedBatchedMultiAdapterMatchesWholeSequenceForward) {
+  const Case& param = GetParam();
+  const ModelConfig config = SmallConfig(param.qwen3, param.tie, param.window);
+  for (const char* backend_name : {"reference", "cpu"}) {
+    SCOPED_TRACE(backend_name);
+    auto backend = std::string(backend_name) == "cpu" ? kernels::NewCpuBackend(2)
+                                                      : kernels::NewReferenceBackend();
+    auto model = FrozenModel(config, param.storage);
+    const LoraAdapter peft1 = RandomAdapter(config, 1, 4);
+    const LoraAdapter peft2 = RandomAdapter(config, 2, 8);
+    auto adapter1 = InferenceAdapter::FromPeft(peft1, config);
+    auto adapter2 = InferenceAdapter::FromPeft(peft2, config);
+    ASSERT_TRUE(adapter1.ok() && adapter2.ok());
+    // Reference models: the same base with each adapter imported for the training forward.
+    auto with1 = FrozenModel(config, param.storage);
+    ASSERT_TRUE(with1->ImportLora(peft1).ok());
+    auto with2 = FrozenModel(config, param.storage);
+    ASSERT_TRUE(with2->ImportLora(peft2).ok());
+
+    const int64_t block_size = 4;
+    KvCache cache(config, 40, block_size);
+    struct Seq {
+      std::vector<int32_t> tokens;  // everything known so far
+      int64_t computed = 0;         // positions already in the cache
+      std::vector<int32_t> blocks;
+      const InferenceAdapter* adapter;
+      LlamaModel* reference;
+    };
+    std::vector<Seq> seqs = {{RandomTokens(23, 11, 101), 0, {}, nullptr, model.get()},
+                             {RandomTokens(9, 12, 101), 0, {}, adapter1->get(), with1.get()},
+                             {RandomTokens(6, 13, 101), 0, {}, adapter2->get(), with2.get()}};
+    int32_t next_block = 39;  // hand out blocks from the top, interleaved between sequences
+    std::mt19937 rng(5);
+    for (int step = 0; step < 8; ++step) {
+      std::vector<InferenceSequence> batch;
+      std::vector<size_t> which;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        Seq& s = seqs[i];
+        if (i == 2 && step < 2) continue;  // C joins at step 2
+        const int64_t pending = static_cast<int64_t>(s.tokens.size()) - s.computed;
+        const int64_t chunk = std::min<int64_t>(pending, i == 0 ? 10 : pending);
+        while (static_cast<int64_t>(s.blocks.size()) * block_size < s.computed + chunk) {
+          s.blocks.push_back(next_block--);
+        }
+        InferenceSequence in;
+        in.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.computed),
+                                                               static_cast<size_t>(chunk));
+        in.start = s.computed;
+        in.block_table = s.blocks;
+        in.adapter = s.adapter;
+        in.want_logits = s.computed + chunk == static_cast<int64_t>(s.tokens.size());
+        batch.push_back(in);
+        which.push_back(i);
+      }
+      std::vector<float> logits;
+      ASSERT_TRUE(model->Infer(*backend, cache, batch, logits).ok());
+      size_t row = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        Seq& s = seqs[which[b]];
+        s.computed += static_cast<int64_t>(batch[b].tokens.size());
+        if (!batch[b].want_logits) continue;
+        std::vector<float> got(logits.begin() + static_cast<int64_t>(row) * 101,
+                               logits.begin() + static_cast<int64_t>(row + 1) * 101);
+        ++row;
+        ExpectClose(got, WholeSequenceLogits(*s.reference, *backend, s.tokens), 2e-3,
+                    std::string(param.name) + " step " + std::to_string(step) + " sequence " +
+                        std::to_string(which[b]));
+        s.tokens.push_back(static_cast<int32_t>(rng() % 101));  // the "sampled" token
+      }
+      EXPECT_EQ(row * 101, logits.size());
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, LlamaInferTest,
+    ::testing::Values(Case{"llama_f32", false, false, 0, BaseWeights::kF32},
+                      Case{"qwen3_tied_bf16", true, true, 0, BaseWeights::kBF16},
+                      Case{"llama_q8_0_window", false, true, 5, BaseWeights::kQ8_0}),
+    [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
+
+TEST(LlamaInferErrorsTest, RefusesBadTokensPositionsAndBlocks) {
+  const ModelConfig config = SmallConfig(false, true);
+  auto backend = kernels::NewReferenceBackend();
+  auto model = FrozenModel(config, BaseWeights::kF32);
+  KvCache cache(config, 4, 4);
+  std::vector<float> logits;
+  const std::vector<int32_t> table = {0, 1};
+  const std::vector<int32_t> bad_token = {1, 101};
+  InferenceSequence seq{.tokens = bad_token, .start = 0, .block_table = table};
+  EXPECT_EQ(model->Infer(*backend, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> ok_tokens = {1, 2, 3};
+  seq = {.tokens = ok_tokens, .start = 6, .block_table = table};  // needs 9 positions, has 8
+  EXPECT_EQ(model->Infer(*backend, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kInvalidArgument);
+  const std::vector<int32_t> outside = {0, 4};
+  seq = {.tokens = ok_tokens, .start = 0, .block_table = outside};
+  EXPECT_EQ(model->Infer(*backend, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kInvalidArgument);
+  seq = {.tokens = ok_tokens, .start = 254, .block_table = table};  // past 256 positions
+  EXPECT_EQ(model->Infer(*backend, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sovai::model
