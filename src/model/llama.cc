@@ -379,7 +379,7 @@ Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool
   if (slot.matrix == nullptr || slot.matrix->ref.rows == 0) {
     return Status(StatusCode::kNotFound, "the model has no tensor '" + std::string(name) + "'");
   }
-  SOVAI_ASSIGN_OR_RETURN(std::vector<float> w, slot.matrix->ToF32());
+  SOVAI_ASSIGN_OR_RETURN(std::vector<float> w, slot.matrix->ToF32());  // [O, I]
   if (!merge_lora || !lora_) return w;
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const Layer& layer = *layers_[static_cast<size_t>(l)];
@@ -392,7 +392,7 @@ Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool
       const float* a = layer.lora_a[i]->value.data();
       const float* b = layer.lora_b[i]->value.data();
       const double scale = lora_->Scale();
-      std::vector<double> row(static_cast<size_t>(cols));
+      std::vector<double> row(static_cast<size_t>(cols));  // [I] (B @ A)[o, :]
       for (int64_t o = 0; o < rows; ++o) {
         std::fill(row.begin(), row.end(), 0.0);
         for (int64_t k = 0; k < r; ++k) {
@@ -466,6 +466,7 @@ void LlamaModel::PrepareActivations(const Batch& batch) {
   const int64_t c = config_.hidden_size, f = config_.intermediate_size;
   const int64_t qd = config_.q_dim(), kvd = config_.kv_dim();
   const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
+  // The shapes of every buffer are written at Activations (llama_internal.h).
   auto size = [](std::vector<float>& v, int64_t count) { v.resize(static_cast<size_t>(count)); };
   a.n = n;
   a.batch = batch.batch;
@@ -726,7 +727,7 @@ Result<std::vector<float>> LlamaModel::Logits(Backend& backend, const Batch& bat
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
   Forward(backend, batch, /*training=*/false, 0);
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
-  std::vector<float> logits(static_cast<size_t>(acts_->n * config_.vocab_size));
+  std::vector<float> logits(static_cast<size_t>(acts_->n * config_.vocab_size));  // [N, V]
   backend.LinearForward(logits.data(), acts_->lnf.data(), head.ref, nullptr, acts_->n);
   return logits;
 }

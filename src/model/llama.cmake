@@ -1,5 +1,5 @@
 # The Llama-family model, forward and backward over the ops of src/kernels (included by
-# src/model/CMakeLists.txt). Checked against PyTorch by tests/model_llama/llama_golden.py.
+# src/model/CMakeLists.txt). Checked against PyTorch by tests/reference/llama_golden.py.
 add_library(sovai_model_llama STATIC ${CMAKE_CURRENT_LIST_DIR}/llama.cc
   ${CMAKE_CURRENT_LIST_DIR}/llama_infer.cc)
 target_include_directories(sovai_model_llama PUBLIC ${PROJECT_SOURCE_DIR}/src)

@@ -4,6 +4,10 @@
 // computes in). Conversions round to nearest even, keep infinities, and keep NaN a NaN (quiet), as
 // PyTorch's `.to(dtype)` does, so a tensor converted here is bit-identical to the reference.
 //
+// DType names element types only: a Tensor may also be stored in a block format (Q8_0, NF4; see
+// StorageType in tensor.h), where a value has no size of its own, so DTypeSize and ConvertElements
+// do not apply there.
+//
 // Thread-safety: pure functions.
 #pragma once
 

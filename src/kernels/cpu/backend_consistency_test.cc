@@ -34,7 +34,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/nf4.h"
 #include "kernels/q8_0.h"
+#include "kernels/weight.h"
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 namespace sovai::kernels {
 namespace {
@@ -163,46 +165,12 @@ class ConsistencyTest : public ::testing::Test {
 
 // --- weights in every storage format ------------------------------------------------------------
 
-// A weight w[rows, cols] in `format`, owning its storage.
-struct Weight {
-  Weight(WeightRef::Format format, const Vec& values, int64_t rows, int64_t cols) {
-    ref.format = format;
-    ref.rows = rows;
-    ref.cols = cols;
-    switch (format) {
-      case WeightRef::Format::kF32:
-        f32 = values;
-        ref.data = f32.data();
-        break;
-      case WeightRef::Format::kBF16:
-        for (float x : values) bf16.push_back(tensor::FloatToBF16(x));
-        ref.data = bf16.data();
-        break;
-      case WeightRef::Format::kNF4: {
-        auto quantized = QuantizeNf4(values);
-        EXPECT_TRUE(quantized.ok()) << quantized.status();
-        nf4 = std::make_unique<Nf4Quantized>(std::move(*quantized));
-        ref.nf4 = nf4->View();
-        break;
-      }
-      case WeightRef::Format::kQ8_0: {
-        const size_t row_bytes = Q8_0Bytes(static_cast<size_t>(cols));
-        q8_0.resize(row_bytes * static_cast<size_t>(rows));
-        for (int64_t r = 0; r < rows; ++r) {
-          QuantizeRowQ8_0({values.data() + r * cols, static_cast<size_t>(cols)},
-                          {q8_0.data() + r * row_bytes, row_bytes});
-        }
-        ref.data = q8_0.data();
-        break;
-      }
-    }
-  }
-  WeightRef ref;
-  Vec f32;
-  std::vector<uint16_t> bf16;
-  std::vector<uint8_t> q8_0;
-  std::unique_ptr<Nf4Quantized> nf4;
-};
+// A weight w[rows, cols] in `format`, stored as the model stores it; the ops read WeightOf(it).
+tensor::Tensor MakeWeight(WeightRef::Format format, const Vec& values, int64_t rows, int64_t cols) {
+  auto weight = QuantizeTensor(values, {rows, cols}, StorageTypeOf(format));
+  EXPECT_TRUE(weight.ok()) << weight.status();
+  return std::move(weight).value();
+}
 
 const char* FormatName(WeightRef::Format format) {
   switch (format) {
@@ -293,16 +261,17 @@ TEST_F(ConsistencyTest, LinearInEveryWeightFormat) {
                    (with_bias ? " bias" : ""),
                kProducts, [&](Backend& backend) {
                  Rng rng(2);
-                 const Weight w(format, rng.Normal(static_cast<size_t>(s.out * s.in)), s.out, s.in);
+                 const tensor::Tensor w =
+                     MakeWeight(format, rng.Normal(static_cast<size_t>(s.out * s.in)), s.out, s.in);
                  const Vec x = rng.Normal(static_cast<size_t>(s.n * s.in));
                  const Vec bias = rng.Normal(static_cast<size_t>(s.out));
                  const Vec dout = rng.Normal(static_cast<size_t>(s.n * s.out));
                  Vec out(static_cast<size_t>(s.n * s.out), std::nanf(""));
                  Vec dx = rng.Normal(static_cast<size_t>(s.n * s.in), kGradientStart);
                  Vec dbias = rng.Normal(static_cast<size_t>(s.out), kGradientStart);
-                 backend.LinearForward(out.data(), x.data(), w.ref,
+                 backend.LinearForward(out.data(), x.data(), WeightOf(w),
                                        with_bias ? bias.data() : nullptr, s.n);
-                 backend.LinearBackwardInput(dx.data(), dout.data(), w.ref, s.n);
+                 backend.LinearBackwardInput(dx.data(), dout.data(), WeightOf(w), s.n);
                  backend.LinearBackwardBias(dbias.data(), dout.data(), s.n, s.out);
                  return Outputs{{"out", out}, {"dx", dx}, {"dbias", dbias}};
                }});
@@ -319,14 +288,15 @@ TEST_F(ConsistencyTest, Embedding) {
                Rng rng(3);
                const int64_t vocab = 11;
                const int64_t n = 50;  // ids repeat: the scatter must sum them
-               const Weight table(format, rng.Normal(static_cast<size_t>(vocab * c)), vocab, c);
+               const tensor::Tensor table =
+                   MakeWeight(format, rng.Normal(static_cast<size_t>(vocab * c)), vocab, c);
                const std::vector<int32_t> ids = rng.Ints(static_cast<size_t>(n), 0, vocab - 1);
                // dout of small integers: sums of them are exact in any order.
                Vec dout(static_cast<size_t>(n * c));
                for (size_t e = 0; e < dout.size(); ++e) dout[e] = static_cast<float>(e % 7) - 3;
                Vec out(static_cast<size_t>(n * c));
                Vec dtable(static_cast<size_t>(vocab * c), 0.5f);
-               backend.EmbeddingForward(out.data(), ids.data(), table.ref, n);
+               backend.EmbeddingForward(out.data(), ids.data(), WeightOf(table), n);
                backend.EmbeddingBackward(dtable.data(), dout.data(), ids.data(), n, vocab, c);
                return Outputs{{"out", out}, {"dtable", dtable}};
              }});
@@ -338,11 +308,11 @@ TEST_F(ConsistencyTest, EmbeddingQ8_0) {
   Check({"embedding q8_0", kExact, [&](Backend& backend) {
            Rng rng(3);
            const int64_t vocab = 11, c = 96, n = 20;
-           const Weight table(WeightRef::Format::kQ8_0, rng.Normal(static_cast<size_t>(vocab * c)),
-                              vocab, c);
+           const tensor::Tensor table = MakeWeight(
+               WeightRef::Format::kQ8_0, rng.Normal(static_cast<size_t>(vocab * c)), vocab, c);
            const std::vector<int32_t> ids = rng.Ints(static_cast<size_t>(n), 0, vocab - 1);
            Vec out(static_cast<size_t>(n * c));
-           backend.EmbeddingForward(out.data(), ids.data(), table.ref, n);
+           backend.EmbeddingForward(out.data(), ids.data(), WeightOf(table), n);
            return Outputs{{"out", out}};
          }});
 }
@@ -579,8 +549,8 @@ TEST_F(ConsistencyTest, CrossEntropy) {
                    " chunk=" + std::to_string(s.chunk_rows) + (backward ? " backward" : ""),
                kProducts, [&](Backend& backend) {
                  Rng rng(8);
-                 const Weight w(format, rng.Normal(static_cast<size_t>(s.vocab * s.c), 0.5f),
-                                s.vocab, s.c);
+                 const tensor::Tensor w = MakeWeight(
+                     format, rng.Normal(static_cast<size_t>(s.vocab * s.c), 0.5f), s.vocab, s.c);
                  const Vec hidden = rng.Normal(static_cast<size_t>(s.n * s.c));
                  std::vector<int32_t> targets =
                      rng.Ints(static_cast<size_t>(s.n), 0, static_cast<int32_t>(s.vocab - 1));
@@ -595,8 +565,8 @@ TEST_F(ConsistencyTest, CrossEntropy) {
                  const bool with_dweight = backward && format == WeightRef::Format::kF32;
                  const double loss = backend.CrossEntropy(
                      backward ? dhidden.data() : nullptr, with_dweight ? dweight.data() : nullptr,
-                     hidden.data(), w.ref, targets.data(), s.n, 1.0f / static_cast<float>(counted),
-                     s.chunk_rows);
+                     hidden.data(), WeightOf(w), targets.data(), s.n,
+                     1.0f / static_cast<float>(counted), s.chunk_rows);
                  return Outputs{{"loss", {static_cast<float>(loss)}},
                                 {"dhidden", dhidden},
                                 {"dweight", dweight}};
@@ -638,10 +608,10 @@ TEST_F(ConsistencyTest, Nf4Dequantize) {
   for (const int64_t numel : {int64_t{64}, int64_t{64 * 300}, int64_t{64 * 1031}}) {
     Check({"nf4 numel=" + std::to_string(numel), kExact, [&](Backend& backend) {
              Rng rng(10);
-             const Weight w(WeightRef::Format::kNF4, rng.Normal(static_cast<size_t>(numel)), 1,
-                            numel);
+             const tensor::Tensor w = MakeWeight(WeightRef::Format::kNF4,
+                                                 rng.Normal(static_cast<size_t>(numel)), 1, numel);
              Vec out(static_cast<size_t>(numel));
-             backend.Nf4Dequantize(out.data(), w.ref.nf4, numel);
+             backend.Nf4Dequantize(out.data(), WeightOf(w).nf4, numel);
              return Outputs{{"out", out}};
            }});
   }
