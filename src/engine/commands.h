@@ -21,6 +21,8 @@ int RunTokenizeCommand(const std::vector<std::string>& args);
 int RunConvertCommand(const std::vector<std::string>& args);
 // `sovai-engine train`: LoRA, QLoRA or full training (train/trainer.h).
 int RunTrainCommand(const std::vector<std::string>& args);
+// `sovai-engine serve`: the OpenAI-compatible inference server (serve/server.h).
+int RunServeCommand(const std::vector<std::string>& args);
 // `sovai-engine tokenizer train`: trains a byte-level BPE tokenizer.
 int RunTokenizerCommand(const std::vector<std::string>& args);
 

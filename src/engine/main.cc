@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
      sovai::engine::RunConvertCommand},
     {"train", "LoRA, QLoRA or full training of a Llama-family model on JSONL data",
      sovai::engine::RunTrainCommand},
+    {"serve", "an OpenAI-compatible server for a model and its LoRA adapters",
+     sovai::engine::RunServeCommand},
     {"tokenize", "text on stdin -> token ids (JSON), or ids -> text with --decode",
      sovai::engine::RunTokenizeCommand},
     {"tokenizer", "tokenizer tools: 'tokenizer train' learns a byte-level BPE tokenizer",

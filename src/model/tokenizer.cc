@@ -92,6 +92,33 @@ char32_t CodePointBefore(std::string_view text, size_t pos) {
   return unicode::NextCodePoint(text, &start);
 }
 
+// Which decoder steps turn spellings into raw bytes: TokenBytes stops before the UTF-8 conversion
+// those steps end with. `decoder` has passed ParseDecoder.
+void FindByteSteps(const json& decoder, bool* byte_level, bool* byte_fallback) {
+  auto type = decoder.find("type");
+  if (type == decoder.end() || !type->is_string()) return;
+  if (*type == "ByteLevel") *byte_level = true;
+  if (*type == "ByteFallback") *byte_fallback = true;
+  if (*type == "Sequence") {
+    for (const json& step : decoder["decoders"]) FindByteSteps(step, byte_level, byte_fallback);
+  }
+}
+
+// The byte of a byte-fallback token "<0xAB>", or -1.
+int FallbackByte(std::string_view token) {
+  if (token.size() != 6 || !token.starts_with("<0x") || token[5] != '>') return -1;
+  int value = 0;
+  for (char c : token.substr(3, 2)) {
+    int digit = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
 uint64_t NextTokenizerId() {
   static std::atomic<uint64_t> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
@@ -105,6 +132,8 @@ struct Tokenizer::Impl {
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<PostProcessor> post_processor;
   std::unique_ptr<Decoder> decoder;
+  bool byte_level_decoder = false;     // the decoder has a ByteLevel step
+  bool byte_fallback_decoder = false;  // the decoder has a ByteFallback step
   std::vector<AddedToken> added;
   std::unordered_map<std::string, size_t> added_index;  // content -> index in `added`
   std::unordered_set<std::string> added_contents;
@@ -251,6 +280,9 @@ Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text) {
       ParsePostProcessor(field("post_processor"), "post_processor",
                          [&bpe](std::string_view token) { return bpe.TokenToId(token); }));
   SOVAI_ASSIGN_OR_RETURN(impl->decoder, ParseDecoder(field("decoder"), "decoder"));
+  if (impl->decoder) {
+    FindByteSteps(field("decoder"), &impl->byte_level_decoder, &impl->byte_fallback_decoder);
+  }
   return Tokenizer(std::move(impl));
 }
 
@@ -349,6 +381,53 @@ std::optional<std::string> Tokenizer::IdToToken(TokenId id) const {
   const std::string* token = impl_->model.IdToToken(id);
   if (token == nullptr) return std::nullopt;
   return *token;
+}
+
+std::optional<std::string> Tokenizer::TokenBytes(TokenId id) const {
+  const Impl& impl = *impl_;
+  const std::string* token = impl.model.IdToToken(id);
+  if (token == nullptr) return std::nullopt;
+  if (!impl.decoder || impl.added_contents.contains(*token)) return *token;
+  if (impl.byte_level_decoder) {
+    // As ByteLevelDecoder, without the UTF-8 conversion at the end.
+    std::string bytes;
+    for (size_t pos = 0; pos < token->size();) {
+      size_t begin = pos;
+      int byte = unicode::UnicodeToByte(unicode::NextCodePoint(*token, &pos));
+      if (byte >= 0) {
+        bytes.push_back(static_cast<char>(byte));
+      } else {
+        bytes.append(*token, begin, pos - begin);
+      }
+    }
+    return bytes;
+  }
+  if (impl.byte_fallback_decoder) {
+    int byte = FallbackByte(*token);
+    if (byte >= 0) return std::string(1, static_cast<char>(byte));
+  }
+  // The other steps map text to text. The token runs through them between two copies of a plain
+  // sentinel, so that rules for the ends of the text apply to the sentinels, not to the token.
+  auto decode = [&](std::vector<std::string> tokens) -> std::optional<std::string> {
+    DecodeContext context{&impl.added_contents};
+    if (!impl.decoder->Apply(&tokens, context).ok()) return std::nullopt;
+    std::string out;
+    for (const std::string& t : tokens) out += t;
+    return out;
+  };
+  const std::string kSentinel = "x";
+  std::optional<std::string> head = decode({kSentinel});
+  std::optional<std::string> both = decode({kSentinel, kSentinel});
+  std::optional<std::string> full = decode({kSentinel, *token, kSentinel});
+  if (head && both && full && both->starts_with(*head)) {
+    std::string_view tail = std::string_view(*both).substr(head->size());
+    if (full->size() >= head->size() + tail.size() && full->starts_with(*head) &&
+        full->ends_with(tail)) {
+      return full->substr(head->size(), full->size() - head->size() - tail.size());
+    }
+  }
+  // A chain that rewrites the sentinel itself: the token decoded alone.
+  return decode({*token}).value_or(*token);
 }
 
 const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }

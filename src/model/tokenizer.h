@@ -113,6 +113,16 @@ class Tokenizer {
   std::optional<TokenId> TokenToId(std::string_view token) const;
   // The spelling of `id`; nullopt when no token has that id.
   std::optional<std::string> IdToToken(TokenId id) const;
+  // The bytes `id` stands for in decoded text, for decoding a stream one token at a time: the
+  // content of an added token; for the other tokens the decoder's output with its byte steps
+  // (ByteLevel, ByteFallback's <0xAB>) stopped short of UTF-8 conversion, so a token may hold
+  // part of a multi-byte character. The token is decoded as it reads in the middle of a text:
+  // rules for the start of the text (Metaspace's and Strip's removal of a first space) do not
+  // apply. For ByteLevel decoders the other steps of a decoder Sequence are not applied. Without
+  // a decoder: the spelling (Decode joins those with spaces). nullopt when no token has that id.
+  // Concatenating the TokenBytes of ids and decoding them as UTF-8, U+FFFD for invalid bytes,
+  // gives Decode(ids) on byte-level tokenizers.
+  std::optional<std::string> TokenBytes(TokenId id) const;
   const std::vector<AddedToken>& added_tokens() const;
 
  private:

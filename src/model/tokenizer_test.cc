@@ -161,6 +161,75 @@ TEST(TokenizerTest, ByteLevelEncodesBytesAndRoundTrips) {
   EXPECT_EQ(*tok.Decode(Ids{0xC3}), "\xEF\xBF\xBD");
 }
 
+TEST(TokenizerTest, TokenBytesOfByteLevelTokensAreRawBytes) {
+  Tokenizer tok = Load(ByteLevelTokenizer());
+  EXPECT_EQ(tok.TokenBytes('a'), "a");
+  EXPECT_EQ(tok.TokenBytes(' '), " ") << "Ġ is the space byte";
+  EXPECT_EQ(tok.TokenBytes(257), " wo");
+  EXPECT_EQ(tok.TokenBytes(0xC3), "\xC3") << "half of a character, not U+FFFD";
+  EXPECT_EQ(tok.TokenBytes(0xFF), "\xFF");
+  EXPECT_EQ(tok.TokenBytes(259), "<|eot|>") << "an added token is its content";
+  EXPECT_EQ(tok.TokenBytes(260), std::nullopt);
+  EXPECT_EQ(tok.TokenBytes(-1), std::nullopt);
+  // The bytes of the tokens of a text are the text, even where a token cuts a character.
+  std::string text = "Hi \xF0\x9F\x98\x80 world<|eot|>\xE4\xB8\xAD\n";
+  auto ids = tok.Encode(text);
+  ASSERT_TRUE(ids.ok());
+  std::string joined;
+  for (TokenId id : *ids) joined += tok.TokenBytes(id).value();
+  EXPECT_EQ(joined, text);
+}
+
+// Llama 2's layout: "▁" for spaces, <0xAB> byte fallback, and a decoder that removes the first
+// space of the text.
+json SentencePieceTokenizer() {
+  const std::string sp = "\xE2\x96\x81";
+  return {
+      {"added_tokens", {{{"id", 0}, {"content", "<s>"}, {"special", true}}}},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders",
+         {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+          {{"type", "ByteFallback"}},
+          {{"type", "Fuse"}},
+          {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab",
+         {{"<s>", 0}, {"<0xE2>", 1}, {"<0x82>", 2}, {"<0xAC>", 3}, {sp + "Hi", 4}, {"x", 5}}},
+        {"merges", json::array()},
+        {"byte_fallback", true}}},
+  };
+}
+
+TEST(TokenizerTest, TokenBytesOfSentencePieceTokensKeepTheirSpace) {
+  Tokenizer tok = Load(SentencePieceTokenizer());
+  EXPECT_EQ(*tok.Decode(Ids{4, 4}), "Hi Hi") << "Decode drops the first space of the text";
+  EXPECT_EQ(tok.TokenBytes(4), " Hi") << "a token is decoded as in the middle of a text";
+  EXPECT_EQ(tok.TokenBytes(1), "\xE2") << "a byte-fallback token is its byte";
+  EXPECT_EQ(tok.TokenBytes(5), "x");
+  EXPECT_EQ(tok.TokenBytes(0), "<s>");
+  EXPECT_EQ(tok.TokenBytes(6), std::nullopt);
+  // € (E2 82 AC) in three byte tokens.
+  EXPECT_EQ(*tok.Decode(Ids{1, 2, 3}), "\xE2\x82\xAC");
+  EXPECT_EQ(*tok.TokenBytes(1) + *tok.TokenBytes(2) + *tok.TokenBytes(3), "\xE2\x82\xAC");
+
+  // A Metaspace decoder, which removes the first space of the first token.
+  json metaspace = SentencePieceTokenizer();
+  metaspace["decoder"] = {
+      {"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}};
+  Tokenizer meta = Load(metaspace);
+  EXPECT_EQ(*meta.Decode(Ids{4}), "Hi");
+  EXPECT_EQ(meta.TokenBytes(4), " Hi");
+}
+
+TEST(TokenizerTest, TokenBytesWithoutADecoderIsTheSpelling) {
+  Tokenizer tok = Load(CharTokenizer());
+  EXPECT_EQ(tok.TokenBytes(5), "ab");
+  EXPECT_EQ(tok.TokenBytes(11), "<a><b>");
+  EXPECT_EQ(tok.TokenBytes(7), std::nullopt) << "ids 7..9 are holes";
+}
+
 TEST(TokenizerTest, CacheDoesNotChangeResultsAcrossTokenizers) {
   Tokenizer byte_level = Load(ByteLevelTokenizer());
   Tokenizer chars = Load(CharTokenizer());

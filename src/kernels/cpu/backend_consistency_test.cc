@@ -249,8 +249,7 @@ TEST_F(ConsistencyTest, LinearInEveryWeightFormat) {
   };
   // One row; odd sizes whose rows start inside NF4 blocks (96 is not a multiple of 64), split in
   // several panels by 2 and 3 threads; more than 256 NF4 blocks (a second absmax scale). For Q8_0,
-  // decode-sized row counts (the streaming kernel, in groups of 4 rows with a remainder) and 9
-  // rows (dequantized panels).
+  // row counts in groups of 4 rows with a remainder.
   for (const Shape s : {Shape{1, 64, 64}, Shape{37, 70, 96}, Shape{9, 130, 192}, Shape{3, 200, 96},
                         Shape{8, 70, 128}}) {
     for (const WeightRef::Format format : {WeightRef::Format::kF32, WeightRef::Format::kBF16,
@@ -300,6 +299,35 @@ TEST_F(ConsistencyTest, Embedding) {
                backend.EmbeddingBackward(dtable.data(), dout.data(), ids.data(), n, vocab, c);
                return Outputs{{"out", out}, {"dtable", dtable}};
              }});
+    }
+  }
+}
+
+// The serving engine's promise (kernels/cpu/inference.h): a row's Q8_0 product is bit-identical
+// whatever the other rows of the batch and wherever the row sits in it.
+TEST_F(ConsistencyTest, Q8_0ProductIsBatchInvariant) {
+  Rng rng(21);
+  const int64_t in = 96, out = 70, n = 13;
+  const tensor::Tensor w =
+      MakeWeight(WeightRef::Format::kQ8_0, rng.Normal(static_cast<size_t>(out * in)), out, in);
+  const Vec x = rng.Normal(static_cast<size_t>(n * in));
+  for (auto& backend : cpu_) {
+    Vec all(static_cast<size_t>(n * out));
+    backend->LinearForward(all.data(), x.data(), WeightOf(w), nullptr, n);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t batch : {int64_t{1}, int64_t{3}}) {
+        // Row r alone, or as the last row of a batch of `batch` rows (other rows first).
+        Vec rows(static_cast<size_t>(batch * in));
+        for (int64_t k = 0; k + 1 < batch; ++k) {
+          std::copy_n(x.data() + ((r + k + 1) % n) * in, in, rows.data() + k * in);
+        }
+        std::copy_n(x.data() + r * in, in, rows.data() + (batch - 1) * in);
+        Vec got(static_cast<size_t>(batch * out));
+        backend->LinearForward(got.data(), rows.data(), WeightOf(w), nullptr, batch);
+        EXPECT_EQ(0, std::memcmp(got.data() + (batch - 1) * out, all.data() + r * out,
+                                 static_cast<size_t>(out) * sizeof(float)))
+            << "row " << r << " in a batch of " << batch;
+      }
     }
   }
 }

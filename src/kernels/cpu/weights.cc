@@ -83,8 +83,9 @@ void LinearForward(Context& context, float* out, const float* x, const WeightRef
     });
   }
   const float beta = bias != nullptr ? 1.0f : 0.0f;
-  if (w.format == WeightRef::Format::kQ8_0 && n <= kQ8_0StreamingMaxRows) {
-    Q8_0RowsProduct(context, out, x, w, n, beta);
+  if (w.format == WeightRef::Format::kQ8_0) {
+    // Its own kernel at every row count, so that each row's result is the same in any batch.
+    Q8_0Product(context, out, x, w, n, beta);
     return;
   }
   if (w.format == WeightRef::Format::kF32) {

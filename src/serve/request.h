@@ -1,0 +1,68 @@
+// What one generation asks of the engine, after the API layer has parsed and validated it. The
+// OpenAI layer (openai_api.h) fills these from a request body; the engine (engine.h) runs them;
+// the sampler (sampler.h), the text stream (text_stream.h) and the JSON constraint
+// (json_constraint.h) each read their part.
+//
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sovai::serve {
+
+// How the next token is drawn from the logits (OpenAI's and vLLM's meanings).
+struct SamplingParams {
+  // 0: greedy (argmax; ties to the lowest id). Otherwise logits are divided by it.
+  float temperature = 1.0f;
+  float top_p = 1.0f;  // (0, 1]: the smallest set of tokens whose probability reaches top_p
+  int32_t top_k = 0;   // 0: off; else only the k most likely tokens
+  // OpenAI's penalties over the tokens generated so far (not the prompt), in [-2, 2]:
+  //   logit[t] -= presence_penalty * (count[t] > 0) + frequency_penalty * count[t]
+  float presence_penalty = 0;
+  float frequency_penalty = 0;
+  // The request's seed; without one the engine draws a seed per request. The same seed gives the
+  // same tokens whatever else is in the batch.
+  std::optional<uint64_t> seed;
+  bool logprobs = false;     // report the sampled token's log-probability
+  int32_t top_logprobs = 0;  // and the most likely alternatives, 0..20
+
+  bool Greedy() const { return temperature == 0 || top_k == 1; }
+};
+
+// Constrained decoding (`response_format`).
+struct ResponseFormat {
+  enum class Kind : uint8_t { kText, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kText;
+  nlohmann::json schema;  // for kJsonSchema: the JSON Schema (subset, json_constraint.h)
+  std::string schema_name;
+};
+
+struct GenerationRequest {
+  std::string model;                    // the name the client asked for (base model or adapter)
+  std::string adapter;                  // empty: the base model
+  std::vector<int32_t> prompt;          // token ids, chat template already applied
+  int64_t max_tokens = 0;               // > 0, already clipped to the context left after the prompt
+  std::vector<std::string> stop;        // stop strings (not included in the output)
+  std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence tokens
+  bool ignore_eos = false;
+  int32_t n = 1;  // choices
+  SamplingParams sampling;
+  ResponseFormat response_format;
+  bool echo = false;  // completions: include the prompt text in the output
+};
+
+// Why a choice ended, as OpenAI spells it.
+enum class FinishReason : uint8_t {
+  kNone,    // still running
+  kStop,    // end-of-sequence token, stop string or stop token
+  kLength,  // max_tokens or the context length
+  kAbort,   // cancelled (the client went away) or failed
+};
+// "stop", "length", "abort"; "" for kNone.
+const char* FinishReasonName(FinishReason reason);
+
+}  // namespace sovai::serve

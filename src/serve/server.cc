@@ -1,0 +1,533 @@
+#include "serve/server.h"
+
+#include <cstdio>
+
+#include "base/log.h"
+#include "base/time.h"
+#include "serve/openai_api.h"
+
+namespace sovai::serve {
+
+using base::Result;
+using base::Status;
+using base::StatusCode;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+net::Response ErrorResponse(const ApiError& error) {
+  net::Response response = net::Response::Json(error.status, SerializeJson(error.ToJson()));
+  if (error.status == 429) {
+    response.headers.Set("Retry-After", std::to_string(kRetryAfterSeconds));
+  }
+  return response;
+}
+
+// What a request waits on while its choices run, gathered into final results.
+struct Collected {
+  std::vector<ChoiceResult> choices;
+};
+
+std::string Hex(uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<InferenceServer>> InferenceServer::Start(const ServeOptions& options) {
+  std::unique_ptr<InferenceServer> server(new InferenceServer());
+  server->options_ = options;
+  server->started_ = static_cast<int64_t>(std::time(nullptr));
+  if (options.response_cache_bytes > 0) {
+    server->cache_ = std::make_unique<ResponseCache>(options.response_cache_bytes);
+  }
+  server->http_ = std::make_unique<net::Server>(server->MakeRouter());
+  net::ServerOptions http;
+  http.listen = options.listen;
+  http.server_name = "sovai-engine";
+  // Generation holds a worker per request: allow as many as the engine can queue.
+  http.max_worker_threads = static_cast<int>(
+      std::min<int64_t>(4096, options.engine.max_waiting + options.engine.max_num_seqs + 16));
+  SOVAI_RETURN_IF_ERROR(server->http_->Start(http));
+  InferenceServer* self = server.get();
+  server->loader_ = std::thread([self] {
+    auto engine = Engine::Start(self->options_.engine);
+    std::lock_guard lock(self->load_mu_);
+    if (engine.ok()) {
+      self->engine_ = std::move(*engine);
+      self->engine_ready_.store(true);
+    } else {
+      self->load_status_ = engine.status();
+    }
+    self->load_done_ = true;
+    self->load_cv_.notify_all();
+  });
+  return server;
+}
+
+InferenceServer::~InferenceServer() { Stop(); }
+
+void InferenceServer::Stop() {
+  if (loader_.joinable()) loader_.join();
+  if (http_) http_->Stop();
+  engine_ready_.store(false);
+  engine_.reset();
+}
+
+Status InferenceServer::WaitReady() {
+  std::unique_lock lock(load_mu_);
+  load_cv_.wait(lock, [&] { return load_done_; });
+  return load_status_;
+}
+
+std::optional<net::Response> InferenceServer::Unauthorized(const net::Request& request) const {
+  if (options_.api_key.empty()) return std::nullopt;
+  if (request.header("Authorization").value_or("") == "Bearer " + options_.api_key) {
+    return std::nullopt;
+  }
+  ApiError error{.status = 401,
+                 .type = "invalid_request_error",
+                 .message = "Incorrect API key provided.",
+                 .param = "",
+                 .code = "invalid_api_key"};
+  return ErrorResponse(error);
+}
+
+net::Router InferenceServer::MakeRouter() {
+  net::Router router;
+  router.Get("/health",
+             [this](net::Request&) {
+               if (engine() != nullptr) return net::Response::Text(200, "ok\n");
+               std::lock_guard lock(load_mu_);
+               if (load_done_) {
+                 return net::Response::Text(503,
+                                            "failed to load: " + load_status_.message() + "\n");
+               }
+               return net::Response::Text(503, "loading\n");
+             },
+             {.inline_handler = true});
+  router.Get("/metrics", [this](net::Request&) { return Metrics(); }, {.inline_handler = true});
+  router.Get("/v1/models", [this](net::Request& r) {
+    if (auto denied = Unauthorized(r)) return std::move(*denied);
+    return Models();
+  });
+  const net::RouteOptions body_limit{.max_body_bytes = kMaxRequestBodyBytes};
+  router.Post(
+      "/v1/chat/completions",
+      [this](net::Request& r) {
+        if (auto denied = Unauthorized(r)) return std::move(*denied);
+        return Generate(r, /*chat=*/true);
+      },
+      body_limit);
+  router.Post(
+      "/v1/completions",
+      [this](net::Request& r) {
+        if (auto denied = Unauthorized(r)) return std::move(*denied);
+        return Generate(r, /*chat=*/false);
+      },
+      body_limit);
+  router.Post("/v1/adapters", [this](net::Request& r) {
+    if (auto denied = Unauthorized(r)) return std::move(*denied);
+    return LoadAdapter(r);
+  });
+  router.Delete("/v1/adapters/{name}", [this](net::Request& r) {
+    if (auto denied = Unauthorized(r)) return std::move(*denied);
+    return UnloadAdapter(r);
+  });
+  return router;
+}
+
+net::Response InferenceServer::Models() {
+  Engine* e = engine();
+  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
+  std::vector<ModelCard> cards;
+  cards.push_back(ModelCard{.id = e->served_model_name(),
+                            .created = started_,
+                            .root = options_.engine.model_dir,
+                            .parent = "",
+                            .max_model_len = e->max_model_len()});
+  for (const AdapterInfo& adapter : e->Adapters()) {
+    cards.push_back(ModelCard{.id = adapter.name,
+                              .created = started_,
+                              .root = adapter.path,
+                              .parent = e->served_model_name(),
+                              .max_model_len = e->max_model_len()});
+  }
+  return net::Response::Json(200, SerializeJson(ModelList(cards)));
+}
+
+namespace {
+
+Result<std::string> ReadBody(net::Request& request, size_t limit) {
+  std::string body;
+  char buf[65536];
+  for (;;) {
+    SOVAI_ASSIGN_OR_RETURN(size_t n, request.body().Read(buf, sizeof buf));
+    if (n == 0) break;
+    if (body.size() + n > limit) {
+      return Status(StatusCode::kResourceExhausted, "request body too large");
+    }
+    body.append(buf, n);
+  }
+  return body;
+}
+
+}  // namespace
+
+net::Response InferenceServer::LoadAdapter(net::Request& request) {
+  Engine* e = engine();
+  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
+  auto body = ReadBody(request, 64 << 10);
+  if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
+  auto json = base::ParseJson(*body);
+  if (!json.ok()) return ErrorResponse(ApiErrorFromStatus(json.status()));
+  if (!json->is_object() || !(*json)["name"].is_string() || !(*json)["path"].is_string()) {
+    return ErrorResponse(InvalidRequestError(
+        "name", "the body must be {\"name\": <adapter id>, \"path\": <PEFT adapter directory>}"));
+  }
+  const std::string name = (*json)["name"];
+  Status loaded = e->LoadAdapter(name, (*json)["path"]);
+  if (!loaded.ok()) return ErrorResponse(ApiErrorFromStatus(loaded, "path"));
+  nlohmann::ordered_json out = {
+      {"id", name}, {"object", "model"}, {"parent", e->served_model_name()}};
+  return net::Response::Json(200, SerializeJson(out));
+}
+
+net::Response InferenceServer::UnloadAdapter(net::Request& request) {
+  Engine* e = engine();
+  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
+  const std::string name(request.param("name").value_or(""));
+  Status unloaded = e->UnloadAdapter(name);
+  if (!unloaded.ok()) return ErrorResponse(ModelNotFoundError(name));
+  nlohmann::ordered_json out = {{"id", name}, {"object", "model"}, {"deleted", true}};
+  return net::Response::Json(200, SerializeJson(out));
+}
+
+net::Response InferenceServer::Metrics() {
+  std::string out;
+  Engine* e = engine();
+  if (e != nullptr) {
+    const EngineStats s = e->Stats();
+    RenderMetric("sovai_serve_requests_running", "gauge",
+                 "Requests whose sequences hold KV blocks.",
+                 static_cast<double>(s.scheduler.num_running), out);
+    RenderMetric("sovai_serve_requests_waiting", "gauge", "Sequences waiting to be scheduled.",
+                 static_cast<double>(s.scheduler.num_waiting), out);
+    RenderMetric("sovai_serve_prompt_tokens_total", "counter", "Prompt tokens computed.",
+                 static_cast<double>(s.prompt_tokens), out);
+    RenderMetric("sovai_serve_generation_tokens_total", "counter", "Tokens generated.",
+                 static_cast<double>(s.generation_tokens), out);
+    RenderMetric("sovai_serve_kv_cache_usage_ratio", "gauge",
+                 "Fraction of KV cache blocks held by sequences.",
+                 s.scheduler.num_total_blocks == 0
+                     ? 0.0
+                     : static_cast<double>(s.scheduler.num_used_blocks) /
+                           static_cast<double>(s.scheduler.num_total_blocks),
+                 out);
+    RenderMetric("sovai_serve_kv_cache_free_blocks", "gauge",
+                 "KV cache blocks that can be allocated (free or evictable).",
+                 static_cast<double>(s.scheduler.num_free_blocks), out);
+    RenderMetric("sovai_serve_prefix_cache_queries_total", "counter",
+                 "Prompt tokens looked up in the prefix cache.",
+                 static_cast<double>(s.scheduler.prefix_cache_queried_tokens), out);
+    RenderMetric("sovai_serve_prefix_cache_hits_total", "counter",
+                 "Prompt tokens reused from the prefix cache.",
+                 static_cast<double>(s.scheduler.prefix_cache_hit_tokens), out);
+    RenderMetric("sovai_serve_preemptions_total", "counter", "Sequences preempted for blocks.",
+                 static_cast<double>(s.scheduler.num_preemptions), out);
+    RenderMetric("sovai_serve_request_success_stop_total", "counter",
+                 "Choices that ended with finish_reason stop.",
+                 static_cast<double>(s.finished_stop), out);
+    RenderMetric("sovai_serve_request_success_length_total", "counter",
+                 "Choices that ended with finish_reason length.",
+                 static_cast<double>(s.finished_length), out);
+    RenderMetric("sovai_serve_request_aborted_total", "counter",
+                 "Choices cancelled (the client went away) or failed.",
+                 static_cast<double>(s.finished_abort), out);
+  }
+  if (cache_) {
+    const ResponseCacheStats c = cache_->stats();
+    RenderMetric("sovai_serve_response_cache_hits_total", "counter", "Responses served from cache.",
+                 static_cast<double>(c.hits), out);
+    RenderMetric("sovai_serve_response_cache_misses_total", "counter",
+                 "Cacheable requests not found in the cache.", static_cast<double>(c.misses), out);
+    RenderMetric("sovai_serve_response_cache_bytes", "gauge", "Bytes held by the response cache.",
+                 static_cast<double>(c.bytes), out);
+  }
+  RenderMetric("sovai_serve_requests_rejected_total", "counter",
+               "Requests refused because the queue was full.",
+               static_cast<double>(rejected_.load()), out);
+  ttft_.Render("sovai_serve_time_to_first_token_seconds", "Time to first token.", out);
+  tpot_.Render("sovai_serve_time_per_output_token_seconds",
+               "Mean time per output token after the first, per request.", out);
+  e2e_.Render("sovai_serve_e2e_request_latency_seconds", "Request latency.", out);
+  return net::Response::Text(200, std::move(out), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+namespace {
+
+// The per-choice results of a generation, built up from its deltas.
+class ResultBuilder {
+ public:
+  ResultBuilder(const model::Tokenizer& tokenizer, int32_t n, bool logprobs)
+      : tokenizer_(tokenizer), logprobs_(logprobs), choices_(static_cast<size_t>(n)) {
+    for (int32_t i = 0; i < n; ++i) {
+      choices_[static_cast<size_t>(i)].index = i;
+      if (logprobs) choices_[static_cast<size_t>(i)].logprobs.emplace();
+    }
+  }
+
+  // The delta as a ChoiceResult (for a stream chunk), also added to the totals.
+  ChoiceResult Add(const ChoiceDelta& delta) {
+    ChoiceResult piece;
+    piece.index = delta.index;
+    piece.text = delta.text;
+    piece.finish_reason = delta.finish;
+    ChoiceResult& total = choices_[static_cast<size_t>(delta.index)];
+    piece.text_offset = CodePoints(total.text);
+    if (logprobs_) {
+      piece.logprobs.emplace();
+      for (const TokenOutput& t : delta.tokens) piece.logprobs->push_back(Convert(t));
+      total.logprobs->insert(total.logprobs->end(), piece.logprobs->begin(), piece.logprobs->end());
+    }
+    total.text += delta.text;
+    if (delta.finish != FinishReason::kNone) total.finish_reason = delta.finish;
+    return piece;
+  }
+
+  std::vector<ChoiceResult>& choices() { return choices_; }
+
+ private:
+  static int64_t CodePoints(const std::string& text) {
+    int64_t count = 0;
+    for (unsigned char c : text) count += (c & 0xC0) != 0x80;
+    return count;
+  }
+  OutputLogprob Convert(const TokenOutput& t) const {
+    OutputLogprob out;
+    out.token = tokenizer_.TokenBytes(t.token).value_or("");
+    out.logprob = t.logprob;
+    for (const auto& [id, logprob] : t.top_logprobs) {
+      out.top_logprobs.push_back(TopLogprob{tokenizer_.TokenBytes(id).value_or(""), logprob});
+    }
+    return out;
+  }
+
+  const model::Tokenizer& tokenizer_;
+  bool logprobs_;
+  std::vector<ChoiceResult> choices_;
+};
+
+}  // namespace
+
+net::Response InferenceServer::Generate(net::Request& request, bool chat) {
+  const Clock::time_point arrived = Clock::now();
+  const Endpoint endpoint = chat ? Endpoint::kChatCompletions : Endpoint::kCompletions;
+  Engine* e = engine();
+  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
+  auto body = ReadBody(request, kMaxRequestBodyBytes);
+  if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
+  const ParseOptions parse_options{
+      .no_store = CacheControlForbidsStore(request.header("Cache-Control").value_or(""))};
+  ApiResult<OpenAiRequest> parsed = chat ? ParseChatCompletionRequest(*body, parse_options)
+                                         : ParseCompletionRequest(*body, parse_options);
+  if (!parsed.ok()) return ErrorResponse(parsed.error());
+
+  std::string adapter;
+  std::string adapter_hash = "base";
+  if (parsed->model != e->served_model_name()) {
+    std::optional<AdapterInfo> info = e->Adapter(parsed->model);
+    if (!info) return ErrorResponse(ModelNotFoundError(parsed->model));
+    adapter = info->name;
+    adapter_hash = Hex(info->content_hash);
+  }
+
+  std::vector<int32_t> prompt_tokens;
+  std::string prompt_text;
+  if (chat) {
+    ApiResult<std::string> rendered = RenderChatPrompt(e->chat_template(), *parsed);
+    if (!rendered.ok()) return ErrorResponse(rendered.error());
+    prompt_text = std::move(*rendered);
+  } else if (parsed->prompt_token_ids) {
+    prompt_tokens = *parsed->prompt_token_ids;
+    prompt_text = e->tokenizer().Decode(prompt_tokens).value_or("");
+  } else {
+    prompt_text = parsed->prompt;
+  }
+  if (!parsed->prompt_token_ids) {
+    // A rendered chat prompt already holds its special tokens; a raw completion prompt gets the
+    // tokenizer's (e.g. BOS), as transformers' and vLLM's tokenization of a prompt does.
+    auto encoded = e->tokenizer().Encode(prompt_text, {.add_special_tokens = !chat});
+    if (!encoded.ok()) return ErrorResponse(ApiErrorFromStatus(encoded.status(), "prompt"));
+    prompt_tokens = std::move(*encoded);
+  }
+  ApiResult<GenerationRequest> generation_request =
+      ToGenerationRequest(*parsed, std::move(prompt_tokens), adapter,
+                          ModelContext{.max_model_len = e->max_model_len(),
+                                       .vocab_size = static_cast<int32_t>(e->config().vocab_size)});
+  if (!generation_request.ok()) return ErrorResponse(generation_request.error());
+
+  const bool cacheable = cache_ != nullptr && !parsed->stream && Cacheable(*parsed);
+  std::string cache_key;
+  if (cacheable) {
+    cache_key = CacheKey(*parsed, adapter_hash);
+    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
+      net::Response response = net::Response::Json(200, *hit);
+      response.headers.Set(std::string(kCacheStatusHeader), "hit");
+      return response;
+    }
+  }
+
+  auto submitted = e->Submit(std::move(*generation_request));
+  if (!submitted.ok()) {
+    if (submitted.status().code() == StatusCode::kResourceExhausted) {
+      rejected_.fetch_add(1);
+      return ErrorResponse(QueueFullError(static_cast<size_t>(options_.engine.max_waiting)));
+    }
+    if (submitted.status().code() == StatusCode::kNotFound) {
+      return ErrorResponse(ModelNotFoundError(parsed->model));
+    }
+    return ErrorResponse(ApiErrorFromStatus(submitted.status()));
+  }
+  std::shared_ptr<Generation> generation = std::move(*submitted);
+
+  ResponseMeta meta{.id = NewResponseId(endpoint),
+                    .created = static_cast<int64_t>(std::time(nullptr)),
+                    .model = parsed->model,
+                    .system_fingerprint = ""};
+  auto state = std::make_shared<OpenAiRequest>(std::move(*parsed));
+  const std::string echo_text = !chat && state->echo ? prompt_text : "";
+
+  // Runs the generation to its end, handing each delta to `emit` (false: the client is gone).
+  // Observes latency metrics and counts finish reasons.
+  auto run = [this, generation, arrived, state](
+                 ResultBuilder& results, const std::function<bool(const ChoiceResult&)>& emit,
+                 const std::function<bool()>& idle) -> bool {
+    std::vector<ChoiceDelta> deltas;
+    std::optional<Clock::time_point> first_token;
+    int64_t tokens = 0;
+    Clock::time_point last_output = Clock::now();
+    while (generation->Wait(deltas, std::chrono::milliseconds(100))) {
+      if (deltas.empty()) {
+        if (Clock::now() - last_output >= kHeartbeatInterval) {
+          if (!idle()) {
+            generation->Cancel();
+            return false;
+          }
+          last_output = Clock::now();
+        }
+        continue;
+      }
+      for (const ChoiceDelta& delta : deltas) {
+        if (!delta.text.empty() && !first_token) {
+          first_token = Clock::now();
+          ttft_.Observe(Seconds(*first_token - arrived));
+        }
+        tokens += static_cast<int64_t>(delta.tokens.size());
+        if (!emit(results.Add(delta))) {
+          generation->Cancel();
+          return false;
+        }
+      }
+      last_output = Clock::now();
+    }
+    const Clock::time_point done = Clock::now();
+    e2e_.Observe(Seconds(done - arrived));
+    const GenerationUsage usage = generation->usage();
+    if (first_token && usage.completion_tokens > 1) {
+      tpot_.Observe(Seconds(done - *first_token) /
+                    static_cast<double>(usage.completion_tokens - 1));
+    }
+    (void)tokens;
+    return true;
+  };
+
+  auto usage_of = [generation] {
+    const GenerationUsage u = generation->usage();
+    return Usage{.prompt_tokens = u.prompt_tokens,
+                 .completion_tokens = u.completion_tokens,
+                 .cached_tokens = u.cached_tokens};
+  };
+
+  const model::Tokenizer& tokenizer = e->tokenizer();
+  if (state->stream) {
+    return net::Response::Sse([=, &tokenizer](net::SseWriter& sse) -> Status {
+      ResultBuilder results(tokenizer, state->n, state->sampling.logprobs);
+      Status write_status;
+      auto send = [&](const nlohmann::ordered_json& chunk) {
+        write_status = sse.WriteEvent(SerializeJson(chunk));
+        return write_status.ok();
+      };
+      if (chat) {
+        for (int32_t i = 0; i < state->n; ++i) {
+          if (!send(ChatCompletionRoleChunk(meta, i, state->include_usage))) {
+            generation->Cancel();
+            return write_status;
+          }
+        }
+      } else if (!echo_text.empty()) {
+        for (int32_t i = 0; i < state->n; ++i) {
+          ChoiceDelta echo{.index = i, .text = echo_text};
+          if (!send(CompletionChunk(meta, results.Add(echo), state->include_usage))) {
+            generation->Cancel();
+            return write_status;
+          }
+        }
+      }
+      const bool finished = run(
+          results,
+          [&](const ChoiceResult& piece) {
+            return send(chat ? ChatCompletionChunk(meta, piece, state->include_usage)
+                             : CompletionChunk(meta, piece, state->include_usage));
+          },
+          [&] {
+            write_status = sse.WriteComment();
+            return write_status.ok();
+          });
+      if (!finished) return write_status;
+      if (state->include_usage && !send(UsageChunk(endpoint, meta, usage_of()))) {
+        return write_status;
+      }
+      return sse.WriteEvent(kStreamDoneData);
+    });
+  }
+
+  net::Response response = net::Response::Stream(
+      200, "application/json", [=, this, &tokenizer](net::BodyWriter& out) -> Status {
+        ResultBuilder results(tokenizer, state->n, state->sampling.logprobs);
+        if (!echo_text.empty()) {
+          for (int32_t i = 0; i < state->n; ++i) {
+            results.Add(ChoiceDelta{.index = i, .text = echo_text});
+          }
+        }
+        Status write_status;
+        const bool finished = run(
+            results, [](const ChoiceResult&) { return true; },
+            [&] {
+              write_status = out.Write(" ");
+              return write_status.ok();
+            });
+        if (!finished) return write_status;
+        if (Status failed = generation->error(); !failed.ok()) {
+          return out.Write(SerializeJson(InternalServerError(failed.message()).ToJson()));
+        }
+        const std::string json =
+            SerializeJson(chat ? ChatCompletionResponse(meta, results.choices(), usage_of())
+                               : CompletionResponse(meta, results.choices(), usage_of()));
+        bool complete = true;
+        for (const ChoiceResult& c : results.choices()) {
+          complete = complete && c.finish_reason != FinishReason::kAbort;
+        }
+        if (cacheable && complete) cache_->Put(cache_key, json);
+        return out.Write(json);
+      });
+  response.headers.Set(std::string(kCacheStatusHeader), cacheable ? "miss" : "bypass");
+  return response;
+}
+
+}  // namespace sovai::serve

@@ -1,0 +1,86 @@
+// The HTTP face of `sovai-engine serve` (docs/api/openai.md): OpenAI's /v1/models,
+// /v1/chat/completions and /v1/completions over the engine (engine.h), with Server-Sent Events
+// streaming, the response cache (response_cache.h), runtime adapters (/v1/adapters), /health and
+// /metrics.
+//
+// The HTTP listener starts before the model loads, so that /health answers 503 while loading
+// and orchestrators can tell "starting" from "dead"; generation requests get 503 until then.
+//
+// A client that goes away cancels its generation: a streamed response notices at its next
+// write; a non-streamed one writes a space (leading whitespace is valid JSON) every
+// kHeartbeatInterval while it waits, and notices when that write fails.
+//
+// Thread-safety: Start/Stop from the owner; handlers run on the HTTP server's workers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/status.h"
+#include "net/http.h"
+#include "serve/engine.h"
+#include "serve/metrics.h"
+#include "serve/response_cache.h"
+
+namespace sovai::serve {
+
+inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+// Seconds a client is told to wait (Retry-After) when the waiting queue is full.
+inline constexpr int kRetryAfterSeconds = 1;
+
+struct ServeOptions {
+  EngineOptions engine;
+  std::string listen = "127.0.0.1:8000";
+  size_t response_cache_bytes = kDefaultResponseCacheBytes;  // 0 disables the cache
+  // When set, every /v1 request needs "Authorization: Bearer <api_key>" (401 otherwise).
+  std::string api_key;
+};
+
+class InferenceServer {
+ public:
+  // Starts listening at once and loads the engine on a background thread.
+  static base::Result<std::unique_ptr<InferenceServer>> Start(const ServeOptions& options);
+  ~InferenceServer();
+
+  uint16_t port() const { return http_->port(); }
+  // Blocks until the engine has loaded (OK) or failed to (its error).
+  base::Status WaitReady();
+  void Stop();
+
+ private:
+  InferenceServer() = default;
+  net::Router MakeRouter();
+  net::Response Generate(net::Request& request, bool chat);
+  net::Response Models();
+  net::Response LoadAdapter(net::Request& request);
+  net::Response UnloadAdapter(net::Request& request);
+  net::Response Metrics();
+  // 401 when an api_key is set and the request does not carry it; nullopt when allowed.
+  std::optional<net::Response> Unauthorized(const net::Request& request) const;
+  Engine* engine() const { return engine_ready_.load() ? engine_.get() : nullptr; }
+
+  ServeOptions options_;
+  std::unique_ptr<net::Server> http_;
+  std::unique_ptr<Engine> engine_;
+  std::atomic<bool> engine_ready_{false};
+  std::mutex load_mu_;
+  base::Status load_status_;
+  bool load_done_ = false;
+  std::condition_variable load_cv_;
+  std::thread loader_;
+  std::unique_ptr<ResponseCache> cache_;
+  int64_t started_ = 0;
+
+  Histogram ttft_{
+      {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}};
+  Histogram tpot_{
+      {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}};
+  Histogram e2e_{{0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 20, 40, 60}};
+  std::atomic<uint64_t> rejected_{0};
+};
+
+}  // namespace sovai::serve

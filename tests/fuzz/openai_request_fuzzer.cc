@@ -1,0 +1,46 @@
+// libFuzzer target for the OpenAI request parser (src/serve/openai_api.h): the input is a request
+// body. Both endpoints' parsers must accept it or refuse it with a 400 naming what was wrong,
+// never crash; an accepted request must survive the steps that follow it on the server (the
+// canonical cache key and its JSON) and keep the documented bounds.
+//
+// Without SOVAI_FUZZ the same entry point replays the corpus (corpus_replay_test.cc).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/check.h"
+#include "base/json.h"
+#include "serve/openai_api.h"
+
+namespace {
+
+void Check(const sovai::serve::ApiResult<sovai::serve::OpenAiRequest>& parsed) {
+  using namespace sovai::serve;
+  if (!parsed.ok()) {
+    SOVAI_CHECK(parsed.error().status == 400) << parsed.error().status;
+    SOVAI_CHECK(!parsed.error().message.empty());
+    // The error body is what the client reads: it must serialize.
+    SOVAI_CHECK(!SerializeJson(parsed.error().ToJson()).empty());
+    return;
+  }
+  const OpenAiRequest& r = *parsed;
+  SOVAI_CHECK(r.n >= 1 && r.n <= kMaxChoices) << r.n;
+  SOVAI_CHECK(r.stop.size() <= kMaxStopSequences);
+  for (const std::string& s : r.stop) SOVAI_CHECK(s.size() <= kMaxStopSequenceBytes);
+  SOVAI_CHECK(!r.max_tokens || *r.max_tokens >= 1);
+  SOVAI_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= kMaxTemperature);
+  SOVAI_CHECK(r.sampling.top_p > 0 && r.sampling.top_p <= 1);
+  const std::string canonical = CanonicalRequest(r, "fuzz");
+  SOVAI_CHECK(sovai::base::ParseJson(canonical).ok()) << canonical;
+  SOVAI_CHECK(CacheKey(r, "fuzz").size() == 64);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  Check(sovai::serve::ParseChatCompletionRequest(body));
+  Check(sovai::serve::ParseCompletionRequest(body));
+  return 0;
+}
