@@ -54,8 +54,9 @@ int RunConvertCommand(const std::vector<std::string>& args) {
   cli::FlagSet flags("sovai-engine convert",
                      "Converts a Hugging Face llama model directory (for example a merged\n"
                      "fine-tune, <output>/merged) into one GGUF file that llama.cpp runs.");
-  std::string model_dir, output, type = "f16", name;
+  std::string model_dir, output, type = "f16", name, to = "gguf";
   flags.String("model", &model_dir, "Hugging Face model directory (required)", "DIR");
+  flags.String("to", &to, "the output format (gguf, the only one so far)", "FORMAT");
   flags.String("output", &output, "the .gguf file to write (required)", "FILE");
   flags.String("type", &type, "f32, f16, bf16 or q8_0", "TYPE");
   flags.String("name", &name, "general.name (default: the directory's name)", "NAME");
@@ -66,6 +67,7 @@ int RunConvertCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (model_dir.empty() || output.empty()) return UsageError("--model and --output are required");
+  if (to != "gguf") return UsageError("--to must be gguf, got '" + to + "'");
   auto file_type = model::ParseLlamaGgufFileType(type);
   if (!file_type) return UsageError("--type must be f32, f16, bf16 or q8_0");
   base::Status converted = Convert(model_dir, output, *file_type, name);

@@ -410,31 +410,27 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
                  const std::function<bool()>& idle) -> bool {
     std::vector<ChoiceDelta> deltas;
     std::optional<Clock::time_point> first_token;
-    int64_t tokens = 0;
-    Clock::time_point last_output = Clock::now();
+    Clock::time_point last_heartbeat = Clock::now();
     while (generation->Wait(deltas, std::chrono::milliseconds(100))) {
-      if (deltas.empty()) {
-        if (Clock::now() - last_output >= kHeartbeatInterval) {
-          if (!idle()) {
-            generation->Cancel();
-            return false;
-          }
-          last_output = Clock::now();
-        }
-        continue;
-      }
       for (const ChoiceDelta& delta : deltas) {
         if (!delta.text.empty() && !first_token) {
           first_token = Clock::now();
           ttft_.Observe(Seconds(*first_token - arrived));
         }
-        tokens += static_cast<int64_t>(delta.tokens.size());
         if (!emit(results.Add(delta))) {
           generation->Cancel();
           return false;
         }
       }
-      last_output = Clock::now();
+      // A client that went away is only noticed by writing to it: write something now and then
+      // even while tokens flow (a non-streamed response writes nothing else until the end).
+      if (Clock::now() - last_heartbeat >= kHeartbeatInterval) {
+        if (!idle()) {
+          generation->Cancel();
+          return false;
+        }
+        last_heartbeat = Clock::now();
+      }
     }
     const Clock::time_point done = Clock::now();
     e2e_.Observe(Seconds(done - arrived));
@@ -443,7 +439,6 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
       tpot_.Observe(Seconds(done - *first_token) /
                     static_cast<double>(usage.completion_tokens - 1));
     }
-    (void)tokens;
     return true;
   };
 

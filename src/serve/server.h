@@ -6,9 +6,9 @@
 // The HTTP listener starts before the model loads, so that /health answers 503 while loading
 // and orchestrators can tell "starting" from "dead"; generation requests get 503 until then.
 //
-// A client that goes away cancels its generation: a streamed response notices at its next
-// write; a non-streamed one writes a space (leading whitespace is valid JSON) every
-// kHeartbeatInterval while it waits, and notices when that write fails.
+// A client that goes away cancels its generation. It is only noticed by writing to it, so every
+// response writes at least every kHeartbeatInterval: a streamed one its chunks or an SSE comment,
+// a non-streamed one a space (leading whitespace is valid JSON); a failed write cancels.
 //
 // Thread-safety: Start/Stop from the owner; handlers run on the HTTP server's workers.
 #pragma once

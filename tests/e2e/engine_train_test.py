@@ -156,6 +156,13 @@ class EngineTrainTest(unittest.TestCase):
         result = engine("convert", "--model", self.model, "--output", os.path.join(self.dir, "x.gguf"),
                         "--type", "q4_k", check=False)
         self.assertEqual(result.returncode, 2)
+        result = engine("convert", "--model", self.model, "--output", os.path.join(self.dir, "y.gguf"),
+                        "--to", "onnx", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--to must be gguf", result.stderr)
+        engine("convert", "--model", self.model, "--output", os.path.join(self.dir, "z.gguf"),
+               "--to", "gguf", "--type", "q8_0")
+        self.assertTrue(os.path.getsize(os.path.join(self.dir, "z.gguf")) > 0)
 
     def test_lora_on_the_shipped_base_model_learns_the_demo_task(self):
         repo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")

@@ -285,12 +285,49 @@ const scenarios = {
         return "finished";
       })());
     }
+    // Two non-streamed requests whose clients give up while the answer is being generated: the
+    // server notices at its next heartbeat write.
+    for (let i = 0; i < 2; i++) {
+      const controller = new AbortController();
+      controllers.push(controller);
+      runs.push(client.chat.completions.create({
+        model, messages: [{ role: "user", content: "Very long story " + i }], max_tokens: 900,
+        temperature: 1.0, seed: 100 + i, ignore_eos: true,
+      }, { signal: controller.signal }).then(() => "finished", () => "aborted"));
+      setTimeout(() => controller.abort(), 1500);
+    }
     const outcomes = await Promise.all(runs);
-    assert.equal(outcomes.filter((o) => o === "aborted").length, 8, outcomes.join(","));
+    assert.equal(outcomes.filter((o) => o === "aborted").length, 10, outcomes.join(","));
     ok("half the clients went away");
     const after = await greedyChat(model);
     assert.ok(after.choices[0].message.content.length > 0);
     ok("server still answers");
+  },
+
+  async adapters() {
+    // adapter1 is a directory to load at run time as "runtime-a"; it answers like the adapter it is.
+    const path = adapter1;
+    const loaded = await rawPost("/v1/adapters", JSON.stringify({ name: "runtime-a", path }));
+    assert.equal(loaded.status, 200, loaded.text);
+    assert.equal(JSON.parse(loaded.text).parent, model);
+    const ids = (await client.models.list()).data.map((m) => m.id);
+    assert.ok(ids.includes("runtime-a"), ids.join(","));
+    const viaRuntime = await greedyChat("runtime-a");
+    const viaStart = await greedyChat(adapter2);
+    assert.equal(viaRuntime.choices[0].message.content, viaStart.choices[0].message.content);
+    ok("an adapter loaded at run time answers like the same adapter loaded at start");
+    const bad = await rawPost("/v1/adapters", JSON.stringify({ name: "x", path: "/nonexistent" }));
+    assert.equal(bad.status, 404, bad.text);
+    assert.equal(JSON.parse(bad.text).error.param, "path");
+    const noName = await rawPost("/v1/adapters", JSON.stringify({ path }));
+    assert.equal(noName.status, 400);
+    ok("a bad adapter load is refused");
+    const removed = await fetch(baseURL + "/v1/adapters/runtime-a", { method: "DELETE" });
+    assert.equal(removed.status, 200);
+    await expectApiError(greedyChat("runtime-a"), 404);
+    const again = await fetch(baseURL + "/v1/adapters/runtime-a", { method: "DELETE" });
+    assert.equal(again.status, 404);
+    ok("an unloaded adapter is gone");
   },
 
   async cache() {
