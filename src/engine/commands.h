@@ -5,6 +5,7 @@
 // Thread-safety: called once, from main.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace sovai::engine {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+
+// Prints "sovai-engine COMMAND: MESSAGE" and where to find the usage to stderr; returns kExitUsage.
+int UsageError(const std::string& command, const std::string& message);
+// Makes SIGTERM and SIGINT set the returned flag (and do nothing else), for commands that stop
+// cleanly: training saves a checkpoint, the server drains.
+std::atomic<bool>& InstallStopSignalHandlers();
 
 // `sovai-engine tokenize`: text on stdin -> ids as a JSON array on stdout (or, with --decode,
 // a JSON array of ids -> text).

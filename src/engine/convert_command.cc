@@ -15,12 +15,6 @@ namespace {
 
 constexpr uint64_t kMaxTokenizerFileBytes = 64u << 20;
 
-int UsageError(const std::string& message) {
-  std::fprintf(stderr, "sovai-engine convert: %s\nRun 'sovai-engine convert --help' for usage.\n",
-               message.c_str());
-  return kExitUsage;
-}
-
 base::Result<nlohmann::json> ReadJsonFile(base::Env& env, const std::string& path) {
   SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path, kMaxTokenizerFileBytes));
   auto json = base::ParseJson(text, {.max_bytes = kMaxTokenizerFileBytes});
@@ -61,15 +55,16 @@ int RunConvertCommand(const std::vector<std::string>& args) {
   flags.String("type", &type, "f32, f16, bf16 or q8_0", "TYPE");
   flags.String("name", &name, "general.name (default: the directory's name)", "NAME");
   base::Status parsed = flags.Parse(args);
-  if (!parsed.ok()) return UsageError(parsed.message());
+  if (!parsed.ok()) return UsageError("convert", parsed.message());
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
   }
-  if (model_dir.empty() || output.empty()) return UsageError("--model and --output are required");
-  if (to != "gguf") return UsageError("--to must be gguf, got '" + to + "'");
+  if (model_dir.empty() || output.empty())
+    return UsageError("convert", "--model and --output are required");
+  if (to != "gguf") return UsageError("convert", "--to must be gguf, got '" + to + "'");
   auto file_type = model::ParseLlamaGgufFileType(type);
-  if (!file_type) return UsageError("--type must be f32, f16, bf16 or q8_0");
+  if (!file_type) return UsageError("convert", "--type must be f32, f16, bf16 or q8_0");
   base::Status converted = Convert(model_dir, output, *file_type, name);
   if (!converted.ok()) {
     std::fprintf(stderr, "sovai-engine convert: %s\n", converted.ToString().c_str());

@@ -14,19 +14,6 @@
 #include "serve/server.h"
 
 namespace sovai::engine {
-namespace {
-
-std::atomic<bool> g_serve_stop{false};
-
-extern "C" void OnServeStopSignal(int) { g_serve_stop.store(true); }
-
-int ServeUsageError(const std::string& message) {
-  std::fprintf(stderr, "sovai-engine serve: %s\nRun 'sovai-engine serve --help' for usage.\n",
-               message.c_str());
-  return kExitUsage;
-}
-
-}  // namespace
 
 int RunServeCommand(const std::vector<std::string>& args) {
   serve::ServeOptions o;
@@ -60,19 +47,19 @@ int RunServeCommand(const std::vector<std::string>& args) {
   flags.String("api-key-env", &api_key_env,
                "environment variable holding the Bearer token clients must send", "NAME");
   base::Status parsed = flags.Parse(args);
-  if (!parsed.ok()) return ServeUsageError(parsed.message());
+  if (!parsed.ok()) return UsageError("serve", parsed.message());
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
   }
   if (!flags.positional().empty()) {
-    return ServeUsageError("unexpected argument " + flags.positional()[0]);
+    return UsageError("serve", "unexpected argument " + flags.positional()[0]);
   }
-  if (o.engine.model_dir.empty()) return ServeUsageError("--model is required");
+  if (o.engine.model_dir.empty()) return UsageError("serve", "--model is required");
   for (const std::string& spec : loras) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
-      return ServeUsageError("--lora takes NAME=DIR, got '" + spec + "'");
+      return UsageError("serve", "--lora takes NAME=DIR, got '" + spec + "'");
     }
     o.engine.adapters.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
   }
@@ -83,10 +70,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   } else if (dtype == "f32") {
     o.engine.weights = model::BaseWeights::kF32;
   } else {
-    return ServeUsageError("--dtype must be q8_0, bf16 or f32");
+    return UsageError("serve", "--dtype must be q8_0, bf16 or f32");
   }
   if (kv_cache_mb < 1 || response_cache_mb < 0) {
-    return ServeUsageError("--kv-cache-mb must be positive and --response-cache-mb not negative");
+    return UsageError("serve",
+                      "--kv-cache-mb must be positive and --response-cache-mb not negative");
   }
   o.engine.threads = static_cast<int>(threads);
   o.engine.kv_cache_bytes = kv_cache_mb << 20;
@@ -100,13 +88,12 @@ int RunServeCommand(const std::vector<std::string>& args) {
   if (!api_key_env.empty()) {
     const char* key = std::getenv(api_key_env.c_str());
     if (key == nullptr || *key == '\0') {
-      return ServeUsageError("--api-key-env names " + api_key_env + ", which is not set");
+      return UsageError("serve", "--api-key-env names " + api_key_env + ", which is not set");
     }
     o.api_key = key;
   }
 
-  std::signal(SIGTERM, OnServeStopSignal);
-  std::signal(SIGINT, OnServeStopSignal);
+  std::atomic<bool>& stop = InstallStopSignalHandlers();
   auto server = serve::InferenceServer::Start(o);
   if (!server.ok()) {
     std::fprintf(stderr, "sovai-engine serve: %s\n", server.status().ToString().c_str());
@@ -120,7 +107,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   std::fprintf(stderr, "sovai-engine serve: ready\n");
-  while (!g_serve_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "sovai-engine serve: stopping\n");
   (*server)->Stop();
   return kExitOk;

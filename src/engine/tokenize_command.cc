@@ -24,12 +24,6 @@ void PrintError(const std::string& command, const base::Status& status) {
   std::fprintf(stderr, "sovai-engine %s: %s\n", command.c_str(), status.ToString().c_str());
 }
 
-int UsageError(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "sovai-engine %s: %s\nRun 'sovai-engine %s --help' for usage.\n",
-               command.c_str(), message.c_str(), command.c_str());
-  return kExitUsage;
-}
-
 base::Result<std::string> ReadStdin(size_t max_bytes) {
   auto text = base::ReadFdToEnd(STDIN_FILENO, max_bytes);
   if (!text.ok() && text.status().code() == base::StatusCode::kResourceExhausted) {

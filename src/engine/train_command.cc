@@ -17,16 +17,6 @@
 namespace sovai::engine {
 namespace {
 
-std::atomic<bool> g_stop{false};
-
-extern "C" void OnStopSignal(int) { g_stop.store(true); }
-
-int UsageError(const std::string& message) {
-  std::fprintf(stderr, "sovai-engine train: %s\nRun 'sovai-engine train --help' for usage.\n",
-               message.c_str());
-  return kExitUsage;
-}
-
 // A decimal flag value; nullopt when it is not a finite number.
 std::optional<double> ParseNumber(const std::string& text) {
   if (text.empty()) return std::nullopt;
@@ -92,28 +82,29 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
   flags.String("backend", &backend_name, "cpu or reference", "NAME");
   base::Status parsed = flags.Parse(args);
-  if (!parsed.ok()) return UsageError(parsed.message());
+  if (!parsed.ok()) return UsageError("train", parsed.message());
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return kExitOk;
   }
   if (!flags.positional().empty())
-    return UsageError("unexpected argument " + flags.positional()[0]);
+    return UsageError("train", "unexpected argument " + flags.positional()[0]);
   if (o.model_dir.empty() || o.data_path.empty() || o.output_dir.empty()) {
-    return UsageError("--model, --data and --output are required");
+    return UsageError("train", "--model, --data and --output are required");
   }
   auto parsed_method = train::ParseMethod(method);
-  if (!parsed_method) return UsageError("--method must be lora, qlora or full");
+  if (!parsed_method) return UsageError("train", "--method must be lora, qlora or full");
   o.method = *parsed_method;
   o.from_scratch = from_scratch;
   if (from_scratch && o.method != train::Method::kFull) {
-    return UsageError("--from-scratch needs --method full");
+    return UsageError("train", "--from-scratch needs --method full");
   }
   for (std::string_view name : base::Split(targets, ',', /*skip_empty=*/true)) {
     auto projection = model::ParseLoraModule(name);
     if (!projection) {
-      return UsageError("unknown target module '" + std::string(name) +
-                        "'; known: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
+      return UsageError("train",
+                        "unknown target module '" + std::string(name) +
+                            "'; known: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj");
     }
     o.lora.targets.push_back(*projection);
   }
@@ -132,19 +123,19 @@ int RunTrainCommand(const std::vector<std::string>& args) {
         NumberFlag{"eval-fraction", &eval_fraction, &o.eval_fraction}}) {
     auto value = ParseNumber(*f.text);
     if (!value || *value < 0) {
-      return UsageError(std::string("--") + f.name + " must be a non-negative number, got '" +
-                        *f.text + "'");
+      return UsageError("train", std::string("--") + f.name +
+                                     " must be a non-negative number, got '" + *f.text + "'");
     }
     *f.out = *value;
   }
-  if (o.eval_fraction >= 1) return UsageError("--eval-fraction must be below 1");
+  if (o.eval_fraction >= 1) return UsageError("train", "--eval-fraction must be below 1");
   o.lora.rank = rank;
   o.lora.alpha = alpha_value;
   o.lora.dropout = static_cast<float>(dropout_value);
   o.lora.use_rslora = rslora;
   o.lora.seed = static_cast<uint64_t>(seed);
   auto kind = train::ParseScheduleKind(schedule);
-  if (!kind) return UsageError("--schedule must be cosine, linear or constant");
+  if (!kind) return UsageError("train", "--schedule must be cosine, linear or constant");
   o.schedule.kind = *kind;
   o.schedule.peak = lr;
   o.schedule.warmup_steps = warmup_steps;
@@ -170,16 +161,15 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   } else if (backend_name == "reference") {
     backend = kernels::NewReferenceBackend();
   } else {
-    return UsageError("--backend must be cpu or reference");
+    return UsageError("train", "--backend must be cpu or reference");
   }
 
-  std::signal(SIGTERM, OnStopSignal);
-  std::signal(SIGINT, OnStopSignal);
+  std::atomic<bool>& stop = InstallStopSignalHandlers();
   auto log = [](const std::string& line) {
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   };
-  auto result = train::Train(base::Env::Default(), *backend, o, log, g_stop);
+  auto result = train::Train(base::Env::Default(), *backend, o, log, stop);
   if (!result.ok()) {
     std::fprintf(stderr, "sovai-engine train: %s\n", result.status().ToString().c_str());
     return kExitFailure;
