@@ -347,6 +347,18 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     adapter_hash = Hex(info->content_hash);
   }
 
+  // The cache is keyed on the request itself, so a hit skips the template and the tokenizer.
+  const bool cacheable = cache_ != nullptr && !parsed->stream && Cacheable(*parsed);
+  std::string cache_key;
+  if (cacheable) {
+    cache_key = CacheKey(*parsed, adapter_hash);
+    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
+      net::Response response = net::Response::Json(200, *hit);
+      response.headers.Set(std::string(kCacheStatusHeader), "hit");
+      return response;
+    }
+  }
+
   std::vector<int32_t> prompt_tokens;
   std::string prompt_text;
   if (chat) {
@@ -372,16 +384,6 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
                                        .vocab_size = static_cast<int32_t>(e->config().vocab_size)});
   if (!generation_request.ok()) return ErrorResponse(generation_request.error());
 
-  const bool cacheable = cache_ != nullptr && !parsed->stream && Cacheable(*parsed);
-  std::string cache_key;
-  if (cacheable) {
-    cache_key = CacheKey(*parsed, adapter_hash);
-    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
-      net::Response response = net::Response::Json(200, *hit);
-      response.headers.Set(std::string(kCacheStatusHeader), "hit");
-      return response;
-    }
-  }
 
   auto submitted = e->Submit(std::move(*generation_request));
   if (!submitted.ok()) {
