@@ -384,7 +384,6 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
                                        .vocab_size = static_cast<int32_t>(e->config().vocab_size)});
   if (!generation_request.ok()) return ErrorResponse(generation_request.error());
 
-
   auto submitted = e->Submit(std::move(*generation_request));
   if (!submitted.ok()) {
     if (submitted.status().code() == StatusCode::kResourceExhausted) {
