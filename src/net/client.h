@@ -6,7 +6,8 @@
 //
 // One client = one connection, reused for sequential requests (keep-alive) and re-opened
 // transparently when the server closed it between requests. Not thread-safe: use one client per
-// thread. No Boost/Asio/OpenSSL type appears in this header.
+// thread; the one exception is HttpClient::Abort(), which another thread may call while a request
+// is in progress. No Boost/Asio/OpenSSL type appears in this header.
 #pragma once
 
 #include <chrono>
@@ -70,6 +71,12 @@ struct ClientResponse {
   bool body_not_sent = false;
 };
 
+// Receives the head (status and headers; `body` empty) of the final response, once, after the
+// status line and header fields are parsed and before any piece of the body reaches the sink.
+// Interim 1xx answers are not reported. An error aborts the request (the connection is closed)
+// and is what Send returns.
+using HeadCallback = std::function<base::Status(const ClientResponse& head)>;
+
 // One Server-Sent Event.
 struct SseEvent {
   std::string event;  // "" when the event had no "event:" field ("message" by the spec)
@@ -108,6 +115,13 @@ class HttpClient {
   base::Result<ClientResponse> Send(const ClientRequest& request);
   // Same, streaming the body to `sink` instead of buffering it (no size limit).
   base::Result<ClientResponse> Send(const ClientRequest& request, const BodySink& sink);
+  // Same, calling `on_head` with the response head before the first body piece reaches `sink`:
+  // a proxy forwards the status and headers before the body is complete. Errors as above, plus
+  // whatever `on_head` or `sink` return. When the client re-sends a request on a fresh connection
+  // (a kept-alive connection the server had closed), it does so only before any head arrived, so
+  // `on_head` is never called twice.
+  base::Result<ClientResponse> Send(const ClientRequest& request, const HeadCallback& on_head,
+                                    const BodySink& sink);
   // Sends `request` and parses the body as Server-Sent Events; `on_event` returning false stops
   // reading (and closes the connection). Returns the response head once the stream ends.
   base::Result<ClientResponse> ReadSse(const ClientRequest& request,
@@ -123,6 +137,11 @@ class HttpClient {
 
   // Closes the connection (the next request opens a new one).
   void Close();
+  // Thread-safe: may be called from any thread, also while another thread is inside Send. The
+  // request in progress stops at once (its connection is closed, which tells the server the
+  // client went away) and fails with Cancelled; so does every later request on this client.
+  // Must not be called concurrently with the destructor.
+  void Abort();
   const ClientOptions& options() const { return options_; }
 
  private:

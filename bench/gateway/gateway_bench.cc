@@ -1,0 +1,230 @@
+// Gateway overhead: the same closed-loop load sent straight to a replica and through the gateway
+// (gateway::Forward in a net::Server in front of it), in alternating rounds of one run. Prints
+// req/s and p50/p99 latency of each, the throughput ratio and the p50 added. Asserts nothing.
+//
+//   gateway_bench [--connections N] [--duration-s S] [--rounds R] [--workload json|sse]
+//                 [--events N] [--replica-ms MS] [--io-threads N]
+//
+// Workloads: "json" is a POST of a small chat request answered with a small JSON body; "sse" is
+// the same POST answered with --events Server-Sent Events (a streamed completion). With
+// --replica-ms 0 (the default) the replica answers at once, so the ratio is the proxy's cost
+// against the cheapest possible replica; --replica-ms N makes each answer take N ms (spread over
+// the events for sse), like a model would, without using a core. Everything runs in this one
+// process (replica, gateway, load), so on a small machine they share the cores.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/proxy.h"
+#include "gateway/replica_set.h"
+#include "net/client.h"
+#include "net/http.h"
+
+namespace sovai {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  int connections = 16;
+  double duration_s = 3;
+  int rounds = 3;
+  std::string workload = "json";
+  int events = 16;
+  int replica_ms = 0;
+  int io_threads = 1;
+};
+
+struct RoundResult {
+  double requests_per_s = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  uint64_t errors = 0;
+};
+
+constexpr std::string_view kRequestBody =
+    R"({"model":"m","messages":[{"role":"user","content":"Say hello in five words."}]})";
+constexpr std::string_view kAnswer =
+    R"({"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,)"
+    R"("message":{"role":"assistant","content":"Hello there, how are you?"},)"
+    R"("finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":7}})";
+
+net::Router ReplicaRouter(int events, int replica_ms) {
+  net::Router r;
+  r.Post("/v1/chat/completions", [events, replica_ms](net::Request& req) {
+    auto body = req.body().ReadAll();
+    if (!body.ok()) return net::Response::Error(body.status());
+    bool stream = body->find("\"stream\":true") != std::string::npos;
+    if (!stream) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(replica_ms));
+      return net::Response::Json(200, std::string(kAnswer));
+    }
+    auto per_event = std::chrono::microseconds(replica_ms * 1000 / events);
+    return net::Response::Sse([events, per_event](net::SseWriter& sse) -> base::Status {
+      for (int i = 0; i < events; ++i) {
+        if (per_event.count() > 0) std::this_thread::sleep_for(per_event);
+        SOVAI_RETURN_IF_ERROR(sse.WriteEvent(
+            R"({"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,)"
+            R"("delta":{"content":"tok"}}]})"));
+      }
+      return sse.WriteEvent("[DONE]");
+    });
+  });
+  return r;
+}
+
+// One round: `connections` threads, each with its own keep-alive client, for `duration_s`.
+RoundResult RunLoad(uint16_t port, const std::string& target, const Config& config) {
+  std::string body(kRequestBody);
+  if (config.workload == "sse") body.insert(body.size() - 1, R"(,"stream":true)");
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> errors{0};
+  std::vector<std::vector<double>> latencies(config.connections);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < config.connections; ++c) {
+    threads.emplace_back([&, c] {
+      net::HttpClient client({.host = "127.0.0.1", .port = port});
+      net::ClientRequest req;
+      req.method = "POST";
+      req.target = target;
+      req.body = body;
+      req.headers.Set("Content-Type", "application/json");
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto t0 = Clock::now();
+        bool ok = false;
+        if (config.workload == "sse") {
+          int seen = 0;
+          auto res = client.ReadSse(req, [&](const net::SseEvent&) {
+            ++seen;
+            return true;
+          });
+          ok = res.ok() && res->status == 200 && seen == config.events + 1;
+        } else {
+          auto res = client.Send(req);
+          ok = res.ok() && res->status == 200 && res->body.size() == kAnswer.size();
+        }
+        auto t1 = Clock::now();
+        if (!ok) {
+          errors.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        latencies[c].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    });
+  }
+  auto start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(config.duration_s));
+  stop = true;
+  for (auto& t : threads) t.join();
+  double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  RoundResult r;
+  r.errors = errors.load();
+  if (all.empty()) return r;
+  std::sort(all.begin(), all.end());
+  r.requests_per_s = static_cast<double>(all.size()) / elapsed_s;
+  r.p50_us = all[all.size() / 2];
+  r.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  return r;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+int Run(const Config& config) {
+  net::Server replica(ReplicaRouter(config.events, config.replica_ms));
+  if (auto st = replica.Start({.listen = "127.0.0.1:0", .io_threads = config.io_threads});
+      !st.ok()) {
+    std::fprintf(stderr, "replica: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  gateway::ReplicaSet replicas;
+  replicas.Update({{"r1", "127.0.0.1", replica.port()}});
+  net::Router router;
+  router.Add("POST", "/apps/{app}/{rest...}",
+             [&](net::Request& req) {
+               std::string target = "/" + std::string(req.param("rest").value_or(""));
+               return gateway::Forward(req, replicas, std::move(target));
+             },
+             {.max_body_bytes = gateway::kDefaultMaxRequestBodyBytes});
+  net::Server gateway_server(std::move(router));
+  if (auto st = gateway_server.Start({.listen = "127.0.0.1:0", .io_threads = config.io_threads});
+      !st.ok()) {
+    std::fprintf(stderr, "gateway: %s\n", st.ToString().c_str());
+    return 1;
+  }
+
+  std::printf(
+      "workload=%s connections=%d duration_s=%.1f rounds=%d replica_ms=%d io_threads=%d "
+      "cores=%u\n",
+      config.workload.c_str(), config.connections, config.duration_s, config.rounds,
+      config.replica_ms, config.io_threads, std::thread::hardware_concurrency());
+  std::vector<double> direct_rps, direct_p50, direct_p99, gw_rps, gw_p50, gw_p99;
+  uint64_t errors = 0;
+  for (int round = 0; round < config.rounds; ++round) {
+    RoundResult d = RunLoad(replica.port(), "/v1/chat/completions", config);
+    RoundResult g = RunLoad(gateway_server.port(), "/apps/bench/v1/chat/completions", config);
+    std::printf(
+        "round %d  direct %9.0f req/s p50 %7.0f us p99 %7.0f us | gateway %9.0f req/s "
+        "p50 %7.0f us p99 %7.0f us\n",
+        round + 1, d.requests_per_s, d.p50_us, d.p99_us, g.requests_per_s, g.p50_us, g.p99_us);
+    direct_rps.push_back(d.requests_per_s);
+    direct_p50.push_back(d.p50_us);
+    direct_p99.push_back(d.p99_us);
+    gw_rps.push_back(g.requests_per_s);
+    gw_p50.push_back(g.p50_us);
+    gw_p99.push_back(g.p99_us);
+    errors += d.errors + g.errors;
+  }
+  double ratio = Median(direct_rps) > 0 ? Median(gw_rps) / Median(direct_rps) : 0;
+  std::printf(
+      "median   direct %9.0f req/s p50 %7.0f us p99 %7.0f us | gateway %9.0f req/s "
+      "p50 %7.0f us p99 %7.0f us\n",
+      Median(direct_rps), Median(direct_p50), Median(direct_p99), Median(gw_rps), Median(gw_p50),
+      Median(gw_p99));
+  std::printf(
+      "gateway/direct throughput %.2fx (goal >= 0.9), p50 added %.0f us (goal < 1000), "
+      "errors %llu\n",
+      ratio, Median(gw_p50) - Median(direct_p50), static_cast<unsigned long long>(errors));
+  return 0;
+}
+
+}  // namespace
+}  // namespace sovai
+
+int main(int argc, char** argv) {
+  sovai::Config config;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--connections") {
+      config.connections = std::max(1, std::atoi(value));
+    } else if (flag == "--duration-s") {
+      config.duration_s = std::max(0.1, std::atof(value));
+    } else if (flag == "--rounds") {
+      config.rounds = std::max(1, std::atoi(value));
+    } else if (flag == "--workload" &&
+               (std::strcmp(value, "json") == 0 || std::strcmp(value, "sse") == 0)) {
+      config.workload = value;
+    } else if (flag == "--events") {
+      config.events = std::max(1, std::atoi(value));
+    } else if (flag == "--replica-ms") {
+      config.replica_ms = std::max(0, std::atoi(value));
+    } else if (flag == "--io-threads") {
+      config.io_threads = std::max(1, std::atoi(value));
+    } else {
+      std::fprintf(stderr, "unknown flag or value: %s %s\n", argv[i], value);
+      return 2;
+    }
+  }
+  return sovai::Run(config);
+}
