@@ -13,7 +13,8 @@ export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
         test-slow \
-        cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer clean
+        cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
+        bench-serve clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -88,6 +89,10 @@ bench-tokenizer: build
 
 bench-train: build
 	@/usr/bin/python3 bench/train/run.py
+
+# Builds only what it needs (sovai-engine in build-bench, llama-server under ~/.cache/sovai-bench).
+bench-serve: bootstrap
+	@/usr/bin/python3 bench/serve/run.py
 
 clean:
 	rm -rf build build-asan build-fuzz build-cuda
