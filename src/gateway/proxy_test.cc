@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/json.h"
+#include "base/notification.h"
 #include "net/client.h"
 
 namespace sovai::gateway {
@@ -28,35 +29,16 @@ namespace {
 using base::Status;
 using namespace std::chrono_literals;
 
-// A one-shot signal many threads can wait on, with a timeout.
-class Signal {
- public:
-  void Set() {
-    std::lock_guard lock(mu_);
-    set_ = true;
-    cv_.notify_all();
-  }
-  bool WaitFor(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return set_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool set_ = false;
-};
-
 // State a replica's handlers share with the test. Held by shared_ptr in the handlers, so it
 // outlives any handler still running when a test ends.
 struct ReplicaState {
   std::string id;
-  std::atomic<int> requests{0};  // every request that reached a handler
-  Signal sse_release;            // /v1/events waits on it between its events
+  std::atomic<int> requests{0};    // every request that reached a handler
+  base::Notification sse_release;  // /v1/events waits on it between its events
   std::atomic<bool> sse_released_in_time{false};
-  Signal slow_release;  // /v1/slow waits on it
-  Signal stall_release;
-  Signal forever_ended;  // /v1/forever's writer failed
+  base::Notification slow_release;  // /v1/slow waits on it
+  base::Notification stall_release;
+  base::Notification forever_ended;  // /v1/forever's writer failed
   std::mutex mu;
   Status forever_status;  // guarded by mu
 };
@@ -122,7 +104,7 @@ std::unique_ptr<net::Server> StartReplica(const std::shared_ptr<ReplicaState>& s
         std::lock_guard lock(s->mu);
         s->forever_status = st.ok() ? base::InternalError("the writer never failed") : st;
       }
-      s->forever_ended.Set();
+      s->forever_ended.Notify();
       return st;
     });
   });
@@ -222,9 +204,9 @@ class ProxyTest : public ::testing::Test {
   ~ProxyTest() override {
     // Release every waiting handler first, so the servers shut down at once.
     for (auto& s : states_) {
-      s->sse_release.Set();
-      s->slow_release.Set();
-      s->stall_release.Set();
+      s->sse_release.Notify();
+      s->slow_release.Notify();
+      s->stall_release.Notify();
     }
     gateway_.reset();
     replica_servers_.clear();
@@ -373,7 +355,7 @@ TEST_F(ProxyTest, ServerSentEventsArriveAsTheyAreSent) {
   std::vector<std::string> events;
   auto res = client.ReadSse(req, [&](const net::SseEvent& e) {
     events.push_back(e.data);
-    if (events.size() == 1) State("r1").sse_release.Set();  // the replica may go on
+    if (events.size() == 1) State("r1").sse_release.Notify();  // the replica may go on
     return true;
   });
   ASSERT_TRUE(res.ok()) << res.status();
@@ -541,7 +523,7 @@ TEST_F(ProxyTest, LeastOutstandingSpreadsConcurrentRequests) {
   }
   EXPECT_TRUE(all_in_flight);
   for (const auto& s : replicas_.Snapshot()) EXPECT_EQ(s.in_flight, 2u) << s.replica.id;
-  for (const char* id : {"a", "b", "c"}) State(id).slow_release.Set();
+  for (const char* id : {"a", "b", "c"}) State(id).slow_release.Notify();
   for (auto& t : threads) t.join();  // (no ASSERT before this: a joinable thread must not leak)
   std::map<std::string, int> per_replica;
   for (const auto& a : answers) ++per_replica[a];

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/notification.h"
 #include "net/http.h"
 
 namespace sovai::net {
@@ -21,25 +22,6 @@ namespace {
 
 using base::Status;
 using namespace std::chrono_literals;
-
-// A one-shot signal many threads can wait on, with a timeout.
-class Signal {
- public:
-  void Set() {
-    std::lock_guard lock(mu_);
-    set_ = true;
-    cv_.notify_all();
-  }
-  bool WaitFor(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return set_; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool set_ = false;
-};
 
 // Runs a request on another thread. The destructor aborts the client and waits, so a failing
 // test leaves no thread behind.
@@ -67,15 +49,15 @@ class SendInBackground {
 class ClientTest : public ::testing::Test {
  protected:
   ~ClientTest() override {
-    release_.Set();   // handlers still waiting return at once...
-    server_.reset();  // ...and are gone before the state they use
+    release_.Notify();  // handlers still waiting return at once...
+    server_.reset();    // ...and are gone before the state they use
   }
   void WriterEnded(Status st) {
     {
       std::lock_guard lock(mu_);
       writer_status_ = std::move(st);
     }
-    writer_ended_.Set();
+    writer_ended_.Notify();
   }
   Status writer_status() {
     std::lock_guard lock(mu_);
@@ -95,9 +77,9 @@ class ClientTest : public ::testing::Test {
     return o;
   }
   // What handlers share with the test; declared before server_, so they outlive it.
-  Signal release_;       // handlers that wait, wait for this
-  Signal head_seen_;     // the client reported a response head
-  Signal writer_ended_;  // a streaming handler's writer returned, with writer_status_
+  base::Notification release_;       // handlers that wait, wait for this
+  base::Notification head_seen_;     // the client reported a response head
+  base::Notification writer_ended_;  // a streaming handler's writer returned, with writer_status_
   std::mutex mu_;
   Status writer_status_;  // guarded by mu_
   std::atomic<int> calls_{0};
@@ -128,7 +110,7 @@ TEST_F(ClientTest, HeadArrivesBeforeTheBody) {
         events.push_back("head " + std::to_string(head.status));
         EXPECT_EQ(head.headers.Get("X-Test").value_or(""), "yes");
         EXPECT_TRUE(head.body.empty());
-        head_seen_.Set();
+        head_seen_.Notify();
         return Status();
       },
       [&](std::string_view piece) -> Status {
@@ -264,14 +246,14 @@ TEST_F(ClientTest, AbortStopsARequestMidBody) {
   });
   StartServer(std::move(r));
   HttpClient c(Options());
-  Signal got_first;
+  base::Notification got_first;
   SendInBackground send(c, [&] {
     ClientRequest req;
     req.target = "/stream";
     return c.Send(
         req, [](const ClientResponse&) { return Status(); },
         [&](std::string_view) -> Status {
-          got_first.Set();
+          got_first.Notify();
           return Status();
         });
   });
@@ -283,7 +265,7 @@ TEST_F(ClientTest, AbortStopsARequestMidBody) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
   ASSERT_FALSE(res->ok());
   EXPECT_EQ(res->status().code(), base::StatusCode::kCancelled) << res->status();
-  release_.Set();
+  release_.Notify();
   // The server learns that the client went away.
   ASSERT_TRUE(writer_ended_.WaitFor(20s));
   EXPECT_FALSE(writer_status().ok());
