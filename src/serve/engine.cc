@@ -277,6 +277,7 @@ bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
 
 Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   if (request.n < 1) return Status(StatusCode::kInvalidArgument, "n must be at least 1");
+  SOVAI_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
   std::shared_ptr<const JsonGrammar> grammar;
   if (request.response_format.kind != ResponseFormat::Kind::kText) {
     std::call_once(vocabulary_once_, [&] {
@@ -321,7 +322,6 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
     const uint64_t seed = request.sampling.seed
                               ? ChoiceSeed(*request.sampling.seed, i)
                               : kernels::SplitMix64(std::random_device{}() ^ ++seed_counter_);
-    SOVAI_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
     seq->sampler = std::make_unique<Sampler>(request.sampling, seed);
     SOVAI_ASSIGN_OR_RETURN(IncrementalDecoder decoder,
                            IncrementalDecoder::Create(*token_table_, {.stop = request.stop}));

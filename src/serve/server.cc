@@ -131,10 +131,12 @@ net::Router InferenceServer::MakeRouter() {
         return Generate(r, /*chat=*/false);
       },
       body_limit);
-  router.Post("/v1/adapters", [this](net::Request& r) {
-    if (auto denied = Unauthorized(r)) return std::move(*denied);
-    return LoadAdapter(r);
-  });
+  router.Post("/v1/adapters",
+              [this](net::Request& r) {
+                if (auto denied = Unauthorized(r)) return std::move(*denied);
+                return LoadAdapter(r);
+              },
+              {.max_body_bytes = kMaxAdapterRequestBytes});
   router.Delete("/v1/adapters/{name}", [this](net::Request& r) {
     if (auto denied = Unauthorized(r)) return std::move(*denied);
     return UnloadAdapter(r);
@@ -161,28 +163,12 @@ net::Response InferenceServer::Models() {
   return net::Response::Json(200, SerializeJson(ModelList(cards)));
 }
 
-namespace {
-
-Result<std::string> ReadBody(net::Request& request, size_t limit) {
-  std::string body;
-  char buf[65536];
-  for (;;) {
-    SOVAI_ASSIGN_OR_RETURN(size_t n, request.body().Read(buf, sizeof buf));
-    if (n == 0) break;
-    if (body.size() + n > limit) {
-      return Status(StatusCode::kResourceExhausted, "request body too large");
-    }
-    body.append(buf, n);
-  }
-  return body;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 net::Response InferenceServer::LoadAdapter(net::Request& request) {
   Engine* e = engine();
   if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
-  auto body = ReadBody(request, 64 << 10);
+  auto body = request.body().ReadAll();
   if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
   auto json = base::ParseJson(*body);
   if (!json.ok()) return ErrorResponse(ApiErrorFromStatus(json.status()));
@@ -330,7 +316,7 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   const Endpoint endpoint = chat ? Endpoint::kChatCompletions : Endpoint::kCompletions;
   Engine* e = engine();
   if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
-  auto body = ReadBody(request, kMaxRequestBodyBytes);
+  auto body = request.body().ReadAll();
   if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
   const ParseOptions parse_options{
       .no_store = CacheControlForbidsStore(request.header("Cache-Control").value_or(""))};

@@ -31,6 +31,8 @@ namespace sovai::serve {
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
 // Seconds a client is told to wait (Retry-After) when the waiting queue is full.
 inline constexpr int kRetryAfterSeconds = 1;
+// Largest body of POST /v1/adapters ({"name", "path"}).
+inline constexpr uint64_t kMaxAdapterRequestBytes = 64 << 10;
 
 struct ServeOptions {
   EngineOptions engine;
