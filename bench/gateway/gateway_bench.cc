@@ -1,6 +1,9 @@
 // Gateway overhead: the same closed-loop load sent straight to a replica and through the gateway
-// (gateway::Forward in a net::Server in front of it), in alternating rounds of one run. Prints
-// req/s and p50/p99 latency of each, the throughput ratio and the p50 added. Asserts nothing.
+// (gateway::Forward over an UpstreamPool in a net::Server in front of it), in alternating rounds
+// of one run. Prints req/s, p50/p99 latency and the process's CPU time per request of each, the
+// throughput ratio, the p50 added and the connections the gateway opened to the replica. Asserts
+// nothing. CPU per request is what a busy machine's noise does not move: when the load is
+// CPU-bound (replica-ms 0), the throughput ratio cannot exceed direct CPU / gateway CPU.
 //
 //   gateway_bench [--connections N] [--duration-s S] [--rounds R] [--workload json|sse]
 //                 [--events N] [--replica-ms MS] [--io-threads N]
@@ -11,6 +14,8 @@
 // against the cheapest possible replica; --replica-ms N makes each answer take N ms (spread over
 // the events for sse), like a model would, without using a core. Everything runs in this one
 // process (replica, gateway, load), so on a small machine they share the cores.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,6 +28,7 @@
 
 #include "gateway/proxy.h"
 #include "gateway/replica_set.h"
+#include "gateway/upstream_pool.h"
 #include "net/client.h"
 #include "net/http.h"
 
@@ -45,8 +51,17 @@ struct RoundResult {
   double requests_per_s = 0;
   double p50_us = 0;
   double p99_us = 0;
+  double cpu_us_per_request = 0;  // user + system time of the whole process (load included)
   uint64_t errors = 0;
 };
+
+// User + system CPU time of this process so far.
+double ProcessCpuUs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + t.tv_usec; };
+  return us(u.ru_utime) + us(u.ru_stime);
+}
 
 constexpr std::string_view kRequestBody =
     R"({"model":"m","messages":[{"role":"user","content":"Say hello in five words."}]})";
@@ -119,10 +134,12 @@ RoundResult RunLoad(uint16_t port, const std::string& target, const Config& conf
     });
   }
   auto start = Clock::now();
+  const double cpu_start_us = ProcessCpuUs();
   std::this_thread::sleep_for(std::chrono::duration<double>(config.duration_s));
   stop = true;
   for (auto& t : threads) t.join();
   double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double cpu_us = ProcessCpuUs() - cpu_start_us;
   std::vector<double> all;
   for (auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   RoundResult r;
@@ -132,6 +149,7 @@ RoundResult RunLoad(uint16_t port, const std::string& target, const Config& conf
   r.requests_per_s = static_cast<double>(all.size()) / elapsed_s;
   r.p50_us = all[all.size() / 2];
   r.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  r.cpu_us_per_request = cpu_us / static_cast<double>(all.size());
   return r;
 }
 
@@ -149,11 +167,12 @@ int Run(const Config& config) {
   }
   gateway::ReplicaSet replicas;
   replicas.Update({{"r1", "127.0.0.1", replica.port()}});
+  gateway::UpstreamPool pool;  // outlives gateway_server, whose responses give connections back
   net::Router router;
   router.Add("POST", "/apps/{app}/{rest...}",
              [&](net::Request& req) {
                std::string target = "/" + std::string(req.param("rest").value_or(""));
-               return gateway::Forward(req, replicas, std::move(target));
+               return gateway::Forward(req, replicas, std::move(target), {.upstream_pool = &pool});
              },
              {.max_body_bytes = gateway::kDefaultMaxRequestBodyBytes});
   net::Server gateway_server(std::move(router));
@@ -168,15 +187,22 @@ int Run(const Config& config) {
       "cores=%u\n",
       config.workload.c_str(), config.connections, config.duration_s, config.rounds,
       config.replica_ms, config.io_threads, std::thread::hardware_concurrency());
-  std::vector<double> direct_rps, direct_p50, direct_p99, gw_rps, gw_p50, gw_p99;
+  std::vector<double> direct_rps, direct_p50, direct_p99, gw_rps, gw_p50, gw_p99, direct_cpu,
+      gw_cpu;
   uint64_t errors = 0;
+  uint64_t gateway_connections = 0;  // opened by the gateway to the replica
   for (int round = 0; round < config.rounds; ++round) {
     RoundResult d = RunLoad(replica.port(), "/v1/chat/completions", config);
+    const uint64_t before = replica.Stats().total_connections;
     RoundResult g = RunLoad(gateway_server.port(), "/apps/bench/v1/chat/completions", config);
+    gateway_connections += replica.Stats().total_connections - before;
     std::printf(
-        "round %d  direct %9.0f req/s p50 %7.0f us p99 %7.0f us | gateway %9.0f req/s "
-        "p50 %7.0f us p99 %7.0f us\n",
-        round + 1, d.requests_per_s, d.p50_us, d.p99_us, g.requests_per_s, g.p50_us, g.p99_us);
+        "round %d  direct %9.0f req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req | gateway %9.0f "
+        "req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req\n",
+        round + 1, d.requests_per_s, d.p50_us, d.p99_us, d.cpu_us_per_request, g.requests_per_s,
+        g.p50_us, g.p99_us, g.cpu_us_per_request);
+    direct_cpu.push_back(d.cpu_us_per_request);
+    gw_cpu.push_back(g.cpu_us_per_request);
     direct_rps.push_back(d.requests_per_s);
     direct_p50.push_back(d.p50_us);
     direct_p99.push_back(d.p99_us);
@@ -187,14 +213,15 @@ int Run(const Config& config) {
   }
   double ratio = Median(direct_rps) > 0 ? Median(gw_rps) / Median(direct_rps) : 0;
   std::printf(
-      "median   direct %9.0f req/s p50 %7.0f us p99 %7.0f us | gateway %9.0f req/s "
-      "p50 %7.0f us p99 %7.0f us\n",
-      Median(direct_rps), Median(direct_p50), Median(direct_p99), Median(gw_rps), Median(gw_p50),
-      Median(gw_p99));
+      "median   direct %9.0f req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req | gateway %9.0f "
+      "req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req\n",
+      Median(direct_rps), Median(direct_p50), Median(direct_p99), Median(direct_cpu),
+      Median(gw_rps), Median(gw_p50), Median(gw_p99), Median(gw_cpu));
   std::printf(
       "gateway/direct throughput %.2fx (goal >= 0.9), p50 added %.0f us (goal < 1000), "
-      "errors %llu\n",
-      ratio, Median(gw_p50) - Median(direct_p50), static_cast<unsigned long long>(errors));
+      "errors %llu, replica connections opened by the gateway %llu\n",
+      ratio, Median(gw_p50) - Median(direct_p50), static_cast<unsigned long long>(errors),
+      static_cast<unsigned long long>(gateway_connections));
   return 0;
 }
 

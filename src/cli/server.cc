@@ -20,12 +20,14 @@
 #include "cli/flags.h"
 #include "cli/prometheus.h"
 #include "cli/version.h"
+#include "control/apps.h"
 #include "control/flavors.h"
 #include "control/jobs.h"
 #include "control/problem.h"
 #include "control/rest_api.h"
 #include "exec/resources.h"
 #include "exec/sandbox.h"
+#include "gateway/app_gateway.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
@@ -127,6 +129,11 @@ struct PlatformServer::Impl {
   std::unique_ptr<control::FlavorCatalog> flavors;
   std::unique_ptr<exec::Sandbox> sandbox;
   std::unique_ptr<control::JobService> jobs;
+  // Apps and the gateway in front of them; the gateway learns routes from the apps and tells
+  // them the autoscaler's decisions (set once both exist).
+  std::unique_ptr<control::AppService> apps;
+  std::unique_ptr<gateway::AppGateway> app_gateway;
+  std::atomic<gateway::AppGateway*> gateway_ptr{nullptr};
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
   std::string api_url;
@@ -157,6 +164,7 @@ struct PlatformServer::Impl {
                  if (s3) stats.emplace_back("s3", s3->Stats());
                  std::string text = RenderPrometheusMetrics(Version(), UptimeSeconds(), stats);
                  if (store) text += RenderObjectStoreMetrics(store->Stats(), s3_api->stats());
+                 if (app_gateway) text += app_gateway->RenderMetrics();
                  return net::Response::Text(200, std::move(text),
                                             "text/plain; version=0.0.4; charset=utf-8");
                },
@@ -287,8 +295,8 @@ struct PlatformServer::Impl {
     }
     SOVAI_ASSIGN_OR_RETURN(control::Project system, control->identity().SystemProject());
     const std::string system_project = system.id;
-    o.s3_access = [this, system_project,
-                   s3_ca_file](const std::string& project) -> base::Result<control::S3Access> {
+    auto jobs_s3_access = [this, system_project, s3_ca_file](
+                              const std::string& project) -> base::Result<control::S3Access> {
       control::S3Access access{s3_url, S3RegionOf(config.region), "", "", s3_ca_file};
       if (project == system_project) {
         // The system project's buckets are the bootstrap admin's.
@@ -306,8 +314,46 @@ struct PlatformServer::Impl {
       access.secret_key = keys.front().secret_key;
       return access;
     };
+    o.s3_access = jobs_s3_access;
     SOVAI_ASSIGN_OR_RETURN(jobs, control::JobService::Start(control->db(), std::move(o)));
     control->AttachJobs(jobs.get(), &catalog);
+    return StartApps(catalog, jobs_s3_access);
+  }
+
+  // Apps run their replicas as jobs; the gateway routes to them.
+  base::Status StartApps(
+      const control::FlavorCatalog& catalog,
+      std::function<base::Result<control::S3Access>(const std::string&)> s3_access) {
+    control::AppServiceOptions o;
+    o.jobs = jobs.get();
+    o.flavors = &catalog;
+    o.region = config.region;
+    o.env = &env;
+    o.s3_access = std::move(s3_access);
+    o.on_route = [this](const control::AppRoute& route) {
+      if (gateway::AppGateway* g = gateway_ptr.load()) g->OnRoute(route);
+    };
+    o.in_flight = [this](const std::string& app, const std::string& job) -> uint64_t {
+      gateway::AppGateway* g = gateway_ptr.load();
+      return g ? g->InFlight(app, job) : 0;
+    };
+    SOVAI_ASSIGN_OR_RETURN(apps, control::AppService::Start(control->db(), std::move(o)));
+    gateway::AppGatewayOptions g;
+    g.apps = apps.get();
+    g.identity = &control->identity();
+    g.env = &env;
+    g.catalog_anonymous = config.catalog_anonymous;
+    if (!config.app_rate_limit.empty()) {
+      auto limit = gateway::ParseRateLimit(config.app_rate_limit);
+      if (!limit.ok()) return limit.status().WithContext("--app-rate-limit");
+      g.token_rate_limit = *limit;
+      g.project_rate_limit = *limit;
+    }
+    SOVAI_ASSIGN_OR_RETURN(app_gateway, gateway::AppGateway::Start(std::move(g)));
+    gateway_ptr.store(app_gateway.get());
+    // Routes published before the pointer was set.
+    for (const control::AppRoute& route : apps->Routes()) app_gateway->OnRoute(route);
+    control->AttachApps(apps.get());
     return base::Status();
   }
 
@@ -384,11 +430,13 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
       control::ControlPlane::Open(
           impl->config.data_dir,
           {.env = &env, .admin = impl->admin, .s3_keys = impl->s3_key_issuer.get()}));
-  impl->control->SetServerInfo({impl->config.region, impl->s3_url, Version()});
+  impl->control->SetServerInfo(
+      {impl->config.region, impl->s3_url, Version(), !impl->config.tls_cert_file.empty()});
   SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
 
   net::Router router = impl->ApiRouter();
   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *impl->control));
+  if (impl->app_gateway) impl->app_gateway->Install(router);
   impl->api = std::make_unique<net::Server>(std::move(router));
   net::ServerOptions api_options = impl->Options(impl->config.listen_api);
   api_options.error_renderer = control::RenderServerProblem;
@@ -405,6 +453,11 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   // The REST API first (no handler touches the jobs after this), then the jobs (stopping them
   // syncs their outputs through S3), then S3, then what they all used.
   if (impl_->api) impl_->api->Shutdown(grace);
+  // Apps before the jobs that are their replicas; the gateway after the apps' loop stopped.
+  if (impl_->apps) impl_->apps->Shutdown();
+  impl_->gateway_ptr.store(nullptr);
+  impl_->app_gateway.reset();
+  impl_->apps.reset();
   impl_->jobs.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);
   impl_->control.reset();
@@ -446,6 +499,10 @@ int RunServerCommand(const std::vector<std::string>& args) {
                "this binary)",
                "FILE");
   flags.HideDefault("engine");
+  flags.String("app-rate-limit", &config.app_rate_limit,
+               "requests per token and per project to apps, e.g. 600/min (empty: unlimited)");
+  flags.Bool("catalog-anonymous", &config.catalog_anonymous,
+             "the endpoints catalog's /v1 answers requests without a token");
   flags.String("log-format", &log_format, "human or json");
   flags.String("log-level", &log_level, "debug, info, warning or error");
   if (base::Status parsed = flags.Parse(args); !parsed.ok()) {

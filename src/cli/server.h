@@ -41,6 +41,10 @@ struct ServerConfig {
   // The sovai-engine binary of the built-in images sovai/finetune and sovai/serve; "" = the one
   // installed next to this binary (or, in a build tree, in ../engine/).
   std::string engine_binary;
+  // Apps: requests per token and per project (N/s, N/min, N/h); "" = unlimited.
+  std::string app_rate_limit;
+  // The endpoints catalog (/v1/chat/completions) takes requests without a token.
+  bool catalog_anonymous = false;
 };
 
 // Where sovai-engine is for a server whose own binary is `self` ("" when it is not found).

@@ -140,8 +140,9 @@ struct JobService::Runner {
   std::optional<JobState> stop_as;  // kInterrupted (user, shutdown); the reason in stop_reason
   std::string stop_reason;
   bool push_requested = false;
-  std::string push_result;  // "" while pending
-  bool done = false;        // Run returned
+  std::string push_result;                    // "" while pending
+  bool done = false;                          // Run returned
+  exec::RunningWorkload* workload = nullptr;  // while RUNNING; owned by Run
 };
 
 JobService::JobService(ControlDb& db, JobServiceOptions options)
@@ -585,6 +586,19 @@ Result<exec::LogChunk> JobService::ReadLog(const std::string& project, const std
   return exec::ReadLog(env_, path, offset, max_bytes);
 }
 
+Result<std::vector<pid_t>> JobService::ProcessIds(const std::string& id) {
+  std::shared_ptr<Runner> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = runners_.find(id);
+    if (it == runners_.end()) return std::vector<pid_t>();
+    r = it->second;
+  }
+  std::lock_guard rl(r->mu);
+  if (r->workload == nullptr) return std::vector<pid_t>();
+  return r->workload->ProcessIds();
+}
+
 base::Status JobService::CheckFits(const ResourceRequest& request) {
   std::lock_guard lock(mu_);
   return scheduler_.CheckFits(request);
@@ -967,6 +981,10 @@ void JobService::Run(Runner& runner) {
     return;
   }
   std::unique_ptr<exec::RunningWorkload> workload = std::move(*launched);
+  {
+    std::lock_guard rl(runner.mu);
+    runner.workload = workload.get();
+  }
 
   // --- RUNNING ---
   (void)Transition(job, JobState::kRunning);
@@ -1029,6 +1047,10 @@ void JobService::Run(Runner& runner) {
       record_exit(workload->Stop(options_.stop_grace));
       break;
     }
+  }
+  {
+    std::lock_guard rl(runner.mu);
+    runner.workload = nullptr;
   }
   workload.reset();  // the log holds everything the workload wrote
 

@@ -21,6 +21,8 @@
 // of live runners.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -162,6 +164,9 @@ class JobService {
   // Persists and applies a project's quota (queued jobs start when it allows).
   base::Status SetQuota(const std::string& project, Quota quota);
   Quota GetQuota(const std::string& project);
+  // Host pids of the processes of a RUNNING job's sandbox (exec::RunningWorkload::ProcessIds);
+  // empty when the job is not running. For the autoscaler's CPU and memory measurements.
+  base::Result<std::vector<pid_t>> ProcessIds(const std::string& id);
   // Whether this machine could ever run `request` (Scheduler::CheckFits).
   base::Status CheckFits(const ResourceRequest& request);
 

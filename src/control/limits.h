@@ -52,4 +52,26 @@ inline constexpr int64_t kMaxPageSize = 500;
 // ?cursor= is an id we handed out; anything longer is not one.
 inline constexpr size_t kMaxCursorBytes = 128;
 
+// --- Apps (docs/api/apps.md) ------------------------------------------------------------------
+// App names are served model names and URL segments: [a-z][a-z0-9-]*.
+inline constexpr size_t kMaxAppNameBytes = 63;
+// Replicas of one app, fixed or the autoscaler's maximum.
+inline constexpr int kMaxAppReplicas = 64;
+// Longest autoscaling window or cooldown.
+inline constexpr int64_t kMaxScalingWindowS = 24 * 3600;
+inline constexpr size_t kMaxProbePathBytes = 256;
+// Scaling decisions and state transitions kept in an app's status (oldest dropped first).
+inline constexpr size_t kMaxAppEvents = 32;
+// A replica that failed this many times in a row before any replica of its generation became
+// ready makes the app FAILED (a model that cannot load must not be retried forever).
+inline constexpr int kMaxAppStartFailures = 3;
+// A ready replica whose probe fails this many times in a row stops receiving requests.
+inline constexpr int kMaxProbeFailures = 3;
+// How long a draining replica may finish its requests before it is stopped anyway.
+inline constexpr std::chrono::milliseconds kReplicaDrainTimeout{30'000};
+// One health probe's connect + answer time.
+inline constexpr std::chrono::milliseconds kProbeTimeout{2'000};
+// Catalog endpoints' default rate limit per project per model.
+inline constexpr char kDefaultEndpointRateLimit[] = "400/min";
+
 }  // namespace sovai::control

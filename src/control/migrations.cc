@@ -89,6 +89,36 @@ CREATE TABLE project_quotas (
   max_cpus  INTEGER
 );
 )sql"},
+    {"apps", R"sql(
+-- Apps (src/control/apps.h, docs/api/apps.md). `spec` is AppSpecToJson; `status` holds what the
+-- reconcile loop keeps across restarts: {recent_jobs, events}. Replica jobs are rows of `jobs`
+-- labelled sovai.app=<id>. A DELETED app keeps its row, and frees its name.
+CREATE TABLE apps (
+  id            TEXT PRIMARY KEY,            -- app_<ULID>
+  project       TEXT NOT NULL,
+  user          TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  spec          TEXT NOT NULL,
+  adapter       INTEGER NOT NULL DEFAULT 0,  -- 1: spec.model is a PEFT adapter
+  state         TEXT NOT NULL,
+  reason        TEXT NOT NULL DEFAULT '',
+  generation    INTEGER NOT NULL,
+  desired       INTEGER NOT NULL,
+  status        TEXT NOT NULL,
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX apps_by_name ON apps(project, name) WHERE state != 'DELETED';
+
+-- The endpoints catalog: models published by operators under /v1, each served by an app of the
+-- system project.
+CREATE TABLE endpoints (
+  name        TEXT PRIMARY KEY,  -- the model name clients send
+  app         TEXT NOT NULL,
+  rate_limit  TEXT NOT NULL,     -- "400/min"
+  created_at  INTEGER NOT NULL
+);
+)sql"},
 };
 
 }  // namespace

@@ -775,17 +775,7 @@ class RestApi {
       return ProblemResponse(error->status, error->fields);
     }
     JobSpec spec = std::get<JobSpec>(std::move(parsed));
-    // A token limited to labels creates jobs that carry them (and may not contradict them).
-    for (const auto& [key, value] : p.token.selector.labels()) {
-      auto it = spec.labels.find(key);
-      if (it != spec.labels.end() && it->second != value) {
-        return FieldProblem(
-            base::PermissionDeniedError("token " + p.token.id + " may only create jobs labeled " +
-                                        key + "=" + value + ", not " + key + "=" + it->second),
-            "labels." + key);
-      }
-      spec.labels[key] = value;
-    }
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
     std::string bad_field;
     auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec), &bad_field);
     if (!job.ok()) {
@@ -804,8 +794,8 @@ class RestApi {
       auto selector = LabelSelector::Parse(*filter);
       if (!selector.ok()) {
         errors.push_back({"labels", selector.status().message()});
-      } else {
-        for (const auto& [k, v] : selector->labels()) labels[k] = v;
+      } else if (!MergeFilter(selector->labels(), labels)) {
+        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
       }
     }
     if (!errors.empty()) return Invalid(errors);
@@ -891,8 +881,280 @@ class RestApi {
         });
   }
 
+  // --- Apps (docs/api/apps.md) ------------------------------------------------------------------
+  net::Response CreateApp(net::Request& request, const Principal& p) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return Problem(NoJobs());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto parsed = ParseAppSpec(*body, SpecContext{control_.flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    AppSpec spec = std::get<AppSpec>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    std::string bad_field;
+    auto app = apps->Create(p.project.id, p.user.id, std::move(spec), &bad_field);
+    if (!app.ok()) {
+      return bad_field.empty() ? Problem(app.status()) : FieldProblem(app.status(), bad_field);
+    }
+    return JsonResponse(201, AppToJson(*app, ApiBase(request)));
+  }
+
+  net::Response ListApps(net::Request& request, const Principal& p) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return Problem(NoJobs());
+    std::map<std::string, std::string> labels = p.token.selector.labels();
+    if (auto filter = request.query("labels")) {
+      auto selector = LabelSelector::Parse(*filter);
+      if (!selector.ok()) return FieldProblem(selector.status(), "labels");
+      if (!MergeFilter(selector->labels(), labels)) {
+        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
+      }
+    }
+    auto listed = apps->List(p.project.id, labels);
+    if (!listed.ok()) return Problem(listed.status());
+    Json items = Json::array();
+    for (const App& app : *listed) items.push_back(AppToJson(app, ApiBase(request)));
+    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+  }
+
+  net::Response GetApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    return JsonResponse(200, AppToJson(*app, ApiBase(request)));
+  }
+
+  net::Response ScaleApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto parsed =
+        ScaleAppSpec(app->spec, *body, SpecContext{control_.flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    auto scaled = control_.apps()->Scale(p.project.id, app->id, std::get<AppSpec>(parsed));
+    if (!scaled.ok()) return Problem(scaled.status());
+    return JsonResponse(200, AppToJson(*scaled, ApiBase(request)));
+  }
+
+  net::Response UpdateApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    bool rolling = false;
+    auto parsed = PatchAppSpec(app->spec, *body,
+                               SpecContext{control_.flavors(), control_.info().region}, &rolling);
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    AppSpec spec = std::get<AppSpec>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    std::string bad_field;
+    auto updated =
+        control_.apps()->Update(p.project.id, app->id, std::move(spec), rolling, &bad_field);
+    if (!updated.ok()) {
+      return bad_field.empty() ? Problem(updated.status())
+                               : FieldProblem(updated.status(), bad_field);
+    }
+    return JsonResponse(200, AppToJson(*updated, ApiBase(request)));
+  }
+
+  net::Response StopApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    auto stopped = control_.apps()->Stop(p.project.id, app->id);
+    if (!stopped.ok()) return Problem(stopped.status());
+    return JsonResponse(202, AppToJson(*stopped, ApiBase(request)));
+  }
+
+  net::Response StartApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    auto started = control_.apps()->StartApp(p.project.id, app->id);
+    if (!started.ok()) return Problem(started.status());
+    return JsonResponse(202, AppToJson(*started, ApiBase(request)));
+  }
+
+  net::Response DeleteApp(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    auto deleted = control_.apps()->Delete(p.project.id, app->id);
+    if (!deleted.ok()) return Problem(deleted.status());
+    return JsonResponse(202, AppToJson(*deleted, ApiBase(request)));
+  }
+
+  // A replica's log from ?offset=, as GET /v1/jobs/{id}/logs answers it (no follow: the CLI
+  // polls with the offset it got).
+  net::Response AppLogs(net::Request& request, const Principal& p) {
+    auto app = VisibleApp(request, p);
+    if (!app.ok()) return Problem(app.status());
+    uint64_t offset = 0;
+    if (auto text = request.query("offset")) {
+      auto n = base::ParseUint64(*text);
+      if (!n.ok()) {
+        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
+      }
+      offset = *n;
+    }
+    const std::string replica(request.query("replica").value_or(""));
+    auto chunk =
+        control_.apps()->ReadLog(p.project.id, app->id, replica, offset, kMaxLogChunkBytes);
+    if (!chunk.ok()) {
+      return FieldProblem(chunk.status(), chunk.status().code() == base::StatusCode::kNotFound
+                                              ? "replica"
+                                              : "offset");
+    }
+    net::Response res = net::Response::Text(200, std::move(chunk->data));
+    res.headers.Set("X-Sovai-Log-Offset", std::to_string(chunk->next_offset));
+    return res;
+  }
+
+  // --- The endpoints catalog -------------------------------------------------------------------
+  net::Response CreateEndpoint(net::Request& request, const Principal& p) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return Problem(NoJobs());
+    if (Status st = RequirePlatformAdmin(p, "publishing endpoints"); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Json app = *body;
+    std::string rate_limit = kDefaultEndpointRateLimit;
+    if (auto it = app.find("rate_limit"); it != app.end()) {
+      if (!it->is_string() || !IsRateLimit(it->get<std::string>())) {
+        return FieldProblem(base::InvalidArgumentError(
+                                "must be requests per period: N/s, N/min or N/h (e.g. 400/min)"),
+                            "rate_limit");
+      }
+      rate_limit = it->get<std::string>();
+      app.erase(it);
+    }
+    Json autoscaling = {{"min_replicas", app.value("min_replicas", Json(1))},
+                        {"max_replicas", app.value("max_replicas", Json(1))}};
+    app.erase("min_replicas");
+    app.erase("max_replicas");
+    app["autoscaling"] = autoscaling;
+    auto parsed = ParseAppSpec(app, SpecContext{control_.flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      for (FieldError& f : error->fields) {
+        if (f.field.starts_with("autoscaling.")) f.field = f.field.substr(12);
+      }
+      return ProblemResponse(error->status, error->fields);
+    }
+    std::string bad_field;
+    auto endpoint = apps->CreateEndpoint(p.project.id, p.user.id, std::get<AppSpec>(parsed),
+                                         rate_limit, &bad_field);
+    if (!endpoint.ok()) {
+      return bad_field.empty() ? Problem(endpoint.status())
+                               : FieldProblem(endpoint.status(), bad_field);
+    }
+    return JsonResponse(201, EndpointJson(*endpoint, request));
+  }
+
+  net::Response ListEndpoints(net::Request& request, const Principal&) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return Problem(NoJobs());
+    Json items = Json::array();
+    for (const Endpoint& e : apps->ListEndpoints()) items.push_back(EndpointJson(e, request));
+    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+  }
+
+  net::Response DeleteEndpoint(net::Request& request, const Principal& p) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return Problem(NoJobs());
+    if (Status st = RequirePlatformAdmin(p, "removing endpoints"); !st.ok()) return Problem(st);
+    if (Status st = apps->DeleteEndpoint(std::string(request.param("name").value_or("")));
+        !st.ok()) {
+      return Problem(st);
+    }
+    return net::Response::Empty(204);
+  }
+
  private:
+  // Adds a ?labels= filter to the token's own selector. False when they contradict (a token
+  // limited to team=a asking for team=b): nothing can match both.
+  static bool MergeFilter(const std::map<std::string, std::string>& filter,
+                          std::map<std::string, std::string>& labels) {
+    for (const auto& [k, v] : filter) {
+      auto [it, inserted] = labels.emplace(k, v);
+      if (!inserted && it->second != v) return false;
+    }
+    return true;
+  }
+
   Status NoJobs() const { return base::UnavailableError(control_.jobs_unavailable()); }
+
+  // "http://<Host>": apps' URLs as the client reached this server.
+  std::string ApiBase(const net::Request& request) const {
+    return std::string(control_.info().api_tls ? "https://" : "http://") +
+           std::string(request.header("Host").value_or("localhost"));
+  }
+
+  Json EndpointJson(const Endpoint& e, const net::Request& request) {
+    Json j = {{"name", e.name},
+              {"app", e.app},
+              {"rate_limit", e.rate_limit},
+              {"url", ApiBase(request) + "/v1"},
+              {"created_at", base::FormatRfc3339(e.created_unix_micros)}};
+    if (AppService* apps = control_.apps()) {
+      if (auto route = apps->Route(e.app)) {
+        j["state"] = std::string(AppStateName(route->state));
+        j["ready_replicas"] = route->ready.size();
+      }
+    }
+    return j;
+  }
+
+  static bool IsRateLimit(std::string_view text) {
+    size_t slash = text.find('/');
+    if (slash == std::string_view::npos || slash == 0) return false;
+    auto n = base::ParseUint64(text.substr(0, slash));
+    std::string_view unit = text.substr(slash + 1);
+    return n.ok() && *n > 0 && (unit == "s" || unit == "min" || unit == "h");
+  }
+
+  // A job or app spec may carry a long environment.
+  static base::Result<Json> ReadSpecObject(net::Request& request) {
+    SOVAI_ASSIGN_OR_RETURN(std::string text, request.body().ReadAll());
+    SOVAI_ASSIGN_OR_RETURN(
+        Json body, base::ParseJson(text, base::JsonLimits{.max_bytes = kMaxJobSpecBytes,
+                                                          .max_depth = kMaxRequestJsonDepth}));
+    if (!body.is_object()) return base::InvalidArgumentError("the body must be a JSON object");
+    return body;
+  }
+
+  // A token limited to labels creates resources that carry them (and may not contradict them).
+  std::optional<net::Response> ApplySelectorLabels(const Principal& p,
+                                                   std::map<std::string, std::string>& labels) {
+    for (const auto& [key, value] : p.token.selector.labels()) {
+      auto it = labels.find(key);
+      if (it != labels.end() && it->second != value) {
+        return FieldProblem(
+            base::PermissionDeniedError("token " + p.token.id +
+                                        " may only create resources "
+                                        "labeled " +
+                                        key + "=" + value + ", not " + key + "=" + it->second),
+            "labels." + key);
+      }
+      labels[key] = value;
+    }
+    return std::nullopt;
+  }
+
+  // The app {id} (id or name) when this token may see it; NotFound otherwise.
+  base::Result<App> VisibleApp(const net::Request& request, const Principal& p) {
+    AppService* apps = control_.apps();
+    if (apps == nullptr) return NoJobs();
+    const std::string id(request.param("id").value_or(""));
+    auto app = apps->Get(p.project.id, id);
+    if (!app.ok()) return app.status();
+    if (!p.token.selector.Matches(app->spec.labels)) {
+      return base::NotFoundError("app '" + id + "' does not exist in this project");
+    }
+    return app;
+  }
 
   // The job of {id} when this token may see it: its project, and its labels match the token's
   // selector. NotFound otherwise, exactly like a missing job.
@@ -948,6 +1210,18 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/jobs/{id}/stop", &RestApi::StopJob},
     {"POST", "/v1/jobs/{id}/push-data", &RestApi::PushJobData},
     {"GET", "/v1/jobs/{id}/logs", &RestApi::JobLogs},
+    {"GET", "/v1/apps", &RestApi::ListApps},
+    {"POST", "/v1/apps", &RestApi::CreateApp},
+    {"GET", "/v1/apps/{id}", &RestApi::GetApp},
+    {"PATCH", "/v1/apps/{id}", &RestApi::UpdateApp},
+    {"DELETE", "/v1/apps/{id}", &RestApi::DeleteApp},
+    {"POST", "/v1/apps/{id}/scale", &RestApi::ScaleApp},
+    {"POST", "/v1/apps/{id}/stop", &RestApi::StopApp},
+    {"POST", "/v1/apps/{id}/start", &RestApi::StartApp},
+    {"GET", "/v1/apps/{id}/logs", &RestApi::AppLogs},
+    {"GET", "/v1/endpoints", &RestApi::ListEndpoints},
+    {"POST", "/v1/endpoints", &RestApi::CreateEndpoint},
+    {"DELETE", "/v1/endpoints/{name}", &RestApi::DeleteEndpoint},
 };
 
 }  // namespace
@@ -986,7 +1260,9 @@ base::Status RegisterRestApi(net::Router& router, ControlPlane& control) {
   for (const Route& route : kRoutes) {
     net::RouteOptions options;
     // Job specs may carry a long environment; every other body is small.
-    const bool job_spec = route.method == "POST" && route.pattern == "/v1/jobs";
+    const bool job_spec = (route.method == "POST" && route.pattern == "/v1/jobs") ||
+                          (route.method == "POST" && route.pattern == "/v1/apps") ||
+                          (route.method == "PATCH" && route.pattern == "/v1/apps/{id}");
     options.max_body_bytes = job_spec ? kMaxJobSpecBytes : kMaxRequestBodyBytes;
     router.Add(
         std::string(route.method), std::string(route.pattern),

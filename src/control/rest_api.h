@@ -35,6 +35,7 @@
 
 #include "base/env.h"
 #include "base/status.h"
+#include "control/apps.h"
 #include "control/bootstrap.h"
 #include "control/db.h"
 #include "control/identity.h"
@@ -92,6 +93,7 @@ class ControlPlane {
     std::string region;  // "EU-WEST-LOCAL"
     std::string s3_url;  // "http://127.0.0.1:9000"
     std::string version;
+    bool api_tls = false;  // apps' URLs are https://<Host>/apps/<id>/
   };
   // Call before the API serves. Until AttachJobs, the job and flavor routes answer 503.
   void SetServerInfo(ServerInfo info) { info_ = std::move(info); }
@@ -105,6 +107,9 @@ class ControlPlane {
   void SetJobsUnavailable(std::string reason) { jobs_unavailable_ = std::move(reason); }
   const std::string& jobs_unavailable() const { return jobs_unavailable_; }
   JobService* jobs() { return jobs_; }
+  // Not owned. Until AttachApps, the app and endpoint routes answer 503 (with the jobs' reason).
+  void AttachApps(AppService* apps) { apps_ = apps; }
+  AppService* apps() { return apps_; }
   const FlavorCatalog* flavors() { return flavors_; }
 
  private:
@@ -115,6 +120,7 @@ class ControlPlane {
   S3KeyIssuer* s3_keys_;
   ServerInfo info_;
   JobService* jobs_ = nullptr;
+  AppService* apps_ = nullptr;
   std::string jobs_unavailable_ = "jobs are not enabled on this server";
   const FlavorCatalog* flavors_ = nullptr;
 };

@@ -2,11 +2,14 @@
 
 #include <sched.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 
 #include "base/strings.h"
 
@@ -164,6 +167,53 @@ Result<HostResources> DiscoverHost(base::Env& env, const DiscoverOptions& option
   SOVAI_ASSIGN_OR_RETURN(host.memory_bytes, MemoryBytes(env, options.meminfo_path));
   DiscoverGpus(env, options, host);
   return host;
+}
+
+base::Result<uint64_t> ParseProcStatCpuTicks(std::string_view stat) {
+  // "pid (comm) state ppid ... utime stime ...": fields after the last ')' start at field 3.
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos) {
+    return base::InvalidArgumentError("malformed /proc stat line: no ')' after the command");
+  }
+  std::vector<std::string_view> fields;
+  for (std::string_view rest = stat.substr(close + 1); !rest.empty();) {
+    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\n')) rest.remove_prefix(1);
+    size_t end = rest.find_first_of(" \n");
+    if (end == std::string_view::npos) end = rest.size();
+    if (end > 0) fields.push_back(rest.substr(0, end));
+    rest.remove_prefix(end);
+  }
+  // fields[0] is field 3 (state); utime is field 14, stime field 15.
+  if (fields.size() < 13) {
+    return base::InvalidArgumentError("malformed /proc stat line: too few fields");
+  }
+  auto utime = base::ParseUint64(fields[11]);
+  auto stime = base::ParseUint64(fields[12]);
+  if (!utime.ok() || !stime.ok()) {
+    return base::InvalidArgumentError("malformed /proc stat line: utime/stime not numbers");
+  }
+  return *utime + *stime;
+}
+
+base::Result<ProcessUsage> MeasureProcesses(const std::vector<pid_t>& pids,
+                                            const std::string& proc_root) {
+  static const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+  static const long page_bytes = ::sysconf(_SC_PAGESIZE);
+  ProcessUsage usage;
+  for (pid_t pid : pids) {
+    const std::string dir = proc_root + "/" + std::to_string(pid);
+    std::ifstream stat_file(dir + "/stat");
+    std::stringstream stat;
+    stat << stat_file.rdbuf();
+    auto ticks = ParseProcStatCpuTicks(stat.str());
+    if (!ticks.ok()) continue;  // exited in between
+    std::ifstream statm(dir + "/statm");
+    uint64_t size_pages = 0, resident_pages = 0;
+    if (!(statm >> size_pages >> resident_pages)) continue;
+    usage.cpu_millis += *ticks * 1000 / static_cast<uint64_t>(ticks_per_s > 0 ? ticks_per_s : 100);
+    usage.rss_bytes += resident_pages * static_cast<uint64_t>(page_bytes > 0 ? page_bytes : 4096);
+  }
+  return usage;
 }
 
 }  // namespace sovai::exec

@@ -13,6 +13,8 @@
 // Thread-safety: pure functions; DiscoverHost runs a child process through the given Env.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -67,5 +69,19 @@ NvidiaSmiParse ParseNvidiaSmiCsv(std::string_view csv);
 // MemTotal from the text of /proc/meminfo, in bytes. Errors: InvalidArgument when the line is
 // missing or malformed.
 base::Result<uint64_t> ParseMemInfoTotal(std::string_view meminfo);
+
+// CPU time and resident memory of a group of processes (a sandbox), from /proc/<pid>/stat
+// (utime + stime) and /proc/<pid>/statm (resident pages). A process that exited in between is
+// skipped. Errors: none beyond an empty result; never fails for a vanished pid.
+struct ProcessUsage {
+  uint64_t cpu_millis = 0;  // user + system CPU time since each process started
+  uint64_t rss_bytes = 0;
+};
+base::Result<ProcessUsage> MeasureProcesses(const std::vector<pid_t>& pids,
+                                            const std::string& proc_root = "/proc");
+
+// The CPU time (utime + stime, in clock ticks) from the text of /proc/<pid>/stat, whose second
+// field (comm) may hold spaces and parentheses. InvalidArgument when malformed.
+base::Result<uint64_t> ParseProcStatCpuTicks(std::string_view stat);
 
 }  // namespace sovai::exec

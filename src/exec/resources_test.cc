@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -214,6 +215,38 @@ TEST_F(DiscoverHostTest, NonExecutableNvidiaSmiIsAWarning) {
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_TRUE(host->gpus.empty());
   EXPECT_EQ(host->warnings.size(), 1u);
+}
+
+}  // namespace
+}  // namespace sovai::exec
+
+namespace sovai::exec {
+namespace {
+
+TEST(ParseProcStatCpuTicksTest, SumsUserAndSystemTimeAfterACommandWithSpaces) {
+  // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  auto ticks = ParseProcStatCpuTicks(
+      "42 (my (odd) cmd) S 1 42 42 0 -1 4194560 100 0 0 0 250 "
+      "50 0 0 20 0 1 0 123 456 789\n");
+  ASSERT_TRUE(ticks.ok()) << ticks.status();
+  EXPECT_EQ(*ticks, 300u);
+}
+
+TEST(ParseProcStatCpuTicksTest, RejectsMalformedLines) {
+  EXPECT_FALSE(ParseProcStatCpuTicks("").ok());
+  EXPECT_FALSE(ParseProcStatCpuTicks("42 cmd S 1").ok());
+  EXPECT_FALSE(ParseProcStatCpuTicks("42 (cmd) S 1 2 3").ok());
+  EXPECT_FALSE(ParseProcStatCpuTicks("42 (cmd) S 1 42 42 0 -1 0 0 0 0 0 x y 0").ok());
+}
+
+TEST(MeasureProcessesTest, MeasuresThisProcessAndSkipsMissingPids) {
+  auto usage = MeasureProcesses({::getpid(), 0x7ffffff0});
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  EXPECT_GT(usage->rss_bytes, 1u << 20);  // a test binary holds more than a MiB resident
+  auto none = MeasureProcesses({0x7ffffff0});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->rss_bytes, 0u);
+  EXPECT_EQ(none->cpu_millis, 0u);
 }
 
 }  // namespace

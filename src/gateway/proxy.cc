@@ -1,28 +1,23 @@
-// The reverse proxy. Two threads meet in an Exchange for each forwarded request:
-//   the upstream thread (started by Forward) sends the request to a replica with HttpClient,
-//     publishes the response head, then pushes body pieces into a bounded queue;
-//   the server side: Forward's worker waits for the head (or the failure) and returns a streamed
-//     Response whose writer, on a server worker, pops the pieces and writes them to the client.
-// The Exchange is shared (shared_ptr) by both, so whichever side stops first leaves nothing
-// dangling; the upstream thread itself is owned by an UpstreamCall that the returned Response
-// holds, whose destructor cancels the exchange (which aborts the upstream request) and joins it.
+// The reverse proxy. Everything happens on the server worker that runs the handler, then on the
+// one that runs the streamed response's writer: no thread of its own, no queue. Forward sends the
+// request with a pooled net::HttpClient (SendUntilHead), answers with the head; the body is read
+// with HttpClient::ReadBody, either whole right there (small, known length) or piece by piece by
+// the response writer, which writes each piece to the client before it reads the next. An
+// Upstream holds the connection and the replica's lease until the body was read to its end (then
+// the connection goes back to the pool) or abandoned (then it is closed).
 #include "gateway/proxy.h"
 
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <exception>
-#include <mutex>
+#include <memory>
 #include <optional>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "base/json.h"
+#include "gateway/upstream_pool.h"
 #include "net/client.h"
 
 namespace sovai::gateway {
@@ -34,6 +29,9 @@ namespace {
 
 // Bytes asked of the client's BodyReader per read while buffering the request body.
 constexpr size_t kBodyReadBytes = 16 * 1024;  // on the worker's stack
+// Largest piece read from the replica and written to the client in one go while streaming (one
+// buffer per streamed response). An SSE event is written as soon as it is read, whatever this is.
+constexpr size_t kResponsePieceBytes = 64 * 1024;
 
 constexpr std::array<std::string_view, 6> kHopByHopFields = {
     "Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding", "Upgrade"};
@@ -140,174 +138,119 @@ Result<std::string> ReadRequestBody(net::Request& request, uint64_t max_bytes) {
   return body;
 }
 
-// The meeting point of the upstream thread and the server side of one forwarded request.
-class Exchange {
+// One forwarded request's hold on its replica: the lease that counts the request there, and the
+// client whose connection carries the answer. The connection goes back to the pool only once the
+// answer was read to its end (Finish); any other end (a body cut short, a client that left, an
+// answer never read) closes it, which tells the replica to stop.
+//
+// Shared (shared_ptr) by Forward and the streamed Response's writer; used by one thread at a time
+// (the server runs the handler, then the writer).
+class Upstream {
  public:
-  explicit Exchange(size_t max_queued_bytes) : max_queued_bytes_(max_queued_bytes) {}
+  Upstream(UpstreamPool* pool, ReplicaSet::Lease lease) : pool_(pool), lease_(std::move(lease)) {}
+  // An answer not read to its end: the connection is closed first, then the lease released.
+  ~Upstream() = default;
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
 
-  // What Forward waits for: the head, or why there is none.
-  struct Outcome {
-    std::optional<net::ClientResponse> head;
-    int status = 502;
-    std::string code;
-    std::string message;
-  };
+  ReplicaSet::Lease& lease() { return lease_; }
+  // The client whose request was answered with a head; its body is still to be read.
+  void Attach(std::unique_ptr<net::HttpClient> client) { client_ = std::move(client); }
 
-  // --- Upstream thread ----------------------------------------------------------------------
-
-  // Makes `client` the one Cancel() aborts. False when already cancelled: do not send.
-  bool Attach(net::HttpClient* client) {
-    std::lock_guard lock(mu_);
-    if (cancelled_) return false;
-    client_ = client;
-    return true;
+  // The answer was read to its end: the connection to the pool (which keeps it only if it can
+  // carry another request), the lease released.
+  void Finish() {
+    if (pool_ != nullptr && client_ != nullptr) pool_->Give(std::move(client_));
+    client_.reset();
+    lease_.Release();
   }
-  // Before the attached client is destroyed.
-  void Detach() {
-    std::lock_guard lock(mu_);
-    client_ = nullptr;
+  // The answer will not be read to its end: the connection closed, the lease released.
+  void Abandon() {
+    client_.reset();
+    lease_.Release();
   }
 
-  Status PublishHead(const net::ClientResponse& head) {
-    std::lock_guard lock(mu_);
-    if (cancelled_) return CancelledStatus();
-    head_ = head;
-    changed_.notify_all();
-    return Status();
-  }
-
-  // Queues a body piece; blocks while the queue is full (a lone piece may exceed the limit).
-  Status Push(std::string_view piece) {
-    std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] {
-      return cancelled_ || queued_bytes_ == 0 || queued_bytes_ + piece.size() <= max_queued_bytes_;
-    });
-    if (cancelled_) return CancelledStatus();
-    pieces_.emplace_back(piece);
-    queued_bytes_ += piece.size();
-    changed_.notify_all();
-    return Status();
-  }
-
-  // The upstream request ended: OK once the whole body is queued, else why it stopped.
-  void Finish(Status end) {
-    std::lock_guard lock(mu_);
-    finished_ = true;
-    end_ = std::move(end);
-    changed_.notify_all();
-  }
-
-  // No head will come: what to answer instead.
-  void Fail(int status, std::string code, std::string message) {
-    std::lock_guard lock(mu_);
-    finished_ = true;
-    failure_ = true;
-    failure_status_ = status;
-    failure_code_ = std::move(code);
-    end_ = base::UnavailableError(message);
-    changed_.notify_all();
-  }
-
-  bool cancelled() const {
-    std::lock_guard lock(mu_);
-    return cancelled_;
-  }
-
-  // --- Server side --------------------------------------------------------------------------
-
-  Outcome WaitForHead() {
-    std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] { return head_.has_value() || finished_; });
-    Outcome out;
-    if (head_) {
-      out.head = *head_;
-    } else if (failure_) {
-      out.status = failure_status_;
-      out.code = failure_code_;
-      out.message = end_.message();
-    } else {
-      out.code = "upstream_unavailable";
-      out.message = "the replica's answer ended before its head: " + end_.ToString();
-    }
-    return out;
-  }
-
-  // Waits for body bytes and moves all that are queued into `out`; returns true. At the end of
-  // the body returns false with `end` set: OK when it is complete, else why it stopped.
-  bool Pop(std::string& out, Status& end) {
-    std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] { return cancelled_ || !pieces_.empty() || finished_; });
-    if (cancelled_) {
-      end = CancelledStatus();
-      return false;
-    }
-    if (!pieces_.empty()) {
-      out.clear();
-      if (pieces_.size() == 1) {
-        out.swap(pieces_.front());
-      } else {
-        out.reserve(queued_bytes_);
-        for (const std::string& p : pieces_) out.append(p);
+  // Reads the rest of the body into `out`, which holds at most `max_bytes` (a Content-Length
+  // the parser enforces). Finishes on success, abandons on failure.
+  Status ReadAll(std::string& out, uint64_t max_bytes) {
+    out.resize(static_cast<size_t>(max_bytes));
+    size_t filled = 0;
+    char end_probe;  // ReadBody needs room to report the end after the last byte
+    for (;;) {
+      char* dest = filled < out.size() ? out.data() + filled : &end_probe;
+      size_t room = filled < out.size() ? out.size() - filled : 1;
+      Result<size_t> n = client_->ReadBody(dest, room);
+      if (!n.ok()) {
+        Abandon();
+        return n.status();
       }
-      pieces_.clear();
-      queued_bytes_ = 0;
-      changed_.notify_all();  // room for the upstream thread
-      return true;
+      if (*n == 0) break;
+      if (dest == &end_probe) {  // unreachable: the parser stops at Content-Length
+        Abandon();
+        return base::InternalError("the replica's body is longer than its Content-Length");
+      }
+      filled += *n;
     }
-    end = end_;
-    return false;
+    out.resize(filled);
+    Finish();
+    return Status();
   }
 
-  // The whole body, when the upstream request has already ended well (a small answer usually
-  // arrives with its head); nullopt otherwise, leaving everything in place.
-  std::optional<std::string> TakeCompleteBody() {
-    std::lock_guard lock(mu_);
-    if (!finished_ || !end_.ok() || cancelled_) return std::nullopt;
-    std::string body;
-    body.reserve(queued_bytes_);
-    for (const std::string& p : pieces_) body.append(p);
-    pieces_.clear();
-    queued_bytes_ = 0;
-    return body;
-  }
-
-  // The client side is gone (or no longer wants the body): aborts the upstream request and wakes
-  // every waiter. Idempotent; any thread.
-  void Cancel() {
-    std::lock_guard lock(mu_);
-    cancelled_ = true;
-    if (client_ != nullptr) client_->Abort();
-    changed_.notify_all();
+  // The response writer: reads the body from the replica and writes each piece to the client as
+  // it arrives, `piece_bytes` at most at a time (no queue: a client that reads slowly slows the
+  // reading from the replica, and TCP backpressure reaches the replica).
+  Status Pipe(net::BodyWriter& out, size_t piece_bytes) {
+    if (client_ == nullptr) return base::FailedPreconditionError("the body was already written");
+    auto buf = std::make_unique_for_overwrite<char[]>(piece_bytes);  // not zeroed: overwritten
+    for (;;) {
+      Result<size_t> n = client_->ReadBody(buf.get(), piece_bytes);
+      if (!n.ok()) {
+        Abandon();
+        return n.status();  // the client's body is cut short too (no final chunk)
+      }
+      if (*n == 0) {
+        // The lease goes before the end is told: once the client has the whole answer, the
+        // replica no longer counts it.
+        Finish();
+        return Status();
+      }
+      Status st = out.Write(std::string_view(buf.get(), *n));
+      if (!st.ok()) {
+        Abandon();  // the client is gone: closing the replica's connection stops it
+        return st;
+      }
+    }
   }
 
  private:
-  static Status CancelledStatus() {
-    return base::CancelledError("the client of the forwarded request went away");
-  }
-
-  const size_t max_queued_bytes_;
-  mutable std::mutex mu_;
-  // Signals every change of the state below (head, pieces, room, end, cancel); at most two
-  // threads wait on it, so notify_all costs nothing extra.
-  std::condition_variable changed_;
-  // Guarded by mu_:
-  std::optional<net::ClientResponse> head_;
-  std::deque<std::string> pieces_;
-  size_t queued_bytes_ = 0;
-  bool finished_ = false;
-  Status end_;
-  bool failure_ = false;
-  int failure_status_ = 502;
-  std::string failure_code_;
-  bool cancelled_ = false;
-  net::HttpClient* client_ = nullptr;  // the attempt in progress, owned by the upstream thread
+  UpstreamPool* const pool_;  // may be null: no pool
+  ReplicaSet::Lease lease_;   // declared before client_, so released after it is closed
+  std::unique_ptr<net::HttpClient> client_;
 };
 
-// Sends the request to replicas until one answers (or attempts run out), then streams its body
-// into the exchange. Runs on the upstream thread. `replicas` is touched only before the head or
-// the failure is published, while Forward is still waiting (so it is alive).
-void RunUpstream(Exchange& exchange, ReplicaSet& replicas, ReplicaSet::Lease lease,
-                 net::ClientRequest request, const std::string& body, const ProxyOptions& options) {
+// Why no replica answered: what to tell the client instead.
+struct Failure {
+  int status = 502;
+  std::string code;
+  std::string message;
+};
+
+net::ClientOptions ClientOptionsFor(const Replica& replica, const ProxyOptions& options) {
+  net::ClientOptions o;
+  o.host = replica.host;
+  o.port = replica.port;
+  o.connect_timeout = options.connect_timeout;
+  o.read_timeout = options.read_timeout;
+  o.user_agent.clear();  // the client's own User-Agent passes through instead
+  return o;
+}
+
+// Sends `request` to replicas until one answers with a head (then `upstream` holds that client,
+// and the head is in `head`) or the attempts run out (the failure is returned). Runs on the
+// calling thread; the lease in `upstream` follows the replica being tried.
+std::optional<Failure> SendToReplicas(Upstream& upstream, ReplicaSet& replicas,
+                                      net::ClientRequest request, const std::string& body,
+                                      const ProxyOptions& options, net::ClientResponse& head) {
   // The body is sent from memory through a source, to learn whether it was sent completely.
   std::string_view rest;
   bool request_sent = false;
@@ -323,51 +266,37 @@ void RunUpstream(Exchange& exchange, ReplicaSet& replicas, ReplicaSet::Lease lea
     };
     request.source_length = body.size();
   }
-  bool head_seen = false;
-  net::HeadCallback on_head = [&](const net::ClientResponse& head) {
-    head_seen = true;
-    return exchange.PublishHead(head);
-  };
-  net::BodySink sink = [&](std::string_view piece) { return exchange.Push(piece); };
+  const bool idempotent =
+      IsIdempotent(request.method) || (options.retry_sent_posts && request.method == "POST");
 
   std::vector<std::string> tried;
   std::string errors;
   bool timed_out = false;
   const int max_attempts = std::max(1, options.max_attempts);
   for (int attempt = 1;; ++attempt) {
-    const Replica& replica = lease.replica();
-    net::ClientOptions client_options;
-    client_options.host = replica.host;
-    client_options.port = replica.port;
-    client_options.connect_timeout = options.connect_timeout;
-    client_options.read_timeout = options.read_timeout;
-    client_options.user_agent.clear();  // the client's own User-Agent passes through instead
-    net::HttpClient client(client_options);
-    rest = body;
-    request_sent = false;
-    if (!exchange.Attach(&client)) {
-      lease.Release();
-      exchange.Finish(base::CancelledError("the client went away"));
-      return;
-    }
-    Result<net::ClientResponse> result = [&] {
-      // Detached before `client` dies, even when unwinding: Cancel() must never reach it then.
-      struct Detach {
-        Exchange& exchange;
-        ~Detach() { exchange.Detach(); }
-      } detach{exchange};
-      return client.Send(request, on_head, sink);
-    }();
-    if (result.ok() && !head_seen) {
-      head_seen = true;
-      exchange.PublishHead(*result).IgnoreError();  // unreachable with a conforming client
-    }
-    if (head_seen) {
-      // The lease goes before the end is told: once the client has the whole answer, the
-      // replica no longer counts it.
-      lease.Release();
-      exchange.Finish(result.status());
-      return;
+    const Replica& replica = upstream.lease().replica();
+    const net::ClientOptions client_options = ClientOptionsFor(replica, options);
+    // A pooled connection first; a fresh one when there is none, or when the pooled one failed
+    // before any byte of the answer: the replica closed it just as the request went out (as it
+    // may close any idle connection), which says nothing about the replica. That second try is
+    // not an attempt, and it follows the retry rules: not once the request may have reached the
+    // replica, unless it is idempotent.
+    Result<net::ClientResponse> result = base::UnavailableError("not sent");
+    for (bool fresh = options.upstream_pool == nullptr;; fresh = true) {
+      std::unique_ptr<net::HttpClient> client;
+      if (!fresh) client = options.upstream_pool->Take(client_options);
+      const bool pooled = client != nullptr;
+      if (!pooled) client = std::make_unique<net::HttpClient>(client_options);
+      rest = body;
+      request_sent = false;
+      result = client->SendUntilHead(request);
+      if (result.ok()) {
+        upstream.Attach(std::move(client));
+        head = std::move(*result);
+        return std::nullopt;
+      }
+      const bool stale = pooled && result.status().code() == base::StatusCode::kUnavailable;
+      if (!stale || (request_sent && !idempotent)) break;
     }
     const Status& st = result.status();
     if (!errors.empty()) errors += "; ";
@@ -375,69 +304,22 @@ void RunUpstream(Exchange& exchange, ReplicaSet& replicas, ReplicaSet::Lease lea
               std::to_string(replica.port) + ": " + st.message();
     timed_out = st.code() == base::StatusCode::kDeadlineExceeded;
     const bool transient = st.code() == base::StatusCode::kUnavailable || timed_out;
-    const bool safe = !request_sent || IsIdempotent(request.method);
-    if (exchange.cancelled() || !transient || !safe || attempt >= max_attempts) break;
+    const bool safe = !request_sent || idempotent;
+    if (!transient || !safe || attempt >= max_attempts) break;
     tried.push_back(replica.id);
-    lease.Release();
+    upstream.lease().Release();
     std::optional<ReplicaSet::Lease> next = replicas.Acquire(tried);
     if (!next) break;
-    lease = std::move(*next);
+    upstream.lease() = std::move(*next);
   }
-  lease.Release();
+  upstream.Abandon();
   if (timed_out) {
-    exchange.Fail(504, "upstream_timeout", "the app's replica did not answer in time: " + errors);
-  } else {
-    exchange.Fail(502, "upstream_unavailable",
-                  "no replica of the app could take the request (" + errors +
-                      "); retry later, or check the app's replicas");
+    return Failure{504, "upstream_timeout", "the app's replica did not answer in time: " + errors};
   }
+  return Failure{502, "upstream_unavailable",
+                 "no replica of the app could take the request (" + errors +
+                     "); retry later, or check the app's replicas"};
 }
-
-// Owns the upstream thread. Destroyed on a server thread: cancels (which makes the upstream
-// thread return promptly) and joins.
-class UpstreamCall {
- public:
-  UpstreamCall(std::shared_ptr<Exchange> exchange, ReplicaSet& replicas, ReplicaSet::Lease lease,
-               net::ClientRequest request, std::string body, const ProxyOptions& options)
-      : exchange_(std::move(exchange)) {
-    thread_ =
-        std::thread([exchange = exchange_, &replicas, lease = std::move(lease),
-                     request = std::move(request), body = std::move(body), options]() mutable {
-          try {
-            RunUpstream(*exchange, replicas, std::move(lease), std::move(request), body, options);
-          } catch (const std::exception& e) {  // a thread entry: nothing may escape
-            exchange->Fail(502, "upstream_unavailable",
-                           std::string("forwarding the request failed: ") + e.what());
-          }
-        });
-  }
-  ~UpstreamCall() {
-    exchange_->Cancel();
-    thread_.join();
-  }
-  UpstreamCall(const UpstreamCall&) = delete;
-  UpstreamCall& operator=(const UpstreamCall&) = delete;
-
-  Exchange& exchange() { return *exchange_; }
-
-  // The response writer: body pieces from the upstream thread to the client.
-  Status Pipe(net::BodyWriter& out) {
-    std::string batch;
-    Status end;
-    while (exchange_->Pop(batch, end)) {
-      Status st = out.Write(batch);
-      if (!st.ok()) {
-        exchange_->Cancel();  // the client is gone: stop the replica
-        return st;
-      }
-    }
-    return end;  // not OK when the replica's body broke off: the client's is then cut short too
-  }
-
- private:
-  std::shared_ptr<Exchange> exchange_;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -470,6 +352,10 @@ net::Response OpenAiError(int status, std::string_view message, std::string_view
   return net::Response::Json(status, base::DumpJson({{"error", std::move(error)}}));
 }
 
+Result<std::string> ReadWholeBody(net::Request& request, uint64_t max_bytes) {
+  return ReadRequestBody(request, max_bytes);
+}
+
 net::Response Forward(net::Request& request, ReplicaSet& replicas, std::string upstream_target,
                       const ProxyOptions& options) {
   if (!IsOriginForm(upstream_target)) {
@@ -484,6 +370,16 @@ net::Response Forward(net::Request& request, ReplicaSet& replicas, std::string u
     }
     return net::Response::Error(body.status());  // the client left mid-body: nobody reads this
   }
+  return ForwardBody(request, std::move(*body), replicas, std::move(upstream_target), options);
+}
+
+net::Response ForwardBody(net::Request& request, std::string request_body, ReplicaSet& replicas,
+                          std::string upstream_target, const ProxyOptions& options) {
+  if (!IsOriginForm(upstream_target)) {
+    return OpenAiError(400, "the request target cannot be forwarded", "invalid_request_error",
+                       "invalid_target");
+  }
+  Result<std::string> body = std::move(request_body);
   std::optional<ReplicaSet::Lease> lease = replicas.Acquire();
   if (!lease) {
     net::Response res = OpenAiError(
@@ -492,26 +388,20 @@ net::Response Forward(net::Request& request, ReplicaSet& replicas, std::string u
     res.headers.Set("Retry-After", "1");
     return res;
   }
-  net::ClientRequest upstream;
-  upstream.method = std::string(request.method());
-  upstream.target = std::move(upstream_target);
-  upstream.headers = UpstreamHeaders(request);
+  net::ClientRequest upstream_request;
+  upstream_request.method = std::string(request.method());
+  upstream_request.target = std::move(upstream_target);
+  upstream_request.headers = UpstreamHeaders(request);
   const bool head_request = request.method() == "HEAD";
 
-  auto exchange = std::make_shared<Exchange>(options.max_queued_response_bytes);
-  std::shared_ptr<UpstreamCall> call;
-  try {
-    call = std::make_shared<UpstreamCall>(exchange, replicas, std::move(*lease),
-                                          std::move(upstream), std::move(*body), options);
-  } catch (const std::system_error& e) {  // no thread could be started
-    return OpenAiError(503, std::string("the gateway is out of threads: ") + e.what(),
-                       "server_error", "gateway_overloaded");
+  auto upstream = std::make_shared<Upstream>(options.upstream_pool, std::move(*lease));
+  net::ClientResponse head;
+  if (std::optional<Failure> failure =
+          SendToReplicas(*upstream, replicas, std::move(upstream_request), *body, options, head)) {
+    return OpenAiError(failure->status, failure->message, "server_error", failure->code);
   }
-  Exchange::Outcome outcome = exchange->WaitForHead();
-  if (!outcome.head)
-    return OpenAiError(outcome.status, outcome.message, "server_error", outcome.code);
-  net::ClientResponse& head = *outcome.head;
   if (head.status == 101) {
+    upstream->Abandon();
     return OpenAiError(502, "the replica switched protocols, which the gateway does not forward",
                        "server_error", "upstream_unavailable");
   }
@@ -521,24 +411,36 @@ net::Response Forward(net::Request& request, ReplicaSet& replicas, std::string u
   res.headers = std::move(head.headers);
   RemoveHopByHopHeaders(res.headers);
   if (head_request || IsBodylessStatus(head.status)) {
-    // No body follows: wait for the end of the exchange, so the replica's lease is released
-    // before the answer goes out, and answer with the head alone. (HEAD keeps the replica's
-    // Content-Length: the size a GET would get.)
-    std::string ignored;
-    Status end;
-    while (exchange->Pop(ignored, end)) {
-    }
+    // No body follows: end the exchange (its body is empty), so the connection goes back to the
+    // pool and the replica's lease is released before the answer goes out, and answer with the
+    // head alone. (HEAD keeps the replica's Content-Length: the size a GET would get.)
+    std::string none;
+    upstream->ReadAll(none, 0).IgnoreError();  // a failure only closes the connection
     if (!head_request) res.headers.Remove("Content-Length");
     return res;
   }
   res.headers.Remove("Content-Length");  // the server writes its own framing
-  // A body that is complete already goes out as a fixed one, sparing the hand-offs of a stream.
-  if (std::optional<std::string> whole = exchange->TakeCompleteBody()) {
-    res.body = std::move(*whole);
+  if (length && *length <= options.max_queued_response_bytes) {
+    // A small body of known length (a JSON answer) is read here and goes out with the head in
+    // one write, sparing the server a streamed response's hand-offs. Nothing has reached the
+    // client yet, so a replica that fails midway gets an error answer, not a truncated one.
+    std::string whole;
+    Status st = upstream->ReadAll(whole, *length);
+    if (!st.ok()) {
+      const bool timeout = st.code() == base::StatusCode::kDeadlineExceeded;
+      return OpenAiError(timeout ? 504 : 502,
+                         "the replica's answer broke off before its end: " + st.message(),
+                         "server_error", timeout ? "upstream_timeout" : "upstream_unavailable");
+    }
+    res.body = std::move(whole);
     return res;
   }
   res.stream_length = length;
-  res.stream = [call](net::BodyWriter& out) { return call->Pipe(out); };
+  const size_t piece_bytes =
+      std::clamp<size_t>(options.max_queued_response_bytes, 1, kResponsePieceBytes);
+  res.stream = [upstream, piece_bytes](net::BodyWriter& out) {
+    return upstream->Pipe(out, piece_bytes);
+  };
   return res;
 }
 

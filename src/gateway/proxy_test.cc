@@ -1,5 +1,5 @@
-// The proxy between real servers on loopback ports: net::Server replicas behind a net::Server
-// gateway whose handler is Forward().
+// The proxy between real servers on loopback ports: net::Server replicas (and scripted socket
+// replicas) behind a net::Server gateway whose handler is Forward(), over an UpstreamPool.
 #include "gateway/proxy.h"
 
 #include <arpa/inet.h>
@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 
 #include "base/json.h"
 #include "base/notification.h"
+#include "gateway/upstream_pool.h"
 #include "net/client.h"
 
 namespace sovai::gateway {
@@ -199,8 +201,122 @@ class HangUpReplica {
   std::thread thread_;
 };
 
+// A replica written against the socket, for what a net::Server does not do. Each connection is
+// served by a thread of its own and answers its requests (0, 1, ...) as the script says:
+//   kAnswer         200 "ok", the connection kept alive;
+//   kAnswerAndClose 200 "ok" with "Connection: close", then waits for the peer to close; a
+//                   request that comes anyway counts as ignored_close() and is hung up on;
+//   kHangUp         closes after the head, without reading the body or answering (a server that
+//                   closed the idle connection just as the request came).
+// Its receive buffer is small, so a large body cannot be taken in whole before a hang-up.
+class ScriptedReplica {
+ public:
+  enum class Act { kAnswer, kAnswerAndClose, kHangUp };
+
+  explicit ScriptedReplica(std::function<Act(int request_on_connection)> script)
+      : script_(std::move(script)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int rcvbuf = 64 * 1024;  // inherited by accepted sockets
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    acceptor_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, 20) <= 0) continue;
+        int conn = ::accept(fd_, nullptr, nullptr);
+        if (conn < 0) continue;
+        ++connections_;
+        std::lock_guard lock(mu_);
+        serving_.emplace_back([this, conn] {
+          Serve(conn);
+          ::close(conn);
+        });
+      }
+    });
+  }
+  ~ScriptedReplica() {
+    stop_ = true;
+    acceptor_.join();
+    std::lock_guard lock(mu_);
+    for (auto& t : serving_) t.join();
+    ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  int connections() const { return connections_; }
+  int answered() const { return answered_; }
+  int ignored_close() const { return ignored_close_; }
+
+ private:
+  // Appends what arrives to `buf`; false when the peer closed, on error, or when stopping.
+  bool Receive(int conn, std::string& buf) {
+    char piece[64 * 1024];
+    while (!stop_) {
+      pollfd c{conn, POLLIN, 0};
+      if (::poll(&c, 1, 20) <= 0) continue;
+      ssize_t n = ::recv(conn, piece, sizeof piece, 0);
+      if (n <= 0) return false;
+      buf.append(piece, static_cast<size_t>(n));
+      return true;
+    }
+    return false;
+  }
+  void Serve(int conn) {
+    std::string buf;
+    for (int index = 0;; ++index) {
+      size_t head_end;
+      while ((head_end = buf.find("\r\n\r\n")) == std::string::npos) {
+        if (!Receive(conn, buf)) return;
+      }
+      std::string head = buf.substr(0, head_end + 4);
+      buf.erase(0, head_end + 4);
+      const Act act = script_(index);
+      if (act == Act::kHangUp) return;
+      for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      size_t length = 0;
+      if (size_t at = head.find("\r\ncontent-length:"); at != std::string::npos) {
+        length = std::stoul(head.substr(at + 17));
+      }
+      while (buf.size() < length) {
+        if (!Receive(conn, buf)) return;
+      }
+      buf.erase(0, length);
+      ++answered_;
+      std::string answer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n";
+      if (act == Act::kAnswerAndClose) answer += "Connection: close\r\n";
+      answer += "\r\nok";
+      if (::send(conn, answer.data(), answer.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(answer.size())) {
+        return;
+      }
+      if (act == Act::kAnswerAndClose) {
+        if (Receive(conn, buf)) ++ignored_close_;  // anything but the peer's close
+        return;
+      }
+    }
+  }
+
+  const std::function<Act(int)> script_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::atomic<int> answered_{0};
+  std::atomic<int> ignored_close_{0};
+  std::thread acceptor_;
+  std::mutex mu_;                     // guards serving_
+  std::vector<std::thread> serving_;  // one per connection
+};
+
 class ProxyTest : public ::testing::Test {
  protected:
+  ProxyTest() { options_.upstream_pool = &pool_; }
   ~ProxyTest() override {
     // Release every waiting handler first, so the servers shut down at once.
     for (auto& s : states_) {
@@ -280,6 +396,7 @@ class ProxyTest : public ::testing::Test {
   }
 
   // Declared first, destroyed last: the servers' handlers refer to these.
+  UpstreamPool pool_;
   ReplicaSet replicas_;
   ProxyOptions options_;
   std::vector<std::shared_ptr<ReplicaState>> states_;
@@ -575,6 +692,24 @@ TEST_F(ProxyTest, HangUpBeforeTheAnswerIsRetriedOnlyWhenSafe) {
   ExpectAllReleased();
 }
 
+TEST_F(ProxyTest, PostsOfSideEffectFreeReplicasAreRetriedAfterAHangUp) {
+  HangUpReplica hang_up;
+  replicas_.Update({{"hang-up", "127.0.0.1", hang_up.port()}, AddReplica("live")});
+  options_.retry_sent_posts = true;  // a model server: a completion changes nothing
+  StartGateway();
+  net::HttpClient client(GatewayClient());
+  // Requests that start on the hang-up replica are sent again to the live one: every POST is
+  // answered there, whichever replica it started on.
+  for (int i = 0; i < 2; ++i) {
+    auto post = client.Post("/apps/test/v1/echo", "{}");
+    ASSERT_TRUE(post.ok()) << post.status();
+    EXPECT_EQ(post->status, 202) << post->body;
+  }
+  EXPECT_GE(hang_up.accepted(), 1);
+  EXPECT_EQ(State("live").requests.load(), 2);
+  ExpectAllReleased();
+}
+
 TEST_F(ProxyTest, ReplicaFailingMidBodyCutsTheResponseShort) {
   replicas_.Update({AddReplica("r1")});
   StartGateway();
@@ -617,6 +752,126 @@ TEST_F(ProxyTest, BodylessAnswers) {
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_EQ(res->body, "twelve bytes");
   ExpectAllReleased();
+}
+
+TEST_F(ProxyTest, OnePooledConnectionCarriesSequentialRequests) {
+  replicas_.Update({AddReplica("r1")});
+  StartGateway();
+  State("r1").sse_release.Notify();  // the events go out without waiting for the client
+  net::HttpClient client(GatewayClient());
+  for (int i = 0; i < 3; ++i) {
+    auto res = client.Post("/apps/test/v1/echo", R"({"i":)" + std::to_string(i) + "}");
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_EQ(res->status, 202);
+  }
+  net::ClientRequest sse;
+  sse.method = "POST";
+  sse.target = "/apps/test/v1/events";
+  int events = 0;
+  auto streamed = client.ReadSse(sse, [&](const net::SseEvent&) { return ++events > 0; });
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_EQ(events, 3);
+  net::ClientRequest head;
+  head.method = "HEAD";
+  head.target = "/apps/test/v1/sized";
+  auto res = client.Send(head);
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 200);
+  res = client.Get("/apps/test/v1/nothing");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 204);
+  res = client.Get("/apps/test/v1/sized");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->body, "twelve bytes");
+  EXPECT_EQ(replica_servers_.back()->Stats().total_connections, 1u);
+  EXPECT_EQ(pool_.idle(), 1u);
+  ExpectAllReleased();
+}
+
+TEST_F(ProxyTest, ConnectionCloseFromTheReplicaIsHonoured) {
+  ScriptedReplica replica([](int) { return ScriptedReplica::Act::kAnswerAndClose; });
+  replicas_.Update({{"r", "127.0.0.1", replica.port()}});
+  StartGateway();
+  net::HttpClient client(GatewayClient());
+  for (int i = 0; i < 3; ++i) {
+    auto res = client.Get("/apps/test/v1/x");
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->body, "ok");
+    EXPECT_FALSE(res->headers.Has("Connection"));  // hop-by-hop: for the gateway only
+    EXPECT_EQ(pool_.idle(), 0u);
+  }
+  EXPECT_EQ(replica.connections(), 3);
+  EXPECT_EQ(replica.ignored_close(), 0);
+}
+
+TEST_F(ProxyTest, StalePooledConnectionIsRetriedOnAFreshOne) {
+  // Every connection answers its first request and hangs up on the second, like a replica that
+  // closes an idle connection just as the next request arrives on it.
+  ScriptedReplica replica(
+      [](int i) { return i == 0 ? ScriptedReplica::Act::kAnswer : ScriptedReplica::Act::kHangUp; });
+  replicas_.Update({{"r", "127.0.0.1", replica.port()}});
+  options_.max_attempts = 1;  // the fresh connection is not a second attempt
+  options_.max_request_body_bytes = 32 * 1024 * 1024;
+  StartGateway();
+  net::HttpClient client(GatewayClient());
+  auto res = client.Get("/apps/test/v1/x");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->body, "ok");
+  EXPECT_EQ(pool_.idle(), 1u);
+  // A GET on the pooled connection, which hangs up: sent again on a fresh one.
+  res = client.Get("/apps/test/v1/x");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(replica.connections(), 2);
+  // A POST whose body could not be sent completely (far more than the replica's buffers take)
+  // is safe to send again too.
+  res = client.Post("/apps/test/v1/x", std::string(24 * 1024 * 1024, 'p'));
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(replica.connections(), 3);
+  EXPECT_EQ(replica.answered(), 3);
+  // A POST that went out completely may be running on the replica: not sent again.
+  res = client.Post("/apps/test/v1/x", "{}");
+  ASSERT_TRUE(res.ok()) << res.status();
+  ExpectOpenAiError(*res, 502, "server_error", "upstream_unavailable");
+  EXPECT_EQ(replica.connections(), 3);
+  EXPECT_EQ(replica.answered(), 3);
+  ExpectAllReleased();
+}
+
+TEST_F(ProxyTest, AnswersNotReadToTheEndCloseTheirConnection) {
+  replicas_.Update({AddReplica("r1")});
+  StartGateway();
+  const net::Server& replica = *replica_servers_.back();
+  net::HttpClient client(GatewayClient());
+  auto res = client.Get("/apps/test/v1/sized");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(pool_.idle(), 1u);
+  // The replica breaks off mid-body on the pooled connection: it is not given back.
+  net::ClientRequest broken;
+  broken.target = "/apps/test/v1/broken";
+  EXPECT_FALSE(client.Send(broken, [](std::string_view) { return Status(); }).ok());
+  ExpectAllReleased();
+  EXPECT_EQ(pool_.idle(), 0u);
+  res = client.Get("/apps/test/v1/sized");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->body, "twelve bytes");
+  EXPECT_EQ(replica.Stats().total_connections, 2u);
+  EXPECT_EQ(pool_.idle(), 1u);
+  // The client leaves mid-stream: the pooled connection carrying the stream is closed.
+  {
+    net::HttpClient leaving(GatewayClient());
+    net::ClientRequest req;
+    req.target = "/apps/test/v1/forever";
+    int seen = 0;
+    auto sse = leaving.ReadSse(req, [&](const net::SseEvent&) { return ++seen < 3; });
+    ASSERT_TRUE(sse.ok()) << sse.status();
+  }
+  ASSERT_TRUE(State("r1").forever_ended.WaitFor(20s)) << "the replica kept streaming to nobody";
+  ExpectAllReleased();
+  EXPECT_EQ(pool_.idle(), 0u);
+  EXPECT_EQ(replica.Stats().total_connections, 2u);
 }
 
 TEST(ForwardTest, RejectsTargetsThatAreNotOriginForm) {

@@ -101,6 +101,8 @@ struct HttpClient::Impl {
     io.restart();
     io.poll();  // let cancelled handlers run so nothing refers to the old stream
     used = false;
+    body_pending = false;
+    parser.reset();
   }
 
   Status Err(const ErrorCode& ec, std::string_view what) {
@@ -290,21 +292,20 @@ struct HttpClient::Impl {
     return Status();
   }
 
-  // Reads one final response (skipping 1xx unless `stop_at_100`), body to `sink`.
-  // `got_100` tells the caller an interim 100 was read instead.
-  // `on_head`, when set, sees the final head before any body piece.
-  Status ReadResponse(bool head_request, const HeadCallback* on_head, const BodySink* sink,
-                      uint64_t max_body, ClientResponse& out, bool stop_at_100, bool* got_100,
-                      bool* keep_alive) {
+  // Reads one final response head (skipping 1xx unless `stop_at_100`) into `out`, leaving its
+  // body to ReadBodyPiece through `parser`. `got_100` tells the caller an interim 100 was read
+  // instead.
+  Status ReadHead(bool head_request, ClientResponse& out, bool stop_at_100, bool* got_100,
+                  bool* keep_alive) {
     for (;;) {
-      http::response_parser<http::buffer_body> parser;
-      parser.header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
+      parser.emplace();
+      parser->header_limit(static_cast<std::uint32_t>(opts.max_header_bytes));
       // Not boost::none: Beast 1.74 compares Content-Length > none as true (body_limit error).
-      parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-      if (head_request) parser.skip(true);
-      ErrorCode ec = ReadHeader(parser);
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      if (head_request) parser->skip(true);
+      ErrorCode ec = ReadHeader(*parser);
       if (ec) return Err(ec, "reading the response from");
-      int status = static_cast<int>(parser.get().result_int());
+      int status = static_cast<int>(parser->get().result_int());
       if (status >= 100 && status < 200 && status != 101) {
         if (stop_at_100 && status == 100) {
           *got_100 = true;
@@ -314,54 +315,85 @@ struct HttpClient::Impl {
       }
       out.status = status;
       out.headers = Headers();
-      for (const auto& f : parser.get()) {
+      for (const auto& f : parser->get()) {
         out.headers.Add(std::string(f.name_string()), std::string(f.value()));
       }
-      *keep_alive = parser.get().keep_alive();
-      if (on_head != nullptr && *on_head) {
-        Status st = (*on_head)(out);
-        if (!st.ok()) {
-          *keep_alive = false;
-          return st;
-        }
-      }
-      auto chunk = std::make_unique_for_overwrite<char[]>(kStreamChunkBytes);
-      uint64_t total = 0;
-      while (!parser.is_done()) {
-        auto& body = parser.get().body();
-        body.data = chunk.get();
-        body.size = kStreamChunkBytes;
-        ec = ReadSome(parser);
-        if (ec == http::error::need_buffer) ec = {};
-        size_t got = kStreamChunkBytes - body.size;
-        if (ec == http::error::end_of_stream && parser.is_done()) ec = {};
-        if (ec) return Err(ec, "reading the response body from");
-        if (got == 0) continue;
-        total += got;
-        if (sink != nullptr) {
-          Status st = (*sink)(std::string_view(chunk.get(), got));
-          if (!st.ok()) {
-            *keep_alive = false;
-            return st;
-          }
-        } else {
-          if (total > max_body) {
-            *keep_alive = false;
-            return base::ResourceExhaustedError("response body exceeds the client limit of " +
-                                                std::to_string(max_body) +
-                                                " bytes; stream it to a sink instead");
-          }
-          out.body.append(chunk.get(), got);
-        }
-      }
+      *keep_alive = parser->get().keep_alive();
       return Status();
     }
   }
 
+  // Reads the next piece of the body of the response ReadHead read into buf[0, n) (n > 0):
+  // returns its size, 0 at the end of the body.
+  Result<size_t> ReadBodyPiece(char* buf, size_t n) {
+    while (!parser->is_done()) {
+      auto& body = parser->get().body();
+      body.data = buf;
+      body.size = n;
+      ErrorCode ec = ReadSome(*parser);
+      if (ec == http::error::need_buffer) ec = {};
+      size_t got = n - body.size;
+      if (ec == http::error::end_of_stream && parser->is_done()) ec = {};
+      if (ec) return Err(ec, "reading the response body from");
+      if (got > 0) return got;
+    }
+    return size_t{0};
+  }
+
+  // Reads one final response (skipping 1xx unless `stop_at_100`), body to `sink` (or into
+  // out.body when there is none) unless `head_only`, which leaves it to ReadBodyPiece.
+  // `got_100` tells the caller an interim 100 was read instead.
+  // `on_head`, when set, sees the final head before any body piece.
+  Status ReadResponse(bool head_request, const HeadCallback* on_head, const BodySink* sink,
+                      uint64_t max_body, ClientResponse& out, bool stop_at_100, bool* got_100,
+                      bool* keep_alive, bool head_only) {
+    SOVAI_RETURN_IF_ERROR(ReadHead(head_request, out, stop_at_100, got_100, keep_alive));
+    if (got_100 != nullptr && *got_100) return Status();
+    if (on_head != nullptr && *on_head) {
+      Status st = (*on_head)(out);
+      if (!st.ok()) {
+        *keep_alive = false;
+        return st;
+      }
+    }
+    if (head_only) return Status();
+    auto chunk = std::make_unique_for_overwrite<char[]>(kStreamChunkBytes);
+    uint64_t total = 0;
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(size_t got, ReadBodyPiece(chunk.get(), kStreamChunkBytes));
+      if (got == 0) return Status();
+      total += got;
+      if (sink != nullptr) {
+        Status st = (*sink)(std::string_view(chunk.get(), got));
+        if (!st.ok()) {
+          *keep_alive = false;
+          return st;
+        }
+      } else {
+        if (total > max_body) {
+          *keep_alive = false;
+          return base::ResourceExhaustedError("response body exceeds the client limit of " +
+                                              std::to_string(max_body) +
+                                              " bytes; stream it to a sink instead");
+        }
+        out.body.append(chunk.get(), got);
+      }
+    }
+  }
+
+  // The response head has been read in pull mode: ReadBody reads the body next.
+  void LeaveBody(bool keep_alive) {
+    body_pending = true;
+    pending_keep_alive = keep_alive;
+  }
+
+  // One attempt. `head_only` (pull mode) returns once the final head is read, leaving the body
+  // pending for ReadBody.
   Status SendOnce(const ClientRequest& req, const HeadCallback* on_head, const BodySink* sink,
-                  ClientResponse& out, bool* retryable) {
+                  ClientResponse& out, bool* retryable, bool head_only) {
     *retryable = false;
     if (aborted.load(std::memory_order_acquire)) return AbortedStatus();
+    if (body_pending) Close();  // the last body was not read to its end: its framing is lost
     const bool reused = connected() && used;
     if (connected() && IsStale()) Close();
     if (!connected()) SOVAI_RETURN_IF_ERROR(Connect());
@@ -409,15 +441,20 @@ struct HttpClient::Impl {
     const uint64_t max_body = opts.max_body_bytes;
     if (expect && WaitReadable(kDefaultExpectContinueWait)) {
       bool got_100 = false;
-      Status st =
-          ReadResponse(head_request, on_head, sink, max_body, out, true, &got_100, &keep_alive);
+      Status st = ReadResponse(head_request, on_head, sink, max_body, out, true, &got_100,
+                               &keep_alive, head_only);
       if (!st.ok()) {
         *retryable = reused && out.status == 0;  // never once a head was reported
         return st;
       }
       if (!got_100) {  // a final answer without our body
         out.body_not_sent = true;
-        Close();  // the server expects no body, but the framing is ambiguous now
+        // The server expects no body, but the framing is ambiguous now: close after it.
+        if (head_only) {
+          LeaveBody(false);
+        } else {
+          Close();
+        }
         return Status();
       }
     }
@@ -425,27 +462,34 @@ struct HttpClient::Impl {
     if (!body_status.ok()) {
       if (body_status.code() == base::StatusCode::kUnavailable && connected()) {
         // The server may have answered early (413) and closed: try to read that answer.
-        Status st =
-            ReadResponse(head_request, on_head, sink, max_body, out, false, nullptr, &keep_alive);
+        Status st = ReadResponse(head_request, on_head, sink, max_body, out, false, nullptr,
+                                 &keep_alive, head_only);
         if (st.ok()) {
           out.body_not_sent = true;
-          Close();
+          if (head_only) {
+            LeaveBody(false);
+          } else {
+            Close();
+          }
           return Status();
         }
       }
       Close();
       return body_status;
     }
-    bool got_100 = false;
-    Status st =
-        ReadResponse(head_request, on_head, sink, max_body, out, false, &got_100, &keep_alive);
+    Status st = ReadResponse(head_request, on_head, sink, max_body, out, false, nullptr,
+                             &keep_alive, head_only);
     if (!st.ok()) {
       // EOF before any response byte on a reused connection: the server closed it meanwhile.
       *retryable = reused && out.status == 0 && !req.source;
       Close();
       return st;
     }
-    if (!keep_alive) Close();
+    if (head_only) {
+      LeaveBody(keep_alive);
+    } else if (!keep_alive) {
+      Close();
+    }
     return Status();
   }
 
@@ -455,13 +499,13 @@ struct HttpClient::Impl {
   }
 
   Status Send(const ClientRequest& req, const HeadCallback* on_head, const BodySink* sink,
-              ClientResponse& out) {
+              ClientResponse& out, bool head_only = false) {
     bool retryable = false;
-    Status st = SendOnce(req, on_head, sink, out, &retryable);
+    Status st = SendOnce(req, on_head, sink, out, &retryable, head_only);
     if (!st.ok() && retryable) {
       Close();
       out = ClientResponse();
-      st = SendOnce(req, on_head, sink, out, &retryable);
+      st = SendOnce(req, on_head, sink, out, &retryable, head_only);
     }
     if (!st.ok()) {
       Close();
@@ -471,6 +515,36 @@ struct HttpClient::Impl {
     return st;
   }
 
+  Result<size_t> ReadBody(char* buf, size_t n) {
+    if (!body_pending) {
+      return base::FailedPreconditionError(
+          "no response body is pending: call SendUntilHead first, and stop once ReadBody "
+          "returned 0");
+    }
+    if (n == 0) return base::FailedPreconditionError("ReadBody needs room for at least one byte");
+    if (aborted.load(std::memory_order_acquire)) {  // even when the rest is buffered already
+      Close();
+      return AbortedStatus();
+    }
+    Result<size_t> got = ReadBodyPiece(buf, n);
+    if (!got.ok()) {
+      Close();
+      if (aborted.load(std::memory_order_acquire)) return AbortedStatus();
+      return got.status();
+    }
+    if (*got == 0) {
+      body_pending = false;
+      if (!pending_keep_alive) Close();
+    }
+    return got;
+  }
+
+  // Bytes left in `buffer` after a complete response were sent beyond it: the framing is lost.
+  bool HasReusableConnection() {
+    return connected() && used && !body_pending && buffer.size() == 0 &&
+           !aborted.load(std::memory_order_acquire) && !IsStale();
+  }
+
   ClientOptions opts;
   asio::io_context io;
   std::unique_ptr<asio::ssl::context> ssl_ctx;
@@ -478,6 +552,11 @@ struct HttpClient::Impl {
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
   bool used = false;  // the connection has carried a request
+  // The parser of the response being read (its head, then its body piece by piece).
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  // Pull mode: a response head was returned and its body is not read to its end yet.
+  bool body_pending = false;
+  bool pending_keep_alive = false;  // of that response: the connection may carry the next one
   // Set by Abort() from any thread; sticky.
   std::atomic<bool> aborted{false};
 };
@@ -526,6 +605,28 @@ Result<ClientResponse> HttpClient::Send(const ClientRequest& request, const Head
   }
   return out;
 }
+
+Result<ClientResponse> HttpClient::SendUntilHead(const ClientRequest& request) {
+  ClientResponse out;
+  try {
+    SOVAI_RETURN_IF_ERROR(impl_->Send(request, nullptr, nullptr, out, /*head_only=*/true));
+  } catch (const std::exception& e) {
+    impl_->Close();
+    return base::InternalError(std::string("HTTP client: ") + e.what());
+  }
+  return out;
+}
+
+Result<size_t> HttpClient::ReadBody(char* buf, size_t n) {
+  try {
+    return impl_->ReadBody(buf, n);
+  } catch (const std::exception& e) {
+    impl_->Close();
+    return base::InternalError(std::string("HTTP client: ") + e.what());
+  }
+}
+
+bool HttpClient::HasReusableConnection() { return impl_->HasReusableConnection(); }
 
 Result<ClientResponse> HttpClient::ReadSse(const ClientRequest& request,
                                            std::function<bool(const SseEvent&)> on_event) {

@@ -5,9 +5,10 @@
 //   if (res.status != 200) ...
 //
 // One client = one connection, reused for sequential requests (keep-alive) and re-opened
-// transparently when the server closed it between requests. Not thread-safe: use one client per
-// thread; the one exception is HttpClient::Abort(), which another thread may call while a request
-// is in progress. No Boost/Asio/OpenSSL type appears in this header.
+// transparently when the server closed it between requests. A pool of connections is a pool of
+// clients: HasReusableConnection() says whether one may go back to it. Not thread-safe: use one
+// client per thread at a time; the one exception is HttpClient::Abort(), which another thread may
+// call while a request is in progress. No Boost/Asio/OpenSSL type appears in this header.
 #pragma once
 
 #include <chrono>
@@ -122,6 +123,25 @@ class HttpClient {
   // `on_head` is never called twice.
   base::Result<ClientResponse> Send(const ClientRequest& request, const HeadCallback& on_head,
                                     const BodySink& sink);
+  // Pull form of the above, for a caller that forwards the body from the thread that sends (a
+  // proxy): sends `request`, reads the final response head and returns it (`body` empty),
+  // leaving the body to ReadBody. Errors and re-sending as for Send. The body must be read to
+  // its end (ReadBody returns 0) before the connection can carry another request; a request
+  // started before that, Close(), or the destructor closes the connection instead.
+  base::Result<ClientResponse> SendUntilHead(const ClientRequest& request);
+  // Reads the next piece of the body of the response SendUntilHead returned into buf[0, n), as
+  // soon as the server has sent some (one socket read: a Server-Sent Event is not held back
+  // for the next). Returns the bytes read, 0 at the end of the body (and for HEAD requests and
+  // bodyless statuses). Errors: FailedPrecondition when no body is pending or n is 0; otherwise
+  // as for Send (Cancelled after Abort), and the connection is then closed.
+  base::Result<size_t> ReadBody(char* buf, size_t n);
+
+  // True when the client holds a connection that its last request left ready for the next: the
+  // response was read to its end, neither side said "Connection: close", the client was not
+  // aborted, and the server has not closed it since (a non-blocking look at the socket). A
+  // connection pool keeps a client only while this holds.
+  bool HasReusableConnection();
+
   // Sends `request` and parses the body as Server-Sent Events; `on_event` returning false stops
   // reading (and closes the connection). Returns the response head once the stream ends.
   base::Result<ClientResponse> ReadSse(const ClientRequest& request,

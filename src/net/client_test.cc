@@ -1,5 +1,6 @@
-// HttpClient against a real Server on a loopback port: the response head before the body, and
-// Abort() from another thread. (The rest of the client is covered by tests/integration.)
+// HttpClient against a real Server on a loopback port: the response head before the body (pushed
+// to callbacks, or pulled), when a connection may carry the next request, and Abort() from another
+// thread. (The rest of the client is covered by tests/integration.)
 #include "net/client.h"
 
 #include <gtest/gtest.h>
@@ -314,6 +315,95 @@ TEST_F(ClientTest, AbortBeforeSendingConnectsNowhere) {
   auto ok = other.Get("/count");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(calls_.load(), 1);
+}
+
+TEST_F(ClientTest, PulledBodyArrivesPieceByPiece) {
+  Router r;
+  r.Get("/two", [this](Request&) {
+    Response res = Response::Stream(200, "text/plain", [this](BodyWriter& out) -> Status {
+      SOVAI_RETURN_IF_ERROR(out.Write("one"));
+      // The second piece only once the client has read the first: a client that waited for
+      // more than what arrived would read "timeout" instead.
+      bool read = release_.WaitFor(10s);
+      return out.Write(read ? "two" : "timeout");
+    });
+    res.headers.Set("X-Test", "yes");
+    return res;
+  });
+  StartServer(std::move(r));
+  HttpClient c(Options());
+  ClientRequest req;
+  req.target = "/two";
+  auto head = c.SendUntilHead(req);
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->headers.Get("X-Test").value_or(""), "yes");
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_FALSE(c.HasReusableConnection()) << "its body is still pending";
+  char buf[64];
+  auto n = c.ReadBody(buf, sizeof buf);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(std::string(buf, *n), "one");
+  release_.Notify();
+  std::string rest;
+  for (;;) {
+    n = c.ReadBody(buf, sizeof buf);
+    ASSERT_TRUE(n.ok()) << n.status();
+    if (*n == 0) break;
+    rest.append(buf, *n);
+  }
+  EXPECT_EQ(rest, "two");
+  EXPECT_TRUE(c.HasReusableConnection());
+  // The body is done: nothing more to read.
+  EXPECT_EQ(c.ReadBody(buf, sizeof buf).status().code(), base::StatusCode::kFailedPrecondition);
+  // A bodyless answer ends at once; the same connection carries every request.
+  ClientRequest head_req;
+  head_req.method = "HEAD";
+  head_req.target = "/ping";
+  head = c.SendUntilHead(head_req);
+  ASSERT_TRUE(head.ok()) << head.status();
+  n = c.ReadBody(buf, sizeof buf);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 0u);
+  auto again = c.Get("/ping");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->body, "pong");
+  EXPECT_TRUE(c.HasReusableConnection());
+  EXPECT_EQ(server_->Stats().total_connections, 1u);
+}
+
+TEST_F(ClientTest, BodyLeftUnreadClosesTheConnection) {
+  Router r;
+  r.Get("/sized", [](Request&) { return Response::Text(200, "twelve bytes"); });
+  StartServer(std::move(r));
+  HttpClient c(Options());
+  char buf[64];
+  EXPECT_EQ(c.ReadBody(buf, sizeof buf).status().code(), base::StatusCode::kFailedPrecondition)
+      << "no request was sent";
+  ClientRequest req;
+  req.target = "/sized";
+  auto head = c.SendUntilHead(req);
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(c.ReadBody(buf, 0).status().code(), base::StatusCode::kFailedPrecondition);
+  auto n = c.ReadBody(buf, 3);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(std::string(buf, *n), "twe");
+  EXPECT_FALSE(c.HasReusableConnection());
+  // The next request does not read the rest of that body as its answer: a new connection.
+  auto next = c.Get("/sized");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->body, "twelve bytes");
+  EXPECT_EQ(server_->Stats().total_connections, 2u);
+  EXPECT_TRUE(c.HasReusableConnection());
+  // Closed, or aborted: not reusable.
+  c.Close();
+  EXPECT_FALSE(c.HasReusableConnection());
+  ASSERT_TRUE(c.Get("/sized").ok());
+  head = c.SendUntilHead(req);
+  ASSERT_TRUE(head.ok()) << head.status();
+  c.Abort();
+  EXPECT_EQ(c.ReadBody(buf, sizeof buf).status().code(), base::StatusCode::kCancelled);
+  EXPECT_FALSE(c.HasReusableConnection());
 }
 
 }  // namespace

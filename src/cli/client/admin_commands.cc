@@ -92,8 +92,12 @@ int RunTokenCreate(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string user;
   cmd.flags().String("name", &name, "a name to recognize it by", "NAME");
   cmd.flags().String("role", &role, "read, operator or admin", "ROLE");
+  std::vector<std::string> label_selector;
   cmd.flags().String("selector", &selector,
                      "label selector: it only sees resources with these labels", "K=V,...");
+  // The spelling of docs/api/apps.md (app tokens); repeatable, and merged with --selector.
+  cmd.flags().StringList("label-selector", &label_selector,
+                         "a label the token's selector requires (same as --selector)", "K=V");
   cmd.flags().String("expires", &expires,
                      "lifetime, e.g. 30d, 12h (default: never, or the caller's)", "DURATION");
   cmd.flags().String("project", &project, "project id or name (default: the caller's)", "PROJECT");
@@ -103,8 +107,13 @@ int RunTokenCreate(CommandContext& ctx, const std::vector<std::string>& args) {
   if (Status st = CheckRole(role); !st.ok()) return cmd.Usage(st.message());
   Json body = {{"role", role}};
   if (!name.empty()) body["name"] = name;
+  const std::string_view selector_flag = label_selector.empty() ? "--selector" : "--label-selector";
+  if (!label_selector.empty()) {
+    if (!selector.empty()) label_selector.insert(label_selector.begin(), selector);
+    selector = base::Join(label_selector, ",");
+  }
   if (!selector.empty()) {
-    auto canonical = ParseSelector(selector, "--selector");
+    auto canonical = ParseSelector(selector, selector_flag);
     if (!canonical.ok()) return cmd.Usage(canonical.status().message());
     body["labels"] = *canonical;
   }

@@ -181,6 +181,10 @@ base::Result<Json> ApiClient::Post(std::string_view path, const Json& body) {
   return Call("POST", path, body.is_null() ? nullptr : &body);
 }
 
+base::Result<Json> ApiClient::Patch(std::string_view path, const Json& body) {
+  return Call("PATCH", path, &body);
+}
+
 base::Result<Json> ApiClient::Delete(std::string_view path) {
   return Call("DELETE", path, nullptr);
 }

@@ -46,6 +46,7 @@ class ApiClient {
   // answer's JSON body (null for an empty body, e.g. 204).
   base::Result<nlohmann::json> Get(std::string_view path);
   base::Result<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
+  base::Result<nlohmann::json> Patch(std::string_view path, const nlohmann::json& body);
   base::Result<nlohmann::json> Delete(std::string_view path);
 
   // Every item of a list route (`path` may carry a query; limit and cursor are added), up to

@@ -95,5 +95,7 @@ int RunBucketCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunTokenCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunUserCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunProjectCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunAppCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunEndpointCommand(CommandContext& ctx, const std::vector<std::string>& args);
 
 }  // namespace sovai::cli::client

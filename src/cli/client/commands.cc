@@ -17,6 +17,8 @@ constexpr TopCommand kCommands[] = {
     {"whoami", "show the user, project and role of the token", &RunWhoamiCommand},
     {"job", "run, list, follow and stop training jobs", &RunJobCommand},
     {"flavor", "list the machine flavors jobs can ask for", &RunFlavorCommand},
+    {"app", "serve models (or HTTP images) behind the gateway", &RunAppCommand},
+    {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
     {"token", "create, list and revoke API tokens", &RunTokenCommand},
     {"user", "list, create and delete users (platform admins)", &RunUserCommand},

@@ -1,5 +1,5 @@
 // The `sovai` client commands (everything but `sovai server`): login, logout, whoami, job,
-// flavor, bucket, token, user, project. docs/cli.md is the reference of each.
+// flavor, app, endpoint, bucket, token, user, project. docs/cli.md is the reference of each.
 //
 //   client::StdConsole console;
 //   client::CommandContext ctx{base::Env::Default(), console, vars};

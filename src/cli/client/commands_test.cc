@@ -48,6 +48,55 @@ Json JobJson(const std::string& id, const std::string& state, Json spec) {
       {"created_unix_micros", 1'764'424'985'000'000}};
 }
 
+// An App of docs/api/apps.md: `ready` of `desired` replicas, two replicas listed (job ids are
+// ULIDs: job_01B is the newer one), seven scaling events.
+Json AppJson(const std::string& url, const std::string& state, Json spec,
+             const std::string& replica_state = "RUNNING") {
+  const int64_t desired = spec.value("replicas", 1);
+  Json events = Json::array();
+  for (int i = 1; i <= 7; ++i) {
+    events.push_back({{"at", "2026-11-29T14:0" + std::to_string(i) + ":00Z"},
+                      {"from", i},
+                      {"to", i + 1},
+                      {"reason", "REQUESTS " + std::to_string(4 * i + 1) +
+                                     " in flight / threshold 4 per replica"}});
+  }
+  return {{"id", "app_1"},
+          {"name", spec.value("name", "support-bot")},
+          {"project", "prj_1"},
+          {"user", "usr_1"},
+          {"state", state},
+          {"reason", state == "FAILED" ? "replica job_01B exited with code 1: no config.json" : ""},
+          {"url", url + "/apps/app_1/"},
+          {"spec", spec},
+          {"generation", 1},
+          {"status",
+           {{"desired_replicas", desired},
+            {"ready_replicas", state == "RUNNING" ? desired : 0},
+            {"replicas", Json::array({{{"job", "job_01A"},
+                                       {"state", "RUNNING"},
+                                       {"ready", true},
+                                       {"generation", 1},
+                                       {"in_flight", 3}},
+                                      {{"job", "job_01B"},
+                                       {"state", replica_state},
+                                       {"ready", false},
+                                       {"generation", 1},
+                                       {"in_flight", 0}}})},
+            {"history", Json::array({{{"state", "QUEUED"}, {"at", "2026-11-29T14:00:00Z"}}})},
+            {"scaling_events", events}}},
+          {"created_at", "2026-11-29T14:00:00Z"}};
+}
+
+Json AppSpec() {
+  return {{"name", "support-bot"},
+          {"model", "models@EU-WEST-LOCAL/qwen2.5-0.5b"},
+          {"flavor", "ai1-1-cpu"},
+          {"units", 1},
+          {"autoscaling", {{"min_replicas", 0}, {"max_replicas", 4}}},
+          {"labels", {{"team", "nlp"}}}};
+}
+
 // The fake /v1. Every request is recorded as "METHOD target"; bodies of POSTs by path.
 class FakeApi {
  public:
@@ -73,6 +122,19 @@ class FakeApi {
     std::lock_guard<std::mutex> lock(mu_);
     final_state_ = std::move(state);
     final_exit_code_ = exit_code;
+  }
+  // The states GET /v1/apps/app_1 answers in turn (the last one repeats).
+  void set_app_states(std::vector<std::string> states) {
+    std::lock_guard<std::mutex> lock(mu_);
+    app_states_ = std::move(states);
+  }
+  void set_replica_state(std::string state) {
+    std::lock_guard<std::mutex> lock(mu_);
+    replica_state_ = std::move(state);
+  }
+  int app_gets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return app_gets_;
   }
   int keys_created() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -251,6 +313,83 @@ class FakeApi {
           {{"project", "prj_1"}, {"user", "usr_2"}, {"role", bodies_[path].value("role", "")}},
           201);
     }
+    if (path.starts_with("/v1/apps") || path.starts_with("/v1/endpoints")) {
+      return HandleApps(req, method, path);
+    }
+    return Problem(404, "no route " + method + " " + path);
+  }
+
+  // The apps API of docs/api/apps.md (mu_ held).
+  net::Response HandleApps(net::Request& req, const std::string& method, const std::string& path) {
+    const std::string url = "http://" + server_->address();
+    if (method == "POST" && path == "/v1/apps") {
+      Json spec = bodies_[path];
+      if (spec.value("name", "") == "taken") {
+        return Problem(400, "the app spec has 1 invalid field",
+                       Json::array({{{"field", "name"},
+                                     {"message", "an app named 'taken' exists in this project"}}}));
+      }
+      return Ok(AppJson(url, "QUEUED", spec), 201);
+    }
+    if (method == "GET" && path == "/v1/apps") {
+      Json second = AppJson(url, "STOPPED", {{"name", "web"}, {"image", "sovai/shell"}});
+      second["id"] = "app_2";
+      second["url"] = url + "/apps/app_2/";
+      return Ok({{"items", Json::array({AppJson(url, "RUNNING", AppSpec()), second})},
+                 {"next_cursor", nullptr}});
+    }
+    if (path == "/v1/apps/app_1" || path == "/v1/apps/support-bot") {
+      if (method == "GET") {
+        const std::string state =
+            app_states_.empty() ? "RUNNING"
+                                : app_states_[std::min<size_t>(app_gets_, app_states_.size() - 1)];
+        ++app_gets_;
+        return Ok(AppJson(url, state, AppSpec(), replica_state_));
+      }
+      if (method == "PATCH") {
+        Json spec = AppSpec();
+        spec.update(bodies_[path]);
+        Json app = AppJson(url, "SCALING", spec);
+        app["generation"] = 2;
+        return Ok(app);
+      }
+      if (method == "DELETE") return Ok(AppJson(url, "DELETING", AppSpec()), 202);
+    }
+    if (method == "GET" && path == "/v1/apps/missing") {
+      return Problem(404, "app 'missing' does not exist in this project");
+    }
+    if (method == "GET" && path == "/v1/apps/app_1/logs") return Logs(req);
+    if (method == "POST" && path == "/v1/apps/app_1/scale") {
+      Json spec = AppSpec();
+      spec.erase("autoscaling");
+      spec.update(bodies_[path]);
+      return Ok(AppJson(url, "SCALING", spec));
+    }
+    if (method == "POST" && path == "/v1/apps/app_1/stop") {
+      return Ok(AppJson(url, "STOPPING", AppSpec()));
+    }
+    if (method == "POST" && path == "/v1/apps/app_1/start") {
+      return Ok(AppJson(url, "QUEUED", AppSpec()));
+    }
+    if (method == "POST" && path == "/v1/endpoints") {
+      Json endpoint = bodies_[path];
+      endpoint["app"] = "app_9";
+      endpoint["state"] = "QUEUED";
+      endpoint["url"] = url + "/apps/app_9/";
+      if (!endpoint.contains("rate_limit")) endpoint["rate_limit"] = "400/min";
+      return Ok(endpoint, 201);
+    }
+    if (method == "GET" && path == "/v1/endpoints") {
+      return Ok({{"items", Json::array({{{"name", "qwen-small"},
+                                         {"app", "app_9"},
+                                         {"state", "RUNNING"},
+                                         {"rate_limit", "400/min"},
+                                         {"url", url + "/apps/app_9/"}}})}});
+    }
+    if (method == "DELETE" && path == "/v1/endpoints/qwen-small") return net::Response::Empty(204);
+    if (method == "DELETE" && path == "/v1/endpoints/nope") {
+      return Problem(404, "endpoint 'nope' does not exist");
+    }
     return Problem(404, "no route " + method + " " + path);
   }
 
@@ -286,6 +425,9 @@ class FakeApi {
   std::vector<std::string> keys_;
   int keys_created_ = 0;
   int follow_reads_ = 0;
+  std::vector<std::string> app_states_;
+  std::string replica_state_ = "RUNNING";
+  int app_gets_ = 0;
   std::string final_state_ = "DONE";
   int final_exit_code_ = 0;
   std::unique_ptr<net::Server> server_;  // last: stops before the state its handlers use
@@ -569,6 +711,333 @@ TEST_F(CommandsTest, FlavorListTable) {
   EXPECT_NE(console_.out().find("ai1-1-cpu   cpu   -     1 vCPU, 4.0 GiB"), std::string::npos);
 }
 
+// --- apps and endpoints ------------------------------------------------------------------------
+
+TEST_F(CommandsTest, AppRunPostsTheSpecAndPrintsIdStateAndUrl) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"app",
+                 "run",
+                 "--name",
+                 "support-bot",
+                 "--model",
+                 "models@EU-WEST-LOCAL/qwen2.5-0.5b",
+                 "--auto-min-replicas",
+                 "0",
+                 "--auto-max-replicas",
+                 "4",
+                 "--auto-resource-type",
+                 "REQUESTS",
+                 "--auto-resource-usage-threshold",
+                 "4",
+                 "--auto-cooldown-s",
+                 "300",
+                 "--label",
+                 "team=nlp",
+                 "-e",
+                 "LOG=debug"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(console_.out(), "app_1  QUEUED  " + api_->url() + "/apps/app_1/\n");
+  EXPECT_EQ(api_->body("/v1/apps"), Json::parse(R"({
+    "name": "support-bot", "model": "models@EU-WEST-LOCAL/qwen2.5-0.5b", "flavor": "ai1-1-cpu",
+    "autoscaling": {"min_replicas": 0, "max_replicas": 4, "resource_type": "REQUESTS",
+                    "threshold": 4, "cooldown_s": 300},
+    "labels": {"team": "nlp"}, "env": {"LOG": "debug"}})"));
+
+  ASSERT_EQ(Run({"app",          "run",     "-o",          "json",    "--name",
+                 "web",          "--image", "sovai/shell", "--port",  "9000",
+                 "--cpu",        "2",       "--replicas",  "2",       "--unsecure-http",
+                 "--probe-path", "/ok",     "--",          "python3", "-m",
+                 "http.server"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(Json::parse(console_.out())["id"], "app_1");
+  EXPECT_EQ(api_->body("/v1/apps"), Json::parse(R"({
+    "name": "web", "image": "sovai/shell", "command": ["python3", "-m", "http.server"],
+    "port": 9000, "flavor": "ai1-1-cpu", "units": 2, "replicas": 2, "unsecure_http": true,
+    "probe_path": "/ok"})"));
+  EXPECT_EQ(api_->app_gets(), 0);  // no --wait: no polling
+
+  EXPECT_EQ(Run({"app", "run", "--name", "taken", "--model", "models@EU-WEST-LOCAL/x"}),
+            kExitFailure);
+  EXPECT_EQ(console_.err(),
+            "sovai app run: the app spec has 1 invalid field\n"
+            "  name: an app named 'taken' exists in this project\n");
+}
+
+TEST_F(CommandsTest, AppRunWaitPrintsStateChangesUntilRunning) {
+  ASSERT_EQ(Login(), kExitOk);
+  api_->set_app_states({"QUEUED", "INITIALIZING", "INITIALIZING", "RUNNING"});
+  ASSERT_EQ(Run({"app", "run", "--name", "support-bot", "--model", "models@EU-WEST-LOCAL/qwen",
+                 "--wait"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(console_.out(), "app_1  QUEUED  " + api_->url() + "/apps/app_1/\n");
+  EXPECT_EQ(console_.err(),
+            "app app_1: INITIALIZING (0/1 ready)\n"
+            "app app_1: RUNNING (1/1 ready)\n");
+  EXPECT_EQ(api_->app_gets(), 4);
+
+  // -o json: stdout is the running App alone.
+  api_->set_app_states({"RUNNING"});
+  ASSERT_EQ(Run({"app", "run", "-o", "json", "--name", "support-bot", "--model",
+                 "models@EU-WEST-LOCAL/qwen", "-w"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(Json::parse(console_.out())["state"], "RUNNING");
+}
+
+TEST_F(CommandsTest, AppRunWaitFailsWithTheReasonWhenTheAppFailed) {
+  ASSERT_EQ(Login(), kExitOk);
+  api_->set_app_states({"INITIALIZING", "FAILED"});
+  EXPECT_EQ(Run({"app", "run", "--name", "support-bot", "--model", "models@EU-WEST-LOCAL/qwen",
+                 "--wait"}),
+            kExitFailure);
+  EXPECT_NE(console_.out().find("app_1  QUEUED"), std::string::npos) << console_.out();
+  EXPECT_NE(console_.err().find("sovai app run: app app_1 FAILED: replica job_01B exited with "
+                                "code 1: no config.json\n"),
+            std::string::npos)
+      << console_.err();
+  // Stopped by someone else while waiting: it will not become RUNNING either.
+  api_ = std::make_unique<FakeApi>(&s3_);
+  ASSERT_EQ(Login(), kExitOk);
+  api_->set_app_states({"STOPPING"});
+  EXPECT_EQ(Run({"app", "run", "--name", "a", "--model", "models@EU-WEST-LOCAL/x", "--wait"}),
+            kExitFailure);
+  EXPECT_NE(console_.err().find("is STOPPING and will not become RUNNING"), std::string::npos);
+}
+
+TEST_F(CommandsTest, AppRunWaitGivesUpAfterTheTimeout) {
+  ASSERT_EQ(Login(), kExitOk);
+  api_->set_app_states({"INITIALIZING"});
+  // Sleeps advance the manual clock: 10 s of 2 s polls.
+  EXPECT_EQ(Run({"app", "run", "--name", "a", "--model", "models@EU-WEST-LOCAL/x", "--wait",
+                 "--timeout", "10s"}),
+            kExitFailure);
+  EXPECT_NE(console_.err().find("app app_1 is still INITIALIZING (0/1 ready) after 10s"),
+            std::string::npos)
+      << console_.err();
+  EXPECT_EQ(api_->app_gets(), 5);
+}
+
+TEST_F(CommandsTest, AppListAndGet) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"app", "list", "-l", "team=nlp"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(),
+            "ID     NAME         STATE    READY/DESIRED  URL\n"
+            "app_1  support-bot  RUNNING  1/1            " +
+                api_->url() + "/apps/app_1/\n" + "app_2  web          STOPPED  0/1            " +
+                api_->url() + "/apps/app_2/\n");
+  EXPECT_EQ(api_->requests().back(), "GET /v1/apps?labels=team%3Dnlp&limit=100");
+  ASSERT_EQ(Run({"app", "list", "-o", "json"}), kExitOk);
+  EXPECT_EQ(Json::parse(console_.out()).size(), 2u);
+
+  ASSERT_EQ(Run({"app", "get", "support-bot"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_->requests().back(), "GET /v1/apps/support-bot");
+  const std::string& out = console_.out();
+  EXPECT_NE(out.find("State:           RUNNING\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("Model:           models@EU-WEST-LOCAL/qwen2.5-0.5b\n"), std::string::npos);
+  EXPECT_NE(out.find("Flavor:          ai1-1-cpu x1\n"), std::string::npos);
+  EXPECT_NE(out.find("Scaling:         autoscaling 0..4 on REQUESTS\n"), std::string::npos);
+  EXPECT_NE(out.find("Labels:          team=nlp\n"), std::string::npos);
+  EXPECT_NE(out.find("Replicas:        JOB      STATE    READY  GENERATION  IN FLIGHT\n"
+                     "                 job_01A  RUNNING  yes    1           3\n"
+                     "                 job_01B  RUNNING  no     1           0\n"),
+            std::string::npos)
+      << out;
+  // The last five of the seven scaling events.
+  EXPECT_EQ(out.find("1 -> 2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("2 -> 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("Scaling events:  2026-11-29 14:03:00  3 -> 4  REQUESTS 13 in flight / "
+                     "threshold 4 per replica\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("                 2026-11-29 14:07:00  7 -> 8"), std::string::npos) << out;
+
+  EXPECT_EQ(Run({"app", "get", "missing"}), kExitFailure);
+  EXPECT_EQ(console_.err(), "sovai app get: app 'missing' does not exist in this project\n");
+}
+
+TEST_F(CommandsTest, AppScaleUpdateStopStartDelete) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"app", "scale", "app_1", "--replicas", "3"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_->body("/v1/apps/app_1/scale"), Json::parse(R"({"replicas": 3})"));
+  EXPECT_EQ(console_.out(), "app_1  SCALING  0/3 ready  3 replicas (fixed)\n");
+  ASSERT_EQ(Run({"app", "scale", "app_1", "--auto-min-replicas", "1", "--auto-max-replicas", "8",
+                 "--auto-resource-type", "cpu", "--auto-scale-down-window-s", "120"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->body("/v1/apps/app_1/scale"), Json::parse(R"({"autoscaling": {
+    "min_replicas": 1, "max_replicas": 8, "resource_type": "CPU", "scale_down_window_s": 120}})"));
+  EXPECT_NE(console_.out().find("autoscaling 1..8 on CPU (down 120s)"), std::string::npos)
+      << console_.out();
+
+  ASSERT_EQ(Run({"app", "update", "app_1", "--model", "models@EU-WEST-LOCAL/v2", "-e", "A=1",
+                 "--label", "team=cv"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->requests().back(), "PATCH /v1/apps/app_1");
+  EXPECT_EQ(api_->body("/v1/apps/app_1"), Json::parse(R"({
+    "model": "models@EU-WEST-LOCAL/v2", "env": {"A": "1"}, "labels": {"team": "cv"}})"));
+  EXPECT_EQ(console_.out(), "app_1  SCALING  generation 2\n");
+  ASSERT_EQ(Run({"app", "update", "app_1", "--no-unsecure-http", "--", "serve", "--fast"}), kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->body("/v1/apps/app_1"),
+            Json::parse(R"({"command": ["serve", "--fast"], "unsecure_http": false})"));
+
+  ASSERT_EQ(Run({"app", "stop", "app_1"}), kExitOk);
+  EXPECT_EQ(console_.out(), "app_1  STOPPING\n");
+  EXPECT_EQ(api_->requests().back(), "POST /v1/apps/app_1/stop");
+  ASSERT_EQ(Run({"app", "start", "app_1"}), kExitOk);
+  EXPECT_EQ(console_.out(), "app_1  QUEUED\n");
+  EXPECT_EQ(api_->requests().back(), "POST /v1/apps/app_1/start");
+  ASSERT_EQ(Run({"app", "delete", "app_1"}), kExitOk);
+  EXPECT_EQ(console_.out(), "app_1  DELETING\n");
+  EXPECT_EQ(api_->requests().back(), "DELETE /v1/apps/app_1");
+  ASSERT_EQ(Run({"app", "delete", "-o", "json", "app_1"}), kExitOk);
+  EXPECT_EQ(Json::parse(console_.out())["state"], "DELETING");
+}
+
+TEST_F(CommandsTest, AppLogsOfAReplicaAndFollowingTheNewest) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"app", "logs", "app_1", "--replica", "job_01A"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(), "volume sync: 2 files\n42 /workspace/data/a.txt\ndone\n");
+  EXPECT_NE(api_->requests().back().find("GET /v1/apps/app_1/logs?replica=job_01A&offset="),
+            std::string::npos)
+      << api_->requests().back();
+  ASSERT_EQ(Run({"app", "logs", "-t", "app_1"}), kExitOk);
+  EXPECT_EQ(console_.out(), std::string(kLogRecord1) + kLogRecord2 + kLogRecord3);
+  EXPECT_EQ(api_->requests().back().find("replica="), std::string::npos);  // the server's default
+
+  // -f pins the newest replica (job_01B), resumes after the broken stream, and ends once that
+  // replica has ended.
+  api_->set_replica_state("DONE");
+  ASSERT_EQ(Run({"app", "logs", "-f", "app_1"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(), "volume sync: 2 files\n42 /workspace/data/a.txt\ndone\n");
+  EXPECT_EQ(console_.err(), "sovai app logs: following replica job_01B\n");
+  std::vector<std::string> logs;
+  for (const std::string& r : api_->requests()) {
+    if (r.find("follow=true") != std::string::npos) logs.push_back(r);
+  }
+  ASSERT_EQ(logs.size(), 2u);
+  EXPECT_EQ(logs[0], "GET /v1/apps/app_1/logs?replica=job_01B&offset=0&follow=true");
+  EXPECT_EQ(logs[1], "GET /v1/apps/app_1/logs?replica=job_01B&offset=" +
+                         std::to_string(std::string(kLogRecord1).size()) + "&follow=true");
+
+  EXPECT_EQ(Run({"app", "logs", "missing"}), kExitFailure);
+  EXPECT_EQ(Run({"app", "logs"}), kExitUsage);
+}
+
+TEST_F(CommandsTest, EndpointAddListDelete) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"endpoint", "add", "--name", "qwen-small", "--model",
+                 "models@EU-WEST-LOCAL/qwen2.5-0.5b", "--flavor", "h100-1-gpu", "--gpu", "1",
+                 "--min-replicas", "0", "--max-replicas", "2", "--rate-limit", "100/min"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->body("/v1/endpoints"), Json::parse(R"({
+    "name": "qwen-small", "model": "models@EU-WEST-LOCAL/qwen2.5-0.5b", "flavor": "h100-1-gpu",
+    "units": 1, "min_replicas": 0, "max_replicas": 2, "rate_limit": "100/min"})"));
+  EXPECT_EQ(console_.out(), "qwen-small  QUEUED  app_9\n");
+  EXPECT_NE(
+      console_.err().find("\"model\": \"qwen-small\" on " + api_->url() + "/v1/chat/completions"),
+      std::string::npos)
+      << console_.err();
+
+  ASSERT_EQ(Run({"endpoint", "list"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(),
+            "NAME        APP    STATE    RATE LIMIT  URL\n"
+            "qwen-small  app_9  RUNNING  400/min     " +
+                api_->url() + "/apps/app_9/\n");
+  ASSERT_EQ(Run({"endpoint", "list", "-o", "json"}), kExitOk);
+  EXPECT_EQ(Json::parse(console_.out())[0]["name"], "qwen-small");
+
+  ASSERT_EQ(Run({"endpoint", "delete", "qwen-small"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(), "Deleted endpoint qwen-small.\n");
+  EXPECT_EQ(api_->requests().back(), "DELETE /v1/endpoints/qwen-small");
+  EXPECT_EQ(Run({"endpoint", "delete", "nope"}), kExitFailure);
+  EXPECT_EQ(console_.err(), "sovai endpoint delete: endpoint 'nope' does not exist\n");
+}
+
+TEST_F(CommandsTest, AppAndEndpointUsageErrorsSendNothing) {
+  ASSERT_EQ(Login(), kExitOk);
+  const size_t before = api_->requests().size();
+  struct Case {
+    std::vector<std::string> args;
+    const char* says;
+  };
+  const std::string model = "models@EU-WEST-LOCAL/qwen";
+  for (const Case& c : std::vector<Case>{
+           {{"app", "run", "--name", "a", "--model", model, "--replicas", "2",
+             "--auto-max-replicas", "4"},
+            "--replicas excludes the --auto-* flags"},
+           {{"app", "run", "--name", "a", "--model", model, "--auto-min-replicas", "0"},
+            "--auto-max-replicas is needed"},
+           {{"app", "run", "--name", "a", "--model", model, "--image", "sovai/shell"},
+            "--model excludes --image"},
+           {{"app", "run", "--name", "a", "--model", "models/qwen"}, "--model 'models/qwen'"},
+           {{"app", "run", "--name", "a", "--model", model, "--base-model", "b@EU-WEST-LOCAL/x:ro"},
+            "--base-model"},
+           {{"app", "run", "--model", model}, "missing --name"},
+           {{"app", "run", "--name", "a"}, "give --model"},
+           {{"app", "run", "--name", "a", "--model", model, "--gpu", "1"}, "--gpu needs --flavor"},
+           {{"app", "run", "--name", "a", "--image", "sovai/shell", "serve"},
+            "unexpected argument 'serve'"},
+           {{"app", "run", "--name", "a", "--model", model, "--timeout", "5m"},
+            "--timeout needs --wait"},
+           {{"app", "run", "--name", "a", "--model", model, "--wait", "--timeout", "soon"},
+            "--timeout"},
+           {{"app", "run", "--name", "a", "--model", model, "--replicas", "two"}, "--replicas"},
+           {{"app", "run", "--name", "a", "--model", model, "--bogus"}, "--bogus"},
+           {{"app", "scale", "app_1"}, "give --replicas N"},
+           {{"app", "scale", "app_1", "--replicas", "1", "--auto-cooldown-s", "5"},
+            "--replicas excludes"},
+           {{"app", "scale", "--replicas", "1"}, "missing arguments"},
+           {{"app", "update", "app_1"}, "nothing to update"},
+           {{"app", "update", "app_1", "extra"}, "unexpected argument 'extra'"},
+           {{"app", "update", "--", "serve"}, "missing APP before '--'"},
+           {{"app", "list", "--label", "bad"}, "--label 'bad' must be KEY=VALUE"},
+           {{"app", "get"}, "missing arguments"},
+           {{"app", "logs", "app_1", "--offset", "-1"}, "--offset must be 0 or more"},
+           {{"app", "stop"}, "missing arguments"},
+           {{"app", "delete", "a", "b"}, "unexpected argument 'b'"},
+           {{"endpoint", "add", "--name", "m", "--model", model, "--rate-limit", "400"},
+            "--rate-limit must be N/min"},
+           {{"endpoint", "add", "--name", "m", "--model", model, "--min-replicas", "3",
+             "--max-replicas", "2"},
+            "--max-replicas 2 is below --min-replicas 3"},
+           {{"endpoint", "add", "--name", "m"}, "missing --model"},
+           {{"endpoint", "delete"}, "missing arguments"},
+       }) {
+    std::string joined = base::Join(c.args, " ");
+    EXPECT_EQ(Run(c.args), kExitUsage) << joined;
+    EXPECT_NE(console_.err().find(c.says), std::string::npos) << joined << "\n" << console_.err();
+    EXPECT_EQ(console_.out(), "") << joined;
+  }
+  EXPECT_EQ(Run({"app"}), kExitUsage);
+  EXPECT_EQ(Run({"app", "frobnicate"}), kExitUsage);
+  EXPECT_EQ(Run({"endpoint", "frobnicate"}), kExitUsage);
+  EXPECT_EQ(api_->requests().size(), before);
+}
+
+TEST_F(CommandsTest, TokenCreateTakesTheLabelSelectorOfAppTokens) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"token", "create", "--role", "read", "--label-selector", "team=nlp",
+                 "--label-selector", "app=support-bot"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->body("/v1/tokens"),
+            Json::parse(R"({"role": "read", "labels": "app=support-bot,team=nlp"})"));
+  ASSERT_EQ(Run({"token", "create", "--role", "operator", "--selector", "a=1", "--label-selector",
+                 "b=2"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->body("/v1/tokens")["labels"], "a=1,b=2");
+  EXPECT_EQ(Run({"token", "create", "--label-selector", "team"}), kExitUsage);
+  EXPECT_NE(console_.err().find("--label-selector 'team' must be KEY=VALUE"), std::string::npos)
+      << console_.err();
+}
+
 // --- tokens, users, projects ------------------------------------------------------------------
 
 TEST_F(CommandsTest, TokenCreatePrintsTheSecretAloneOnStdout) {
@@ -734,7 +1203,12 @@ TEST_F(CommandsTest, HelpExitsZeroOnStdout) {
                                         {"bucket", "sync", "-h"},
                                         {"login", "--help"},
                                         {"token", "help"},
-                                        {"project", "add-member", "--help"}}) {
+                                        {"project", "add-member", "--help"},
+                                        {"app", "--help"},
+                                        {"app", "run", "--help"},
+                                        {"app", "scale", "-h"},
+                                        {"endpoint", "help"},
+                                        {"endpoint", "add", "--help"}}) {
     EXPECT_EQ(Run(args), kExitOk) << args[0];
     EXPECT_NE(console_.out().find("Usage: sovai "), std::string::npos) << console_.out();
     EXPECT_EQ(console_.err(), "");

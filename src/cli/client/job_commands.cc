@@ -6,14 +6,12 @@
 #include "base/time.h"
 #include "cli/client/command_util.h"
 #include "cli/client/job_args.h"
-#include "cli/client/limits.h"
-#include "cli/client/log_printer.h"
+#include "cli/client/log_stream.h"
 #include "cli/client/table.h"
 
 namespace sovai::cli::client {
 namespace {
 
-using base::Status;
 using Json = nlohmann::json;
 
 std::string JobPath(const std::string& id) { return "/v1/jobs/" + net::PercentEncode(id); }
@@ -59,69 +57,21 @@ std::string Devices(const Json& value, std::string_view kind) {
   return text;
 }
 
-// Reads a job's log from `offset` and prints it. With `follow`, keeps reading until the job has
-// ended (reconnecting from the last whole record when the stream breaks) and returns the ended
-// job; without, returns null after one read.
+// Reads a job's log from `offset` and prints it (StreamLog). With `follow`, keeps reading until
+// the job has ended and returns the ended job; without, returns null after one read.
 base::Result<Json> StreamLogs(CommandLine& cmd, ApiClient& api, const std::string& id,
                               uint64_t offset, bool timestamps, bool follow) {
-  LogPrinter printer(cmd.ctx().console, {.timestamps = timestamps});
-  auto target = [&](bool stream) {
-    std::string path = AddQuery(JobPath(id) + "/logs", "offset",
-                                std::to_string(offset + printer.consumed_bytes()));
-    return AddQuery(std::move(path), "follow", stream ? "true" : "false");
-  };
-  // One read returns at most the server's chunk (a few MiB): read until nothing new comes.
-  auto read_to_end = [&]() -> Status {
-    for (;;) {
-      const uint64_t before = printer.consumed_bytes();
-      SOVAI_ASSIGN_OR_RETURN(auto raw, api.GetRaw(target(false)));
-      printer.Feed(raw.body);
-      printer.Reset();  // a partial record (none is expected) is read again next time
-      if (printer.consumed_bytes() == before) return Status();
-    }
-  };
-  if (!follow) {
-    Status read = read_to_end();
-    printer.Finish();
-    SOVAI_RETURN_IF_ERROR(read);
-    return Json();
-  }
-  api.SetReadTimeout(kLogFollowReadTimeout);
-  int failures = 0;
-  for (;;) {
-    const uint64_t before = printer.consumed_bytes();
-    auto raw = api.GetRaw(target(true), [&](std::string_view piece) {
-      printer.Feed(piece);
-      return Status();
-    });
-    if (printer.consumed_bytes() > before) failures = 0;
-    if (!raw.ok()) {
-      const base::StatusCode code = raw.status().code();
-      const bool transient =
-          code == base::StatusCode::kUnavailable || code == base::StatusCode::kDeadlineExceeded;
-      if (!transient || ++failures > kMaxLogReconnectFailures) {
-        printer.Finish();
-        return raw.status();
-      }
-      printer.Reset();
-      cmd.ctx().env.SleepForMicros(
-          std::chrono::duration_cast<std::chrono::microseconds>(kLogReconnectDelay).count());
-      continue;
-    }
-    // The stream ended: the server ends it once the job has ended and its log is read; a server
-    // that does not follow ends it at once, and this loop then polls.
-    printer.Reset();
-    SOVAI_ASSIGN_OR_RETURN(Json job, api.Get(JobPath(id)));
-    if (IsTerminalState(StateOf(job))) {
-      // Whatever was written between the last read and the end.
-      Status read = read_to_end();
-      printer.Finish();
-      SOVAI_RETURN_IF_ERROR(read);
-      return job;
-    }
-    cmd.ctx().env.SleepForMicros(
-        std::chrono::duration_cast<std::chrono::microseconds>(kLogReconnectDelay).count());
-  }
+  Json job;
+  LogStreamOptions options{.path = JobPath(id) + "/logs",
+                           .offset = offset,
+                           .timestamps = timestamps,
+                           .follow = follow,
+                           .ended = [&]() -> base::Result<bool> {
+                             SOVAI_ASSIGN_OR_RETURN(job, api.Get(JobPath(id)));
+                             return IsTerminalState(StateOf(job));
+                           }};
+  SOVAI_RETURN_IF_ERROR(StreamLog(cmd.ctx(), api, options));
+  return job;
 }
 
 int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {

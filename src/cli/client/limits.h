@@ -32,6 +32,11 @@ inline constexpr size_t kMaxLogRecordBytes = 64 * 1024;
 inline constexpr int64_t kProgressRedrawMicros = 100'000;
 // Job timeouts accepted by --timeout (the server caps them at 30 days too).
 inline constexpr int64_t kMaxDurationS = 366LL * 24 * 3600;
+// `app run --wait`: how often the app is polled, and how long it waits by default (--timeout).
+inline constexpr std::chrono::milliseconds kAppWaitPollInterval{2'000};
+inline constexpr char kDefaultAppWaitTimeout[] = "10m";
+// `app get` shows the newest scaling events only (the server keeps more).
+inline constexpr size_t kShownScalingEvents = 5;
 // Files one `bucket cp -r` / `bucket sync` walks locally.
 inline constexpr size_t kMaxLocalFiles = 1'000'000;
 
