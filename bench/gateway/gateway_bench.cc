@@ -5,11 +5,21 @@
 // nothing. CPU per request is what a busy machine's noise does not move: when the load is
 // CPU-bound (replica-ms 0), the throughput ratio cannot exceed direct CPU / gateway CPU.
 //
-//   gateway_bench [--connections N] [--duration-s S] [--rounds R] [--workload json|sse]
-//                 [--events N] [--replica-ms MS] [--io-threads N]
+// With the json workload each round also has a third leg, "cache": a net::Server whose handler is
+// the gateway's response-cache hit path (AppGateway's Serve: ReadWholeBody, CacheKeyFor,
+// ResponseCache::Lookup, the cached body answered with X-Sovai-Cache: hit, UsageScanner over it
+// into a UsageLedger), its cache prefilled with the replica's answer to the request. It prints
+// hits/s and the ratio of hits/s to the direct replica's req/s (--replica-ms 0: a replica that
+// answers the same bytes as cheaply as it can; a cache hit never reaches one). Token checks,
+// rate limits and the app lookup of AppGateway are not in it. Its leg lasts --cache-duration-s
+// (shorter than the others, to keep the default run short; 0 leaves it out).
 //
-// Workloads: "json" is a POST of a small chat request answered with a small JSON body; "sse" is
-// the same POST answered with --events Server-Sent Events (a streamed completion). With
+//   gateway_bench [--connections N] [--duration-s S] [--rounds R] [--workload json|sse]
+//                 [--events N] [--replica-ms MS] [--io-threads N] [--cache-duration-s S]
+//
+// Workloads: "json" is a POST of a deterministic chat request (~300 bytes, temperature 0, so the
+// cache may answer it) answered with a chat completion (~600 bytes); "sse" is the same POST with
+// "stream":true answered with --events Server-Sent Events (a streamed completion). With
 // --replica-ms 0 (the default) the replica answers at once, so the ratio is the proxy's cost
 // against the cheapest possible replica; --replica-ms N makes each answer take N ms (spread over
 // the events for sse), like a model would, without using a core. Everything runs in this one
@@ -22,13 +32,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gateway/proxy.h"
 #include "gateway/replica_set.h"
+#include "gateway/response_cache.h"
 #include "gateway/upstream_pool.h"
+#include "gateway/usage_meter.h"
 #include "net/client.h"
 #include "net/http.h"
 
@@ -45,6 +58,7 @@ struct Config {
   int events = 16;
   int replica_ms = 0;
   int io_threads = 1;
+  double cache_duration_s = 1;  // 0: no cache leg
 };
 
 struct RoundResult {
@@ -63,12 +77,58 @@ double ProcessCpuUs() {
   return us(u.ru_utime) + us(u.ru_stime);
 }
 
+// Sized like a short real exchange: the cache's cost (hashing the canonical request, copying the
+// answer) grows with both.
 constexpr std::string_view kRequestBody =
-    R"({"model":"m","messages":[{"role":"user","content":"Say hello in five words."}]})";
+    R"({"model":"llama-3.1-8b-instruct","messages":[{"role":"system","content":"You are a )"
+    R"(helpful assistant. Answer in one short paragraph."},{"role":"user","content":"What is )"
+    R"(the difference between a process and a thread on Linux? Keep it brief."}],)"
+    R"("temperature":0,"max_tokens":256,"user":"bench"})";
 constexpr std::string_view kAnswer =
-    R"({"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,)"
-    R"("message":{"role":"assistant","content":"Hello there, how are you?"},)"
-    R"("finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":7}})";
+    R"({"id":"chatcmpl-8f3c2a91d4b74e0c9a6b5e21","object":"chat.completion",)"
+    R"("created":1718035200,"model":"llama-3.1-8b-instruct","system_fingerprint":"fp_sovai",)"
+    R"("choices":[{"index":0,"message":{"role":"assistant","content":"A process is a running )"
+    R"(program with its own address space, file descriptors and resources; a thread is a flow )"
+    R"(of execution inside a process that shares all of them with its other threads. On Linux )"
+    R"(both are tasks made by clone(), so switching between threads is cheaper."},)"
+    R"("logprobs":null,"finish_reason":"stop"}],)"
+    R"("usage":{"prompt_tokens":52,"completion_tokens":58,"total_tokens":110}})";
+constexpr std::string_view kCacheApp = "bench";
+constexpr std::string_view kCacheGeneration = "1";
+
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// The gateway's answer to a request whose answer is cached, as AppGateway's Serve gives it: the
+// body read whole, its cache key, the lookup, the usage metered from the cached body. A miss is
+// a 500 here (the load counts it as an error): every request of the bench should hit.
+net::Router CacheRouter(gateway::ResponseCache& cache, gateway::UsageLedger& usage) {
+  net::Router router;
+  router.Add("POST", "/apps/{app}/{rest...}",
+             [&cache, &usage](net::Request& req) {
+               const std::string app(req.param("app").value_or(""));
+               std::string target = "/" + std::string(req.param("rest").value_or(""));
+               base::Result<std::string> body =
+                   gateway::ReadWholeBody(req, gateway::kDefaultMaxRequestBodyBytes);
+               if (!body.ok()) return net::Response::Error(body.status());
+               std::optional<std::string> key = gateway::CacheKeyFor(
+                   app + "@" + std::string(kCacheGeneration), req.method(), target, *body);
+               std::optional<gateway::CachedResponse> hit;
+               if (key) hit = cache.Lookup(*key, SteadyMs());
+               if (!hit) return net::Response::Error(500, "bench: cache miss or bypass");
+               gateway::UsageScanner scanner(false);
+               scanner.Feed(hit->body);
+               usage.Add({app, "", "bench-project"}, scanner.usage().value_or(gateway::Usage{}));
+               net::Response res = net::Response::Text(hit->status, std::move(hit->body),
+                                                       std::move(hit->content_type));
+               res.headers.Set("X-Sovai-Cache", "hit");
+               return res;
+             },
+             {.max_body_bytes = gateway::kDefaultMaxRequestBodyBytes});
+  return router;
+}
 
 net::Router ReplicaRouter(int events, int replica_ms) {
   net::Router r;
@@ -94,8 +154,10 @@ net::Router ReplicaRouter(int events, int replica_ms) {
   return r;
 }
 
-// One round: `connections` threads, each with its own keep-alive client, for `duration_s`.
-RoundResult RunLoad(uint16_t port, const std::string& target, const Config& config) {
+// One leg of a round: `connections` threads, each with its own keep-alive client, for
+// `duration_s`.
+RoundResult RunLoad(uint16_t port, const std::string& target, const Config& config,
+                    double duration_s) {
   std::string body(kRequestBody);
   if (config.workload == "sse") body.insert(body.size() - 1, R"(,"stream":true)");
   std::atomic<bool> stop{false};
@@ -135,7 +197,7 @@ RoundResult RunLoad(uint16_t port, const std::string& target, const Config& conf
   }
   auto start = Clock::now();
   const double cpu_start_us = ProcessCpuUs();
-  std::this_thread::sleep_for(std::chrono::duration<double>(config.duration_s));
+  std::this_thread::sleep_for(std::chrono::duration<double>(duration_s));
   stop = true;
   for (auto& t : threads) t.join();
   double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -182,19 +244,43 @@ int Run(const Config& config) {
     return 1;
   }
 
+  // The cache leg: a server that answers from the gateway's cache, prefilled with the replica's
+  // answer to the bench's request (the json workload only: a streamed request bypasses the cache).
+  const bool with_cache = config.workload == "json" && config.cache_duration_s > 0;
+  gateway::ResponseCache cache;
+  gateway::UsageLedger usage;
+  net::Server cache_server(CacheRouter(cache, usage));
+  if (with_cache) {
+    std::optional<std::string> key =
+        gateway::CacheKeyFor(std::string(kCacheApp) + "@" + std::string(kCacheGeneration), "POST",
+                             "/v1/chat/completions", kRequestBody);
+    if (!key || !cache.Insert(*key, {200, "application/json", std::string(kAnswer)}, SteadyMs())) {
+      std::fprintf(stderr, "cache: the bench request is not cacheable\n");
+      return 1;
+    }
+    if (auto st = cache_server.Start({.listen = "127.0.0.1:0", .io_threads = config.io_threads});
+        !st.ok()) {
+      std::fprintf(stderr, "cache: %s\n", st.ToString().c_str());
+      return 1;
+    }
+  }
+
   std::printf(
       "workload=%s connections=%d duration_s=%.1f rounds=%d replica_ms=%d io_threads=%d "
-      "cores=%u\n",
+      "cache_duration_s=%.1f request_bytes=%zu answer_bytes=%zu cores=%u\n",
       config.workload.c_str(), config.connections, config.duration_s, config.rounds,
-      config.replica_ms, config.io_threads, std::thread::hardware_concurrency());
+      config.replica_ms, config.io_threads, with_cache ? config.cache_duration_s : 0.0,
+      kRequestBody.size(), kAnswer.size(), std::thread::hardware_concurrency());
   std::vector<double> direct_rps, direct_p50, direct_p99, gw_rps, gw_p50, gw_p99, direct_cpu,
-      gw_cpu;
+      gw_cpu, cache_rps, cache_p50, cache_p99, cache_cpu;
   uint64_t errors = 0;
+  uint64_t cache_errors = 0;
   uint64_t gateway_connections = 0;  // opened by the gateway to the replica
   for (int round = 0; round < config.rounds; ++round) {
-    RoundResult d = RunLoad(replica.port(), "/v1/chat/completions", config);
+    RoundResult d = RunLoad(replica.port(), "/v1/chat/completions", config, config.duration_s);
     const uint64_t before = replica.Stats().total_connections;
-    RoundResult g = RunLoad(gateway_server.port(), "/apps/bench/v1/chat/completions", config);
+    RoundResult g = RunLoad(gateway_server.port(), "/apps/bench/v1/chat/completions", config,
+                            config.duration_s);
     gateway_connections += replica.Stats().total_connections - before;
     std::printf(
         "round %d  direct %9.0f req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req | gateway %9.0f "
@@ -210,6 +296,18 @@ int Run(const Config& config) {
     gw_p50.push_back(g.p50_us);
     gw_p99.push_back(g.p99_us);
     errors += d.errors + g.errors;
+    if (with_cache) {
+      RoundResult c =
+          RunLoad(cache_server.port(), "/apps/" + std::string(kCacheApp) + "/v1/chat/completions",
+                  config, config.cache_duration_s);
+      std::printf("round %d  cache  %9.0f hits/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req\n",
+                  round + 1, c.requests_per_s, c.p50_us, c.p99_us, c.cpu_us_per_request);
+      cache_rps.push_back(c.requests_per_s);
+      cache_p50.push_back(c.p50_us);
+      cache_p99.push_back(c.p99_us);
+      cache_cpu.push_back(c.cpu_us_per_request);
+      cache_errors += c.errors;
+    }
   }
   double ratio = Median(direct_rps) > 0 ? Median(gw_rps) / Median(direct_rps) : 0;
   std::printf(
@@ -217,11 +315,32 @@ int Run(const Config& config) {
       "req/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req\n",
       Median(direct_rps), Median(direct_p50), Median(direct_p99), Median(direct_cpu),
       Median(gw_rps), Median(gw_p50), Median(gw_p99), Median(gw_cpu));
+  if (with_cache) {
+    std::printf("median   cache  %9.0f hits/s p50 %7.0f us p99 %7.0f us cpu %5.0f us/req\n",
+                Median(cache_rps), Median(cache_p50), Median(cache_p99), Median(cache_cpu));
+  }
   std::printf(
       "gateway/direct throughput %.2fx (goal >= 0.9), p50 added %.0f us (goal < 1000), "
       "errors %llu, replica connections opened by the gateway %llu\n",
       ratio, Median(gw_p50) - Median(direct_p50), static_cast<unsigned long long>(errors),
       static_cast<unsigned long long>(gateway_connections));
+  if (with_cache) {
+    // Every answered hit must have been counted by the cache and metered with the answer's usage.
+    const gateway::ResponseCacheStats stats = cache.stats();
+    int64_t metered_requests = 0, metered_completion_tokens = 0;
+    for (const gateway::UsageRow& row : usage.Take()) {
+      metered_requests += row.requests;
+      metered_completion_tokens += row.completion_tokens;
+    }
+    const double cache_ratio = Median(direct_rps) > 0 ? Median(cache_rps) / Median(direct_rps) : 0;
+    std::printf(
+        "cache-hit/direct throughput %.2fx, p50 %+.0f us against direct, errors %llu, cache hits "
+        "%llu misses %llu, metered %lld requests %lld completion tokens\n",
+        cache_ratio, Median(cache_p50) - Median(direct_p50),
+        static_cast<unsigned long long>(cache_errors), static_cast<unsigned long long>(stats.hits),
+        static_cast<unsigned long long>(stats.misses), static_cast<long long>(metered_requests),
+        static_cast<long long>(metered_completion_tokens));
+  }
   return 0;
 }
 
@@ -248,6 +367,8 @@ int main(int argc, char** argv) {
       config.replica_ms = std::max(0, std::atoi(value));
     } else if (flag == "--io-threads") {
       config.io_threads = std::max(1, std::atoi(value));
+    } else if (flag == "--cache-duration-s") {
+      config.cache_duration_s = std::max(0.0, std::atof(value));
     } else {
       std::fprintf(stderr, "unknown flag or value: %s %s\n", argv[i], value);
       return 2;

@@ -349,6 +349,16 @@ struct PlatformServer::Impl {
       g.token_rate_limit = *limit;
       g.project_rate_limit = *limit;
     }
+    g.on_usage = [this](std::vector<gateway::UsageRow> rows) {
+      std::vector<control::AppUsageRecord> records;
+      for (const gateway::UsageRow& r : rows) {
+        records.push_back({r.key.app, r.key.token_id, r.key.project, r.requests, r.prompt_tokens,
+                           r.completion_tokens});
+      }
+      if (base::Status st = apps->RecordUsage(records, env.NowUnixMicros()); !st.ok()) {
+        SOVAI_LOG(WARNING) << "recording app usage: " << st;
+      }
+    };
     SOVAI_ASSIGN_OR_RETURN(app_gateway, gateway::AppGateway::Start(std::move(g)));
     gateway_ptr.store(app_gateway.get());
     // Routes published before the pointer was set.
@@ -456,7 +466,7 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   // Apps before the jobs that are their replicas; the gateway after the apps' loop stopped.
   if (impl_->apps) impl_->apps->Shutdown();
   impl_->gateway_ptr.store(nullptr);
-  impl_->app_gateway.reset();
+  impl_->app_gateway.reset();  // hands its last usage readings to the apps
   impl_->apps.reset();
   impl_->jobs.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);

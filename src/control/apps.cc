@@ -130,6 +130,10 @@ Json AppToJson(const App& app, std::string_view api_url) {
           {"status",
            {{"desired_replicas", app.desired_replicas},
             {"ready_replicas", ready},
+            {"usage",
+             {{"requests", app.usage_requests},
+              {"prompt_tokens", app.usage_prompt_tokens},
+              {"completion_tokens", app.usage_completion_tokens}}},
             {"replicas", std::move(replicas)},
             {"events", std::move(events)}}},
           {"created_at", base::FormatRfc3339(app.created_unix_micros)}};
@@ -385,14 +389,58 @@ Result<App> AppService::Create(const std::string& project, const std::string& us
 }
 
 Result<App> AppService::Get(const std::string& project, const std::string& app) {
-  std::lock_guard lock(mu_);
-  SOVAI_ASSIGN_OR_RETURN(App * found, FindLocked(project, app));
-  return *found;
+  App out;
+  {
+    std::lock_guard lock(mu_);
+    SOVAI_ASSIGN_OR_RETURN(App * found, FindLocked(project, app));
+    out = *found;
+  }
+  FillUsage(out);
+  return out;
+}
+
+void AppService::FillUsage(App& app) {
+  Status read = db_.Read([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(prompt_tokens), 0), "
+                    "COALESCE(SUM(completion_tokens), 0) FROM app_usage WHERE app = ?1"));
+    st.Bind(1, app.id);
+    SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (row) {
+      app.usage_requests = st.ColumnInt(0);
+      app.usage_prompt_tokens = st.ColumnInt(1);
+      app.usage_completion_tokens = st.ColumnInt(2);
+    }
+    return Status();
+  });
+  if (!read.ok()) SOVAI_LOG(WARNING).With("app", app.id) << "reading usage: " << read;
+}
+
+Status AppService::RecordUsage(const std::vector<AppUsageRecord>& rows, int64_t now_unix_micros) {
+  if (rows.empty()) return Status();
+  const int64_t minute = now_unix_micros / 60'000'000;
+  return db_.Write([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("INSERT INTO app_usage(app, token, project, minute, requests, prompt_tokens, "
+                    "completion_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(app, "
+                    "token, project, minute) DO UPDATE SET requests = requests + ?5, "
+                    "prompt_tokens = prompt_tokens + ?6, "
+                    "completion_tokens = completion_tokens + ?7"));
+    for (const AppUsageRecord& r : rows) {
+      st.Reset();
+      st.Bind(1, r.app).Bind(2, r.token).Bind(3, r.project).Bind(4, minute);
+      st.Bind(5, r.requests).Bind(6, r.prompt_tokens).Bind(7, r.completion_tokens);
+      SOVAI_RETURN_IF_ERROR(st.Run());
+    }
+    return Status();
+  });
 }
 
 Result<std::vector<App>> AppService::List(const std::string& project,
                                           const std::map<std::string, std::string>& labels) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   std::vector<App> out;
   for (const auto& [id, app] : apps_) {
     if (app.project != project || app.state == AppState::kDeleted) continue;
@@ -404,6 +452,8 @@ Result<std::vector<App>> AppService::List(const std::string& project,
     if (match) out.push_back(app);
     if (out.size() >= static_cast<size_t>(kMaxPageSize)) break;
   }
+  lock.unlock();
+  for (App& app : out) FillUsage(app);
   return out;
 }
 

@@ -96,10 +96,24 @@ struct App {
   std::vector<std::string> recent_jobs;  // replica jobs, newest last (for logs), bounded
   std::vector<AppEvent> events;          // bounded by kMaxAppEvents
   int64_t created_unix_micros = 0;
+  // Served so far (app_usage), filled by Get and List.
+  int64_t usage_requests = 0;
+  int64_t usage_prompt_tokens = 0;
+  int64_t usage_completion_tokens = 0;
 };
 
 // The REST representation (docs/api/apps.md); `api_url` makes the app's URL.
 nlohmann::json AppToJson(const App& app, std::string_view api_url);
+
+// Requests and tokens an app served (one row of the gateway's meter, or totals).
+struct AppUsageRecord {
+  std::string app;
+  std::string token;    // "" for unsecure_http apps and anonymous catalog calls
+  std::string project;  // the calling project (for the catalog, not the endpoint's)
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
 
 // A model of the endpoints catalog.
 struct Endpoint {
@@ -204,6 +218,9 @@ class AppService {
   // Deletes the endpoint and its app. NotFound when there is none.
   base::Status DeleteEndpoint(const std::string& name);
 
+  // Adds the gateway's meter readings to app_usage, in the minute of `now_unix_micros`.
+  base::Status RecordUsage(const std::vector<AppUsageRecord>& rows, int64_t now_unix_micros);
+
   // For the gateway. The autoscaler's decision for an autoscaled app (ignored for fixed apps
   // and apps that are not serving); recorded as an event with `reason` when it changes the app.
   base::Status SetDesiredReplicas(const std::string& app_id, int replicas,
@@ -237,6 +254,8 @@ class AppService {
                                             std::string* bad_field);
   base::Result<std::string> StartReplica(const App& app, uint16_t port);
   base::Status LoadEndpoints();
+  // Fills the usage totals of `app` from app_usage.
+  void FillUsage(App& app);
 
   ControlDb& db_;
   AppServiceOptions options_;

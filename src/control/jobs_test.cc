@@ -1,19 +1,14 @@
 // JobService end to end in one process: a real control database, a real object store with its S3
-// front end on a loopback port, the real bubblewrap sandbox. Skips (naming why) where bwrap cannot
-// run, unless SOVAI_REQUIRE_SANDBOX is set.
+// front end on a loopback port, the real bubblewrap sandbox (the fixture of jobs_test_util.h).
+// Skips (naming why) where bwrap cannot run, unless SOVAI_REQUIRE_SANDBOX is set.
 #include "control/jobs.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
-#include <cstdlib>
 #include <thread>
 
 #include "base/env.h"
-#include "exec/resources.h"
-#include "exec/s3_test_server.h"
-#include "exec/sandbox.h"
-#include "exec/sandbox_test_util.h"
+#include "control/jobs_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -21,72 +16,11 @@ namespace {
 using base::StatusCode;
 using std::chrono::milliseconds;
 
-constexpr char kProject[] = "prj_01JOBSTESTPROJECT0000000";
-constexpr char kOtherProject[] = "prj_01JOBSTESTOTHER00000000";
+using testing::kOtherProject;
+using testing::kProject;
 
-class JobsTest : public ::testing::Test {
+class JobsTest : public testing::JobServiceTest {
  protected:
-  void SetUp() override {
-    std::string pattern = "/tmp/sovai-jobs-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-    // The workload's uid (65534 when tests run as root) traverses down to its volumes.
-    ASSERT_EQ(::chmod(dir_.c_str(), 0711), 0);
-    data_dir_ = base::JoinPath(dir_, "data");
-    exec::SandboxOptions sandbox_options;
-    sandbox_options.hidden_paths = {dir_};
-    auto sandbox = exec::Sandbox::Create(env_, sandbox_options);
-    if (std::string skip = exec::testing::SandboxSkipReason(sandbox.status()); !skip.empty()) {
-      GTEST_SKIP() << skip;
-    }
-    ASSERT_TRUE(sandbox.ok()) << sandbox.status();
-    sandbox_ = std::move(*sandbox);
-    ASSERT_TRUE(s3_.Start(base::JoinPath(dir_, "s3")).ok());
-    for (const char* project : {kProject, kOtherProject}) {
-      auto key = s3_.store().CreateAccessKey(project);
-      ASSERT_TRUE(key.ok());
-      keys_[project] = *key;
-    }
-    ASSERT_TRUE(s3_.store().CreateBucket("data", kProject).ok());
-    ASSERT_TRUE(s3_.store().CreateBucket("theirs", kOtherProject).ok());
-    auto host = exec::DiscoverHost(env_, {});
-    ASSERT_TRUE(host.ok()) << host.status();
-    host_ = *host;
-    OpenService();
-  }
-
-  void TearDown() override {
-    service_.reset();
-    db_.reset();
-    if (!dir_.empty()) (void)env_.DeleteDirRecursive(dir_);
-  }
-
-  void OpenService() {
-    service_.reset();
-    db_.reset();
-    auto db = ControlDb::Open(base::JoinPath(dir_, "control.db"));
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(*db);
-    JobServiceOptions o;
-    o.data_dir = data_dir_;
-    o.region = "EU-WEST-LOCAL";
-    o.flavors = &FlavorCatalog::Default();
-    o.capacity.cpus = host_.cpus;
-    o.capacity.memory_bytes = uint64_t{64} << 30;
-    o.cpu_ids = host_.cpu_ids;
-    o.s3_access = [this](const std::string& project) -> base::Result<S3Access> {
-      auto it = keys_.find(project);
-      if (it == keys_.end()) return base::NotFoundError("no key for " + project);
-      return S3Access{s3_.endpoint(), exec::testing::kS3TestRegion, it->second.access_key,
-                      it->second.secret_key};
-    };
-    o.sandbox = sandbox_.get();
-    o.stop_grace = milliseconds(500);
-    auto service = JobService::Start(*db_, o);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = std::move(*service);
-  }
-
   JobSpec Shell(const std::string& script, std::vector<std::string> volumes = {}) {
     JobSpec spec;
     spec.image = "sovai/shell";
@@ -101,18 +35,6 @@ class JobsTest : public ::testing::Test {
     auto job = service_->Submit(project, "usr_test", std::move(spec));
     SOVAI_CHECK(job.ok()) << job.status();
     return *job;
-  }
-
-  // Polls until the job reaches a terminal state (or `until`), up to 60 s.
-  Job WaitFor(const std::string& id, std::optional<JobState> until = std::nullopt) {
-    for (int i = 0; i < 6000; ++i) {
-      auto job = service_->Get(kProject, id);
-      SOVAI_CHECK(job.ok()) << job.status();
-      if (until ? job->state == *until : IsTerminal(job->state)) return *job;
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    ADD_FAILURE() << "job " << id << " did not reach the expected state in 60 s";
-    return *service_->Get(kProject, id);
   }
 
   void PutObject(const std::string& bucket, const std::string& key, const std::string& body) {
@@ -139,16 +61,6 @@ class JobsTest : public ::testing::Test {
     for (const JobTransition& t : job.history) states.push_back(t.state);
     return states;
   }
-
-  base::Env& env_ = base::Env::Default();
-  std::string dir_;
-  std::string data_dir_;
-  exec::HostResources host_;
-  std::unique_ptr<exec::Sandbox> sandbox_;
-  exec::testing::S3TestServer s3_;
-  std::map<std::string, objstore::Credential> keys_;
-  std::unique_ptr<ControlDb> db_;
-  std::unique_ptr<JobService> service_;
 };
 
 TEST_F(JobsTest, ReadsARoVolumeWritesARwVolumeAndTheResultLandsInTheBucket) {

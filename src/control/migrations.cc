@@ -119,6 +119,21 @@ CREATE TABLE endpoints (
   created_at  INTEGER NOT NULL
 );
 )sql"},
+    {"app_usage", R"sql(
+-- What apps served, per minute, app, token and calling project (the gateway's meter), for
+-- billing. `token` is '' for unsecure_http apps and anonymous catalog calls.
+CREATE TABLE app_usage (
+  app                TEXT NOT NULL,
+  token              TEXT NOT NULL,
+  project            TEXT NOT NULL,
+  minute             INTEGER NOT NULL,  -- Unix time / 60
+  requests           INTEGER NOT NULL,
+  prompt_tokens      INTEGER NOT NULL,
+  completion_tokens  INTEGER NOT NULL,
+  PRIMARY KEY (app, token, project, minute)
+);
+CREATE INDEX app_usage_by_project ON app_usage(project, minute);
+)sql"},
 };
 
 }  // namespace

@@ -474,8 +474,15 @@ struct AppGateway::Impl {
       if (stopping) break;
       lock.unlock();
       AutoscaleOnce();
+      FlushUsage();
       lock.lock();
     }
+  }
+
+  void FlushUsage() {
+    if (!options.on_usage) return;
+    std::vector<UsageRow> rows = usage.Take();
+    if (!rows.empty()) options.on_usage(std::move(rows));
   }
 };
 
@@ -593,6 +600,7 @@ AppGateway::~AppGateway() {
   }
   impl_->stop_cv.notify_all();
   if (impl_->autoscaler.joinable()) impl_->autoscaler.join();
+  impl_->FlushUsage();
 }
 
 }  // namespace sovai::gateway

@@ -49,12 +49,15 @@ struct AppGatewayOptions {
   bool catalog_anonymous = false;
   size_t response_cache_bytes = kDefaultResponseCacheBytes;
   std::chrono::milliseconds autoscale_interval{1'000};
+  // Where the meter's readings go, from the autoscaler thread at each tick and at the end
+  // (AppService::RecordUsage in `sovai server`). nullptr: kept until TakeUsage.
+  std::function<void(std::vector<UsageRow>)> on_usage;
 };
 
 class AppGateway {
  public:
   static base::Result<std::unique_ptr<AppGateway>> Start(AppGatewayOptions options);
-  ~AppGateway();  // stops the autoscaler thread
+  ~AppGateway();  // stops the autoscaler thread and hands over the last usage
   AppGateway(const AppGateway&) = delete;
   AppGateway& operator=(const AppGateway&) = delete;
 

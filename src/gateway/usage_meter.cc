@@ -139,7 +139,14 @@ void UsageScanner::EndLine() {
   std::string_view line = buffer_;
   size_t colon = line.find(':');
   std::string_view field = line.substr(0, colon);  // a line starting with ':' is a comment
-  if (field == "data" && !event_too_long_) {
+  if (colon == 0) {
+    // `sovai-engine serve` ends a stream whose client did not ask for usage with the comment
+    // `: {"usage": {...}}`: clients skip it, the meter reads it.
+    std::string_view comment = base::Trim(line.substr(1));
+    if (!comment.empty() && comment.front() == '{') {
+      if (std::optional<Usage> usage = ParseUsage(comment, kMaxUsageSseEventBytes)) usage_ = usage;
+    }
+  } else if (field == "data" && !event_too_long_) {
     std::string_view value = colon == std::string_view::npos ? "" : line.substr(colon + 1);
     if (!value.empty() && value.front() == ' ') value.remove_prefix(1);
     if (event_data_.size() + value.size() + 1 > kMaxUsageSseEventBytes) {

@@ -113,6 +113,24 @@ TEST(UsageScannerTest, SseSplitAtEveryByte) {
   EXPECT_EQ(scanner.usage(), (Usage{5, 2, 7}));
 }
 
+TEST(UsageScannerTest, SseUsageCommentOfTheEngine) {
+  // A stream whose client did not ask for usage ends with it as a comment.
+  constexpr std::string_view kCommented =
+      "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+      ": {\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":1,\"total_tokens\":10}}\n\n"
+      "data: [DONE]\n\n";
+  for (size_t cut = 0; cut <= kCommented.size(); ++cut) {
+    UsageScanner scanner(true);
+    scanner.Feed(kCommented.substr(0, cut));
+    scanner.Feed(kCommented.substr(cut));
+    ASSERT_EQ(scanner.usage(), (Usage{9, 1, 10})) << cut;
+  }
+  // Keep-alive comments and other comments are not usage.
+  UsageScanner scanner(true);
+  scanner.Feed(":\n\n: keep-alive\n\n: {not json\n\n: {\"other\":1}\n\n");
+  EXPECT_FALSE(scanner.usage());
+}
+
 TEST(UsageScannerTest, SseLineEndings) {
   for (std::string_view eol : {"\n", "\r\n", "\r"}) {
     std::string stream;

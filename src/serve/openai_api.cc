@@ -1054,6 +1054,12 @@ nlohmann::ordered_json UsageChunk(Endpoint endpoint, const ResponseMeta& meta, c
   return out;
 }
 
+std::string UsageComment(const Usage& usage) {
+  OJson out;
+  out["usage"] = UsageJson(usage);
+  return out.dump();
+}
+
 nlohmann::ordered_json ModelList(const std::vector<ModelCard>& models) {
   OJson data = OJson::array();
   for (const ModelCard& m : models) {

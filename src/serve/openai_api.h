@@ -317,6 +317,9 @@ nlohmann::ordered_json ChatCompletionChunk(const ResponseMeta& meta, const Choic
 nlohmann::ordered_json CompletionChunk(const ResponseMeta& meta, const ChoiceResult& delta,
                                        bool include_usage);
 nlohmann::ordered_json UsageChunk(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
+// The text of the SSE comment that ends a stream without include_usage, for meters on the way
+// (docs/api/openai.md): {"usage":{...}} on one line.
+std::string UsageComment(const Usage& usage);
 
 // One served model for GET /v1/models: the base model (parent empty: null) or an adapter (parent:
 // the base model's id), as vLLM lists them.

@@ -475,6 +475,10 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
       if (state->include_usage && !send(UsageChunk(endpoint, meta, usage_of()))) {
         return write_status;
       }
+      if (!state->include_usage) {
+        // For meters between us and the client (the platform's gateway): clients skip comments.
+        SOVAI_RETURN_IF_ERROR(sse.WriteComment(UsageComment(usage_of())));
+      }
       return sse.WriteEvent(kStreamDoneData);
     });
   }

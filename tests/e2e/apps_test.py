@@ -139,6 +139,14 @@ class AppsTest(unittest.TestCase):
                       "match", "404 for a token of another project", "404 for an unknown model",
                       "the gateway's response cache answers a repeated deterministic request"):
             self.assertIn("ok " + check, result.stdout)
+        # The gateway metered what went through it (the streamed answer's usage included).
+        deadline = time.time() + 10
+        while self.app("bot")["status"]["usage"]["requests"] < 5:
+            self.assertLess(time.time(), deadline, self.app("bot")["status"]["usage"])
+            time.sleep(0.25)
+        usage = self.app("bot")["status"]["usage"]
+        self.assertGreater(usage["prompt_tokens"], 0)
+        self.assertGreater(usage["completion_tokens"], 0)
         metrics = self.server.metrics()
         self.assertRegex(metrics, r'sovai_gateway_response_cache_hits_total\{app="%s",name="bot"\} '
                                   r'[1-9]' % app["id"])
@@ -282,6 +290,11 @@ class AppsTest(unittest.TestCase):
         self.assertEqual(counts["failed_before_first_byte"] + counts["failed_after_first_byte"], 0,
                          counts)
         self.assertEqual(updated["model_location"], LOC + "/output-v2/adapter")
+        # Streams without include_usage are metered too (the engine's usage comment).
+        deadline = time.time() + 10
+        while self.app("rolling")["status"]["usage"]["completion_tokens"] == 0:
+            self.assertLess(time.time(), deadline, self.app("rolling")["status"]["usage"])
+            time.sleep(0.25)
 
 
 if __name__ == "__main__":

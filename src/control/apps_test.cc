@@ -1,0 +1,504 @@
+// AppService end to end in one process: the real JobService on a real control database, the
+// object store's S3 front end on a loopback port and the bubblewrap sandbox (jobs_test_util.h).
+// The apps use the image sovai/shell with Python's http.server as the replica, so no ML engine is
+// needed. Every wait polls with a deadline. Skips (naming why) where bwrap cannot run, unless
+// SOVAI_REQUIRE_SANDBOX is set.
+#include "control/apps.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "base/env.h"
+#include "control/jobs_test_util.h"
+#include "net/client.h"
+
+namespace sovai::control {
+namespace {
+
+using base::StatusCode;
+using std::chrono::milliseconds;
+using testing::kOtherProject;
+using testing::kProject;
+
+constexpr char kUser[] = "usr_test";
+// How long any wait of this test may take before it fails.
+constexpr auto kDeadline = std::chrono::seconds(60);
+
+// A replica that serves `GET /` on $PORT (no shell expansion happens in a command: sh does it).
+std::vector<std::string> ServeCommand() {
+  return {"sh", "-c", "exec python3 -m http.server --bind 127.0.0.1 $PORT"};
+}
+
+int ReadyReplicas(const App& app) {
+  return static_cast<int>(
+      std::count_if(app.replicas.begin(), app.replicas.end(),
+                    [](const AppReplica& r) { return r.ready && !r.draining; }));
+}
+
+// RUNNING with exactly `n` replicas, all ready.
+std::function<bool(const App&)> RunningWith(int n) {
+  return [n](const App& app) {
+    return app.state == AppState::kRunning && static_cast<int>(app.replicas.size()) == n &&
+           ReadyReplicas(app) == n;
+  };
+}
+
+bool HasEvent(const App& app, const std::string& part) {
+  return std::any_of(app.events.begin(), app.events.end(),
+                     [&](const AppEvent& e) { return e.what.find(part) != std::string::npos; });
+}
+
+// GET http://127.0.0.1:<port>/ answers 2xx.
+bool Answers(uint16_t port) {
+  net::ClientOptions options;
+  options.port = port;
+  net::HttpClient client(options);
+  net::ClientRequest request;
+  request.method = "GET";
+  request.target = "/";
+  auto response = client.Send(request);
+  return response.ok() && response->status >= 200 && response->status < 300;
+}
+
+class AppsTest : public testing::JobServiceTest {
+ protected:
+  void SetUp() override {
+    JobServiceTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    OpenApps();
+  }
+
+  void TearDown() override {
+    apps_.reset();  // before the JobService it uses
+    JobServiceTest::TearDown();
+  }
+
+  void OpenApps() {
+    AppServiceOptions o;
+    o.jobs = service_.get();
+    o.flavors = &FlavorCatalog::Default();
+    o.region = "EU-WEST-LOCAL";
+    o.api_url = "http://127.0.0.1:8080";
+    o.on_route = [this](const AppRoute& route) {
+      std::lock_guard lock(routes_mu_);
+      routes_.push_back(route);
+    };
+    // Short intervals keep the whole test quick; in_flight is unset, so a draining replica is
+    // stopped at once.
+    o.reconcile_interval = milliseconds(50);
+    o.probe_interval = milliseconds(200);
+    o.drain_timeout = milliseconds(1'000);
+    auto apps = AppService::Start(*db_, std::move(o));
+    ASSERT_TRUE(apps.ok()) << apps.status();
+    apps_ = std::move(*apps);
+  }
+
+  static AppSpec Spec(const std::string& name, int replicas = 1,
+                      std::vector<std::string> command = ServeCommand()) {
+    AppSpec spec;
+    spec.name = name;
+    spec.image = "sovai/shell";
+    spec.command = std::move(command);
+    spec.flavor = "ai1-1-cpu";
+    spec.replicas = replicas;
+    spec.probe_path = "/";
+    return spec;
+  }
+
+  App Create(AppSpec spec) {
+    auto app = apps_->Create(kProject, kUser, std::move(spec));
+    SOVAI_CHECK(app.ok()) << app.status();
+    return *app;
+  }
+
+  // Polls the app until `done` holds, up to kDeadline.
+  App WaitForApp(const std::string& id, const std::function<bool(const App&)>& done,
+                 const std::string& what) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    for (;;) {
+      auto app = apps_->Get(kProject, id);
+      SOVAI_CHECK(app.ok()) << app.status();
+      if (done(*app)) return *app;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "app " << id << " is not " << what
+                      << " after 60 s: " << AppToJson(*app, "").dump();
+        return *app;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+
+  // The replica jobs ever started for the app, oldest first.
+  std::vector<Job> ReplicaJobs(const std::string& app_id) {
+    auto page = service_->List(kProject, {{std::string(kAppLabel), app_id}}, 100, "");
+    SOVAI_CHECK(page.ok()) << page.status();
+    std::vector<Job> jobs = page->jobs;
+    std::reverse(jobs.begin(), jobs.end());
+    return jobs;
+  }
+
+  std::vector<AppRoute> RoutesOf(const std::string& app_id, size_t from = 0) {
+    std::lock_guard lock(routes_mu_);
+    std::vector<AppRoute> out;
+    for (size_t i = from; i < routes_.size(); ++i) {
+      if (routes_[i].id == app_id) out.push_back(routes_[i]);
+    }
+    return out;
+  }
+  size_t RouteCount() {
+    std::lock_guard lock(routes_mu_);
+    return routes_.size();
+  }
+
+  std::unique_ptr<AppService> apps_;
+  std::mutex routes_mu_;          // guards routes_
+  std::vector<AppRoute> routes_;  // every on_route call, in order
+};
+
+TEST_F(AppsTest, CreateRunsTheReplicasAndPublishesTheirRoute) {
+  AppSpec spec = Spec("web");
+  spec.labels = {{"team", "web"}};
+  App created = Create(spec);
+  EXPECT_EQ(created.state, AppState::kQueued);
+  EXPECT_EQ(created.desired_replicas, 1);
+  EXPECT_EQ(created.generation, 1);
+  EXPECT_EQ(created.id.rfind("app_", 0), 0u) << created.id;
+
+  App app = WaitForApp(created.id, RunningWith(1), "RUNNING with 1 ready replica");
+  ASSERT_EQ(app.replicas.size(), 1u);
+  const AppReplica& replica = app.replicas[0];
+  EXPECT_EQ(replica.generation, 1);
+  EXPECT_EQ(replica.job_state, "RUNNING");
+  EXPECT_TRUE(Answers(replica.port)) << "the replica serves on 127.0.0.1:" << replica.port;
+  EXPECT_TRUE(HasEvent(app, "replica " + replica.job + " is ready"));
+  // The replica is a job of the app's project, labelled with the app, with PORT set.
+  auto job = service_->Get(kProject, replica.job);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state, JobState::kRunning);
+  EXPECT_EQ(job->spec.labels.at(std::string(kAppLabel)), app.id);
+  EXPECT_EQ(job->spec.labels.at("team"), "web");
+  EXPECT_EQ(job->spec.env.at("PORT"), std::to_string(replica.port));
+  const nlohmann::json json = AppToJson(app, "http://api");
+  EXPECT_EQ(json["status"]["ready_replicas"], 1);
+  EXPECT_EQ(json["url"], "http://api/apps/" + app.id + "/");
+
+  auto route = apps_->Route(app.id);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->state, AppState::kRunning);
+  EXPECT_FALSE(route->model) << "a user image";
+  EXPECT_TRUE(route->serving());
+  EXPECT_EQ(route->labels, spec.labels);
+  ASSERT_EQ(route->ready.size(), 1u);
+  EXPECT_EQ(route->ready[0], (AppRoute::Target{replica.job, replica.port}));
+  ASSERT_FALSE(RoutesOf(app.id).empty()) << "on_route was called";
+  EXPECT_EQ(RoutesOf(app.id).back().ready, route->ready);
+  EXPECT_EQ(RoutesOf(app.id).back().state, AppState::kRunning);
+  EXPECT_EQ(apps_->Routes().size(), 1u);
+  EXPECT_FALSE(apps_->Route("app_missing").has_value());
+
+  // Get by name and by id; List with and without a label filter.
+  EXPECT_EQ(apps_->Get(kProject, "web")->id, app.id);
+  EXPECT_EQ(apps_->Get(kProject, app.id)->spec.name, "web");
+  AppSpec other = Spec("batch", 0);
+  other.labels = {{"team", "ops"}};
+  App idle = Create(other);
+  EXPECT_EQ(WaitForApp(idle.id, RunningWith(0), "RUNNING with no replica").replicas.size(), 0u);
+  auto web_team = apps_->List(kProject, {{"team", "web"}});
+  ASSERT_TRUE(web_team.ok());
+  ASSERT_EQ(web_team->size(), 1u);
+  EXPECT_EQ((*web_team)[0].id, app.id);
+  auto all = apps_->List(kProject, {});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].id, app.id) << "oldest first";
+  EXPECT_EQ(apps_->List(kProject, {{"team", "nobody"}})->size(), 0u);
+
+  // A taken name; a flavor that is unknown or too large for this machine.
+  std::string bad_field;
+  auto duplicate = apps_->Create(kProject, kUser, Spec("web"), &bad_field);
+  EXPECT_EQ(duplicate.status().code(), StatusCode::kAlreadyExists) << duplicate.status();
+  EXPECT_EQ(bad_field, "name");
+  AppSpec unknown = Spec("unknown");
+  unknown.flavor = "no-such-flavor";
+  bad_field.clear();
+  EXPECT_EQ(apps_->Create(kProject, kUser, unknown, &bad_field).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(bad_field, "flavor");
+  AppSpec huge = Spec("huge");
+  huge.units = host_.cpus + 1;
+  bad_field.clear();
+  EXPECT_EQ(apps_->Create(kProject, kUser, huge, &bad_field).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bad_field, "flavor");
+
+  // Another project sees none of it, and may use the same name.
+  for (const std::string& key : {std::string("web"), app.id}) {
+    EXPECT_EQ(apps_->Get(kOtherProject, key).status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(apps_->Scale(kOtherProject, key, Spec("web", 3)).status().code(),
+              StatusCode::kNotFound);
+    EXPECT_EQ(apps_->Stop(kOtherProject, key).status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(apps_->Delete(kOtherProject, key).status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(apps_->ReadLog(kOtherProject, key, "", 0, 100).status().code(),
+              StatusCode::kNotFound);
+  }
+  EXPECT_TRUE(apps_->List(kOtherProject, {})->empty());
+  auto theirs = apps_->Create(kOtherProject, kUser, Spec("web", 0));
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_NE(theirs->id, app.id);
+  EXPECT_EQ(apps_->Get(kProject, "web")->id, app.id);
+}
+
+TEST_F(AppsTest, ScaleStartsDrainsAndStopsReplicas) {
+  App app = Create(Spec("scaled", 1));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  const std::string first = app.replicas[0].job;
+
+  auto scaled = apps_->Scale(kProject, "scaled", Spec("scaled", 2));
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  EXPECT_EQ(scaled->desired_replicas, 2);
+  app = WaitForApp(app.id, RunningWith(2), "RUNNING with 2 replicas");
+  std::set<std::string> jobs;
+  for (const AppReplica& r : app.replicas) jobs.insert(r.job);
+  EXPECT_TRUE(jobs.contains(first)) << "scaling up keeps the replica that serves";
+  EXPECT_TRUE(HasEvent(app, "scale 1 -> 2: requested by the user"));
+  EXPECT_EQ(apps_->Route(app.id)->ready.size(), 2u);
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 2u);
+
+  ASSERT_TRUE(apps_->Scale(kProject, app.id, Spec("scaled", 0)).ok());
+  app = WaitForApp(app.id, RunningWith(0), "RUNNING with no replica");
+  EXPECT_TRUE(apps_->Route(app.id)->ready.empty());
+  for (const std::string& job : jobs) {
+    Job ended = WaitFor(job);
+    EXPECT_EQ(ended.state, JobState::kInterrupted) << job << ": " << ended.reason;
+  }
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 2u) << "no replica was started for 0";
+  // While it scaled, the app was SCALING, never RUNNING short of replicas.
+  bool saw_scaling = false;
+  for (const AppRoute& route : RoutesOf(app.id)) {
+    if (route.state == AppState::kScaling) saw_scaling = true;
+    if (route.state == AppState::kRunning) {
+      EXPECT_EQ(static_cast<int>(route.ready.size()), route.desired_replicas);
+    }
+  }
+  EXPECT_TRUE(saw_scaling);
+}
+
+TEST_F(AppsTest, RollingUpdateStartsTheNewGenerationBeforeStoppingTheOld) {
+  App app = Create(Spec("rolling", 1));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  const std::string old_job = app.replicas[0].job;
+  const size_t routes_before = RouteCount();
+
+  AppSpec updated = Spec("rolling", 1);
+  updated.env = {{"GENERATION", "2"}};
+  auto update = apps_->Update(kProject, app.id, updated, /*rolling=*/true);
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_EQ(update->generation, 2);
+  app = WaitForApp(
+      app.id, [](const App& a) { return RunningWith(1)(a) && a.replicas[0].generation == 2; },
+      "RUNNING with 1 replica of generation 2");
+  const std::string new_job = app.replicas[0].job;
+  ASSERT_NE(new_job, old_job);
+  EXPECT_EQ(service_->Get(kProject, new_job)->spec.env.at("GENERATION"), "2");
+  Job old_ended = WaitFor(old_job);
+  EXPECT_EQ(old_ended.state, JobState::kInterrupted) << old_ended.reason;
+
+  // Every route published during the update had a ready replica: first the old one, then the
+  // new one, never none.
+  std::vector<AppRoute> routes = RoutesOf(app.id, routes_before);
+  ASSERT_FALSE(routes.empty());
+  bool saw_new = false;
+  for (const AppRoute& route : routes) {
+    ASSERT_EQ(route.ready.size(), 1u) << "state " << AppStateName(route.state);
+    if (route.ready[0].job == new_job) {
+      saw_new = true;
+    } else {
+      EXPECT_EQ(route.ready[0].job, old_job);
+      EXPECT_FALSE(saw_new) << "the old replica came back after the new one";
+    }
+  }
+  EXPECT_TRUE(saw_new);
+  EXPECT_EQ(routes.back().generation, 2);
+  // The new replica was ready before the old one was told to stop.
+  int64_t new_ready_at = 0;
+  for (const AppEvent& e : app.events) {
+    if (e.what == "replica " + new_job + " is ready") new_ready_at = e.at_unix_micros;
+  }
+  ASSERT_NE(new_ready_at, 0);
+  int64_t old_stopped_at = 0;
+  for (const JobTransition& t : old_ended.history) {
+    if (t.state == JobState::kFinalizing) old_stopped_at = t.at_unix_micros;
+  }
+  ASSERT_NE(old_stopped_at, 0);
+  EXPECT_LE(new_ready_at, old_stopped_at);
+  EXPECT_TRUE(HasEvent(app, "update: rolling replacement to generation 2"));
+}
+
+TEST_F(AppsTest, AKilledReplicaIsReplaced) {
+  App app = Create(Spec("killed", 1));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  const std::string victim = app.replicas[0].job;
+  auto pids = service_->ProcessIds(victim);
+  ASSERT_TRUE(pids.ok()) << pids.status();
+  ASSERT_FALSE(pids->empty());
+  for (pid_t pid : *pids) (void)::kill(pid, SIGKILL);
+
+  app = WaitForApp(
+      app.id, [&](const App& a) { return RunningWith(1)(a) && a.replicas[0].job != victim; },
+      "RUNNING with a replacement replica");
+  EXPECT_TRUE(Answers(app.replicas[0].port));
+  EXPECT_TRUE(HasEvent(app, "replica " + victim + " ended (")) << AppToJson(app, "").dump();
+  Job ended = WaitFor(victim);
+  EXPECT_NE(ended.state, JobState::kInterrupted) << "it ended by itself, not by a stop";
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 2u);
+  EXPECT_TRUE(app.reason.empty()) << app.reason;
+}
+
+TEST_F(AppsTest, ReplicasThatExitAtOnceFailTheAppAfterThreeTries) {
+  App app = Create(Spec("crashing", 1, {"sh", "-c", "exit 3"}));
+  app = WaitForApp(
+      app.id, [](const App& a) { return a.state == AppState::kFailed; }, "FAILED");
+  std::vector<Job> jobs = ReplicaJobs(app.id);
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(kMaxAppStartFailures));
+  for (const Job& job : jobs) {
+    EXPECT_EQ(WaitFor(job.id).exit_code, 3) << job.id;
+  }
+  EXPECT_NE(app.reason.find("3 replicas in a row failed"), std::string::npos) << app.reason;
+  EXPECT_NE(app.reason.find("replica " + jobs.back().id + " ended before it was ready"),
+            std::string::npos)
+      << app.reason;
+  EXPECT_NE(app.reason.find("sovai app logs crashing --replica " + jobs.back().id),
+            std::string::npos)
+      << app.reason;
+  auto route = apps_->Route(app.id);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_FALSE(route->serving());
+  // FAILED cannot be scaled; it can be started again, and fails again after three more tries.
+  EXPECT_EQ(apps_->Scale(kProject, app.id, Spec("crashing", 2)).status().code(),
+            StatusCode::kFailedPrecondition);
+  auto started = apps_->StartApp(kProject, app.id);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->state, AppState::kQueued);
+  EXPECT_TRUE(started->reason.empty()) << started->reason;
+  app = WaitForApp(
+      app.id,
+      [&](const App& a) {
+        return a.state == AppState::kFailed &&
+               ReplicaJobs(app.id).size() == 2 * static_cast<size_t>(kMaxAppStartFailures);
+      },
+      "FAILED again after 3 more replicas");
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 2 * static_cast<size_t>(kMaxAppStartFailures));
+}
+
+TEST_F(AppsTest, StopStartAndDelete) {
+  App app = Create(Spec("lifecycle", 1));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  const std::string first = app.replicas[0].job;
+  EXPECT_EQ(apps_->StartApp(kProject, app.id).status().code(), StatusCode::kFailedPrecondition);
+
+  auto stopping = apps_->Stop(kProject, "lifecycle");
+  ASSERT_TRUE(stopping.ok()) << stopping.status();
+  EXPECT_EQ(stopping->state, AppState::kStopping);
+  app = WaitForApp(
+      app.id, [](const App& a) { return a.state == AppState::kStopped && a.replicas.empty(); },
+      "STOPPED without replicas");
+  EXPECT_EQ(WaitFor(first).state, JobState::kInterrupted);
+  EXPECT_FALSE(apps_->Route(app.id)->serving());
+  EXPECT_TRUE(apps_->Route(app.id)->ready.empty());
+  EXPECT_EQ(apps_->Stop(kProject, app.id)->state, AppState::kStopped) << "idempotent";
+
+  auto started = apps_->StartApp(kProject, app.id);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->state, AppState::kQueued);
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING again");
+  const std::string second = app.replicas[0].job;
+  EXPECT_NE(second, first);
+  auto log = apps_->ReadLog(kProject, app.id, first, 0, 1 << 20);
+  EXPECT_TRUE(log.ok()) << "a recent replica's log: " << log.status();
+  EXPECT_EQ(apps_->ReadLog(kProject, app.id, "job_unknown", 0, 100).status().code(),
+            StatusCode::kNotFound);
+
+  const size_t routes_before = RouteCount();
+  auto deleting = apps_->Delete(kProject, app.id);
+  ASSERT_TRUE(deleting.ok()) << deleting.status();
+  EXPECT_EQ(deleting->state, AppState::kDeleting);
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (apps_->Get(kProject, app.id).ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(apps_->Get(kProject, app.id).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(apps_->Get(kProject, "lifecycle").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(WaitFor(second).state, JobState::kInterrupted);
+  EXPECT_TRUE(apps_->List(kProject, {})->empty());
+  // The gateway was told it is gone.
+  for (auto d = std::chrono::steady_clock::now() + kDeadline;
+       apps_->Route(app.id).has_value() && std::chrono::steady_clock::now() < d;) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_FALSE(apps_->Route(app.id).has_value());
+  std::vector<AppRoute> routes = RoutesOf(app.id, routes_before);
+  ASSERT_FALSE(routes.empty());
+  EXPECT_EQ(routes.back().state, AppState::kDeleted);
+  EXPECT_TRUE(routes.back().ready.empty());
+
+  // The name is free again.
+  App again = Create(Spec("lifecycle", 0));
+  EXPECT_NE(again.id, app.id);
+  EXPECT_EQ(apps_->Get(kProject, "lifecycle")->id, again.id);
+}
+
+TEST_F(AppsTest, MeasureUsageReportsCpuAndMemoryOfTheReadyReplicas) {
+  App app = Create(
+      Spec("busy", 1,
+           {"sh", "-c", "python3 -m http.server --bind 127.0.0.1 $PORT & while :; do :; done"}));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  AppUsage first = apps_->MeasureUsage(app.id);
+  EXPECT_EQ(first.replicas, 1);
+  EXPECT_GT(first.ram_percent, 0);
+  EXPECT_LT(first.ram_percent, 100);
+  // CPU use is the change since the previous call: give the loop a second to burn.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  AppUsage second = apps_->MeasureUsage(app.id);
+  EXPECT_EQ(second.replicas, 1);
+  EXPECT_GT(second.cpu_percent, 20);
+  EXPECT_GT(second.ram_percent, 0);
+
+  AppUsage none = apps_->MeasureUsage("app_missing");
+  EXPECT_EQ(none.replicas, 0);
+  EXPECT_EQ(none.cpu_percent, 0);
+}
+
+TEST_F(AppsTest, AfterARestartTheAppComesBackWithNewReplicas) {
+  App app = Create(Spec("survivor", 1));
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");
+  const std::string before = app.replicas[0].job;
+  App stopped = Create(Spec("resting", 0));
+  ASSERT_TRUE(apps_->Stop(kProject, stopped.id).ok());
+  WaitForApp(
+      stopped.id, [](const App& a) { return a.state == AppState::kStopped; }, "STOPPED");
+
+  apps_.reset();
+  OpenService();
+  ASSERT_FALSE(HasFatalFailure());
+  OpenApps();
+  ASSERT_FALSE(HasFatalFailure());
+
+  EXPECT_EQ(WaitFor(before).state, JobState::kInterrupted);
+  app = WaitForApp(
+      app.id, [&](const App& a) { return RunningWith(1)(a) && a.replicas[0].job != before; },
+      "RUNNING with a new replica");
+  EXPECT_TRUE(Answers(app.replicas[0].port));
+  EXPECT_TRUE(HasEvent(app, "created with 1 replica(s)")) << "events are kept";
+  EXPECT_EQ(app.spec, Spec("survivor", 1));
+  EXPECT_EQ(apps_->Get(kProject, "resting")->state, AppState::kStopped);
+  EXPECT_TRUE(ReplicaJobs(stopped.id).empty());
+}
+
+}  // namespace
+}  // namespace sovai::control
