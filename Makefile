@@ -14,7 +14,7 @@ export CCACHE_MAXSIZE ?= 5G
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
         test-slow \
         cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
-        bench-serve clean
+        bench-serve bench-gateway clean
 
 bootstrap:
 	@tools/bootstrap.sh
@@ -86,6 +86,10 @@ bench-jobs: build
 
 bench-tokenizer: build
 	@bench/tokenizer/run.sh
+
+# The gateway against a direct call to the replica, and its response-cache hits, in one run.
+bench-gateway: build
+	@build/bench/gateway/gateway_bench
 
 bench-train: build
 	@/usr/bin/python3 bench/train/run.py

@@ -21,6 +21,7 @@
 #include "cli/prometheus.h"
 #include "cli/version.h"
 #include "control/apps.h"
+#include "control/billing_service.h"
 #include "control/flavors.h"
 #include "control/jobs.h"
 #include "control/problem.h"
@@ -127,6 +128,9 @@ struct PlatformServer::Impl {
   std::unique_ptr<StoreS3KeyIssuer> s3_key_issuer;
   std::unique_ptr<control::ControlPlane> control;
   std::unique_ptr<control::FlavorCatalog> flavors;
+  // Billing outlives the jobs and apps (their admission check calls it) and needs the store
+  // (storage samples), the catalog and the control database.
+  std::unique_ptr<control::BillingService> billing;
   std::unique_ptr<exec::Sandbox> sandbox;
   std::unique_ptr<control::JobService> jobs;
   // Apps and the gateway in front of them; the gateway learns routes from the apps and tells
@@ -141,6 +145,11 @@ struct PlatformServer::Impl {
   bool stopped = false;
 
   Impl(base::Env& e, ServerConfig c) : env(e), config(std::move(c)) {}
+  // When Start fails halfway the members go in reverse order, apps and jobs before billing: its
+  // cap watcher must not reach them any more.
+  ~Impl() {
+    if (billing) billing->Shutdown();
+  }
 
   double UptimeSeconds() const {
     return static_cast<double>(env.NowMonotonicMicros() - started_monotonic_micros) / 1e6;
@@ -231,12 +240,6 @@ struct PlatformServer::Impl {
       control->SetJobsUnavailable("jobs are disabled on this server (--jobs=false)");
       return base::Status();
     }
-    if (!config.flavors_file.empty()) {
-      SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.flavors_file));
-      auto parsed = control::FlavorCatalog::Parse(text);
-      if (!parsed.ok()) return parsed.status().WithContext("--flavors " + config.flavors_file);
-      flavors = std::make_unique<control::FlavorCatalog>(std::move(*parsed));
-    }
     const control::FlavorCatalog& catalog = flavors ? *flavors : control::FlavorCatalog::Default();
     std::error_code ec;
     std::string data_dir = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
@@ -315,9 +318,72 @@ struct PlatformServer::Impl {
       return access;
     };
     o.s3_access = jobs_s3_access;
+    o.admission_check = [this](const std::string& project, const control::JobSpec& spec) {
+      return billing->AdmissionCheck(project, spec);
+    };
     SOVAI_ASSIGN_OR_RETURN(jobs, control::JobService::Start(control->db(), std::move(o)));
     control->AttachJobs(jobs.get(), &catalog);
-    return StartApps(catalog, jobs_s3_access);
+    SOVAI_RETURN_IF_ERROR(StartApps(catalog, jobs_s3_access));
+    billing->AttachWorkloads(jobs.get(), apps.get());
+    return base::Status();
+  }
+
+  // Billing (docs/billing.md), before the jobs: it records this server lifetime before any job
+  // of it runs, and the jobs' admission check calls it. It needs the flavor catalog, loaded here.
+  base::Status StartBilling() {
+    if (!config.flavors_file.empty()) {
+      SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.flavors_file));
+      auto parsed = control::FlavorCatalog::Parse(text);
+      if (!parsed.ok()) return parsed.status().WithContext("--flavors " + config.flavors_file);
+      flavors = std::make_unique<control::FlavorCatalog>(std::move(*parsed));
+    }
+    control::BillingServiceOptions o;
+    o.flavors = flavors ? flavors.get() : &control::FlavorCatalog::Default();
+    o.env = &env;
+    if (!config.prices_file.empty()) {
+      SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.prices_file));
+      auto prices = control::ParsePrices(text);
+      if (!prices.ok()) return prices.status().WithContext("--prices " + config.prices_file);
+      o.prices = *prices;
+    }
+    SOVAI_ASSIGN_OR_RETURN(control::Project system, control->identity().SystemProject());
+    o.bytes_by_project = [this, system_project = system.id] {
+      return BytesByProject(system_project);
+    };
+    SOVAI_ASSIGN_OR_RETURN(billing, control::BillingService::Start(control->db(), std::move(o)));
+    control->AttachBilling(billing.get());
+    return base::Status();
+  }
+
+  // Every version of every object, per owning project: buckets belong to projects (S3 keys act
+  // for one), except the bootstrap admin's, which are the system project's. Unfinished multipart
+  // uploads are not counted. A bucket that cannot be listed is logged and skipped.
+  std::map<std::string, uint64_t> BytesByProject(const std::string& system_project) {
+    std::map<std::string, uint64_t> out;
+    auto buckets = store->ListBuckets();
+    if (!buckets.ok()) {
+      SOVAI_LOG(WARNING) << "billing: listing buckets: " << buckets.error().ToString();
+      return out;
+    }
+    for (const objstore::BucketInfo& bucket : *buckets) {
+      const std::string project = bucket.owner == admin.user ? system_project : bucket.owner;
+      objstore::ListVersionsOptions page;
+      for (;;) {
+        auto listed = store->ListVersions(bucket.name, page);
+        if (!listed.ok()) {
+          SOVAI_LOG(WARNING) << "billing: listing bucket " << bucket.name << ": "
+                             << listed.error().ToString();
+          break;
+        }
+        for (const objstore::ObjectVersion& v : listed->versions) {
+          if (!v.delete_marker) out[project] += v.size;
+        }
+        if (!listed->truncated) break;
+        page.key_marker = listed->next_key_marker;
+        page.version_id_marker = listed->next_version_id_marker;
+      }
+    }
+    return out;
   }
 
   // Apps run their replicas as jobs; the gateway routes to them.
@@ -442,6 +508,7 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
           {.env = &env, .admin = impl->admin, .s3_keys = impl->s3_key_issuer.get()}));
   impl->control->SetServerInfo(
       {impl->config.region, impl->s3_url, Version(), !impl->config.tls_cert_file.empty()});
+  SOVAI_RETURN_IF_ERROR(impl->StartBilling());
   SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
 
   net::Router router = impl->ApiRouter();
@@ -463,12 +530,16 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   // The REST API first (no handler touches the jobs after this), then the jobs (stopping them
   // syncs their outputs through S3), then S3, then what they all used.
   if (impl_->api) impl_->api->Shutdown(grace);
+  // The cap watcher stops nothing any more (the shutdown stops everything); the service stays
+  // for the jobs' admission check until they are gone.
+  if (impl_->billing) impl_->billing->Shutdown();
   // Apps before the jobs that are their replicas; the gateway after the apps' loop stopped.
   if (impl_->apps) impl_->apps->Shutdown();
   impl_->gateway_ptr.store(nullptr);
   impl_->app_gateway.reset();  // hands its last usage readings to the apps
   impl_->apps.reset();
   impl_->jobs.reset();
+  impl_->billing.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);
   impl_->control.reset();
   impl_->s3_key_issuer.reset();
@@ -503,6 +574,8 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");
   flags.String("flavors", &config.flavors_file,
                "flavor catalog JSON (docs/formats/flavors.md); empty = the built-in one");
+  flags.String("prices", &config.prices_file,
+               "storage and token prices JSON (docs/billing.md); empty = the defaults", "FILE");
   flags.Bool("jobs", &config.jobs, "run jobs (needs bubblewrap)");
   flags.String("engine", &config.engine_binary,
                "sovai-engine for the sovai/finetune and sovai/serve images (default: next to "

@@ -36,6 +36,8 @@ struct ServerConfig {
   int io_threads = 0;  // 0: one per core
   // The flavor catalog (docs/formats/flavors.md); "" = the built-in one.
   std::string flavors_file;
+  // The prices that are not the flavors' (docs/billing.md: storage, tokens); "" = the defaults.
+  std::string prices_file;
   // Jobs: off when false, or when this host cannot run the bubblewrap sandbox (logged).
   bool jobs = true;
   // The sovai-engine binary of the built-in images sovai/finetune and sovai/serve; "" = the one

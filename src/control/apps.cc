@@ -33,9 +33,6 @@ constexpr size_t kMaxRecentJobs = 16;
 // Where replicas find their model inside the sandbox.
 constexpr char kModelMount[] = "/workspace/model";
 constexpr char kBaseModelMount[] = "/workspace/base";
-// Replicas run until they are stopped; the job timeout only bounds a forgotten one (it is then
-// replaced like any replica that ended).
-constexpr int64_t kReplicaTimeoutS = 30LL * 24 * 3600;
 
 std::optional<AppState> ParseAppState(std::string_view name) {
   for (size_t i = 0; i < std::size(kStateNames); ++i) {
@@ -772,7 +769,7 @@ Result<std::string> AppService::StartReplica(const App& app, uint16_t port) {
   job.labels = app.spec.labels;
   job.labels[std::string(kAppLabel)] = app.id;
   job.network = NetworkMode::kHost;
-  job.timeout_s = kReplicaTimeoutS;
+  job.timeout_s = kAppReplicaTimeoutS;
   const std::string listen = "127.0.0.1:" + std::to_string(port);
   if (!app.spec.model.empty()) {
     job.image = std::string(kServeImage);
@@ -1044,7 +1041,9 @@ void AppService::Reconcile(const std::string& app_id) {
       publish = route;
     }
     if (changed || !started.empty() || !to_stop.empty()) (void)Save(app);
-    if (app.state == AppState::kDeleted) {
+    // A replica submitted while the app was deleted (Delete saw none, so DELETED at once) is
+    // still running: the app stays in the table, invisible, until the next ticks stopped it.
+    if (app.state == AppState::kDeleted && app.replicas.empty()) {
       apps_.erase(it);
       runtime_.erase(app_id);
     }

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/ulid.h"
+#include "control/model_card.h"
 #include "exec/oci_image.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
@@ -374,6 +375,10 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   // Volumes of buckets that do not exist (or that the project may not read) fail now, not
   // minutes later in INITIALIZING. Outside mu_: it asks the object store.
   SOVAI_RETURN_IF_ERROR(CheckBuckets(project, job.spec, bad_field));
+  // The budget (billing_service.h) reads the database: outside mu_ as well.
+  if (options_.admission_check) {
+    SOVAI_RETURN_IF_ERROR(options_.admission_check(project, job.spec));
+  }
   std::lock_guard lock(mu_);
   if (shutting_down_) return base::UnavailableError("the server is shutting down");
   if (Status fits = scheduler_.CheckFits(request); !fits.ok()) {
@@ -497,13 +502,14 @@ Result<JobPage> JobService::List(const std::string& project,
   return page;
 }
 
-Result<Job> JobService::Stop(const std::string& project, const std::string& id) {
+Result<Job> JobService::Stop(const std::string& project, const std::string& id,
+                             const std::string& reason) {
   SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
   std::unique_lock lock(mu_);
   if (scheduler_.Dequeue(id)) {
     lock.unlock();
-    SOVAI_RETURN_IF_ERROR(
-        Transition(job, JobState::kInterrupted, "stopped by a user while QUEUED"));
+    SOVAI_RETURN_IF_ERROR(Transition(job, JobState::kInterrupted,
+                                     reason.empty() ? "stopped by a user while QUEUED" : reason));
     return job;
   }
   auto it = runners_.find(id);
@@ -517,7 +523,7 @@ Result<Job> JobService::Stop(const std::string& project, const std::string& id) 
     std::lock_guard rl(r->mu);
     if (!r->stop_as) {
       r->stop_as = JobState::kInterrupted;
-      r->stop_reason = "stopped by a user";
+      r->stop_reason = reason.empty() ? "stopped by a user" : reason;
     }
   }
   r->cv.notify_all();
@@ -659,6 +665,57 @@ void JobService::Shutdown() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return runners_.empty(); });
   ReapLocked();
+}
+
+Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec>& volumes,
+                              const std::string& volumes_dir) {
+  ModelCardInputs in;
+  in.job_id = job.id;
+  in.project = job.project;
+  in.user = job.user;
+  in.region = options_.region;
+  in.jurisdiction = options_.jurisdiction;
+  in.image = job.spec.image;
+  in.command = job.spec.command;
+  in.flavor = job.spec.flavor;
+  in.units = job.spec.units;
+  if (auto flavor = options_.flavors->Find(job.spec.flavor); flavor.ok()) {
+    in.gpu_model = (*flavor)->gpu_model;
+    in.gpus = (*flavor)->gpus_per_unit * job.spec.units;
+    in.vcpus = (*flavor)->vcpus_per_unit * job.spec.units;
+  }
+  in.finished_unix_micros = env_.NowUnixMicros();
+  for (auto it = job.history.rbegin(); it != job.history.rend(); ++it) {
+    if (it->state == JobState::kRunning) {
+      in.running_seconds = (in.finished_unix_micros - it->at_unix_micros) / 1'000'000;
+      break;
+    }
+  }
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    ModelCardVolume v;
+    v.source = volumes[i].SourceName();
+    v.mount_path = volumes[i].mount_path;
+    v.writable = volumes[i].permission != exec::VolumePermission::kReadOnly;
+    v.local_dir = base::JoinPath(volumes_dir, std::to_string(i));
+    auto text =
+        env_.ReadFile(base::JoinPath(JobDir(job.id), "manifest-" + std::to_string(i) + ".json"));
+    if (text.ok()) {
+      if (auto manifest = exec::SyncManifest::FromJson(*text); manifest.ok()) {
+        v.manifest = std::move(*manifest);
+      }
+    }
+    in.volumes.push_back(std::move(v));
+  }
+  SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> written, WriteModelCards(env_, in));
+  // The workload's uid owns its outputs; the cards are written by the platform.
+  if (::geteuid() == 0) {
+    for (const std::string& path : written) {
+      if (::chown(path.c_str(), options_.workload_uid, options_.workload_gid) != 0) {
+        return base::ErrnoToStatus(errno, "chown " + path);
+      }
+    }
+  }
+  return Status();
 }
 
 namespace {
@@ -1058,6 +1115,9 @@ void JobService::Run(Runner& runner) {
   job.exit_code = outcome.exit_code;
   job.exit_signal = outcome.exit_signal;
   (void)Transition(job, JobState::kFinalizing);
+  if (Status cards = WriteCards(job, volumes, volumes_dir); !cards.ok()) {
+    say("model card not written: " + cards.message());
+  }
   if (Status up = sync_up(); !up.ok()) {
     say("sync up failed: " + up.message());
     if (outcome.state == JobState::kDone) {

@@ -41,8 +41,10 @@
 #include "base/ulid.h"
 #include "control/db.h"
 #include "control/job_spec.h"
+#include "control/limits.h"
 #include "control/scheduler.h"
 #include "exec/log_capture.h"
+#include "exec/volume_spec.h"
 
 namespace sovai::exec {
 class Sandbox;
@@ -101,8 +103,9 @@ struct S3Access {
 };
 
 struct JobServiceOptions {
-  std::string data_dir;  // jobs live in <data_dir>/jobs/<id>/
-  std::string region;    // the server's region; volumes must name it
+  std::string data_dir;             // jobs live in <data_dir>/jobs/<id>/
+  std::string region;               // the server's region; volumes must name it
+  std::string jurisdiction = "EU";  // whose law the region is under (model cards)
   const FlavorCatalog* flavors = nullptr;
   Capacity capacity;
   // Host CPU ids, by scheduler CPU index (capacity.cpus of them).
@@ -112,7 +115,7 @@ struct JobServiceOptions {
   exec::Sandbox* sandbox = nullptr;
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
   std::chrono::milliseconds stop_grace{10'000};
-  int64_t default_timeout_s = 7 * 24 * 3600;
+  int64_t default_timeout_s = kDefaultJobTimeoutS;
   // The uid:gid workloads run as (and own their writable volumes).
   uint32_t workload_uid = 65534;
   uint32_t workload_gid = 65534;
@@ -121,6 +124,10 @@ struct JobServiceOptions {
   std::string engine_binary;
   // How often a runner checks its workload, a stop request and the timeout.
   std::chrono::milliseconds poll_interval{10};
+  // Called by Submit before a job is queued (app replicas included), outside the service's lock;
+  // an error refuses the job and is returned as is (the billing service's budget check answers
+  // FailedPrecondition with the numbers). nullptr: every job is admitted.
+  std::function<base::Status(const std::string& project, const JobSpec& spec)> admission_check;
 };
 
 // Pages of jobs, newest first.
@@ -138,7 +145,7 @@ class JobService {
 
   // Admits a validated spec. Errors: NotFound (unknown flavor; a volume's bucket missing or not
   // the project's, naming "volumes[i]"); FailedPrecondition when this machine can never run it
-  // (names what is missing); the database's errors.
+  // (names what is missing); admission_check's error; the database's errors.
   // `bad_field`, when given, receives the spec field a NotFound is about ("flavor", "volumes[1]",
   // "image").
   base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec,
@@ -150,8 +157,9 @@ class JobService {
                              const std::string& after);
   // QUEUED: ends INTERRUPTED at once. Running states: SIGTERM, grace, SIGKILL, then FINALIZING
   // (outputs still synced), INTERRUPTED. Terminal: FailedPrecondition. Returns the job as it is
-  // when the stop was requested.
-  base::Result<Job> Stop(const std::string& project, const std::string& id);
+  // when the stop was requested. `reason` becomes the job's reason ("" = "stopped by a user").
+  base::Result<Job> Stop(const std::string& project, const std::string& id,
+                         const std::string& reason = "");
   // Removes a job that ended (its row, log and files). FailedPrecondition while it is not
   // terminal.
   base::Status Delete(const std::string& project, const std::string& id);
@@ -191,6 +199,10 @@ class JobService {
   base::Status Save(const Job& job);
   base::Status Transition(Job& job, JobState state, std::string reason = "");
   std::string JobDir(const std::string& id) const;
+  // MODEL_CARD.md and model_card.json next to every model or adapter the job wrote
+  // (model_card.h).
+  base::Status WriteCards(const Job& job, const std::vector<exec::VolumeSpec>& volumes,
+                          const std::string& volumes_dir);
   // Reaps runners that finished (joins their threads).
   void ReapLocked();
 

@@ -170,9 +170,10 @@ TEST_F(JobsTest, PushDataSyncsWhileRunning) {
   Job job =
       Submit(Shell("echo step1 > /out/ckpt.txt; sleep 60", {"data@EU-WEST-LOCAL/ckpt:/out:rw"}));
   WaitFor(job.id, JobState::kRunning);
-  // The file is written right after start; retry until the push sees it.
+  // The file is written right after start; retry until the push sees it (up to 30 s: a loaded
+  // machine may take seconds to run the shell's first line).
   std::optional<std::string> pushed;
-  for (int i = 0; i < 50 && !pushed; ++i) {
+  for (int i = 0; i < 600 && !pushed; ++i) {
     ASSERT_TRUE(service_->PushData(kProject, job.id).ok());
     pushed = GetObject("data", "ckpt/ckpt.txt");
     if (!pushed) std::this_thread::sleep_for(milliseconds(50));

@@ -90,6 +90,7 @@ class JobServiceTest : public ::testing::Test {
                       it->second.secret_key};
     };
     o.sandbox = sandbox_.get();
+    o.env = jobs_env_;
     o.stop_grace = std::chrono::milliseconds(500);
     auto service = JobService::Start(*db_, o);
     ASSERT_TRUE(service.ok()) << service.status();
@@ -117,6 +118,9 @@ class JobServiceTest : public ::testing::Test {
   std::map<std::string, objstore::Credential> keys_;
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<JobService> service_;
+  // The JobService's Env (nullptr: the default), for a test that hooks into it; set it before
+  // OpenService.
+  base::Env* jobs_env_ = nullptr;
 };
 
 }  // namespace sovai::control::testing

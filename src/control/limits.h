@@ -74,4 +74,24 @@ inline constexpr std::chrono::milliseconds kProbeTimeout{2'000};
 // Catalog endpoints' default rate limit per project per model.
 inline constexpr char kDefaultEndpointRateLimit[] = "400/min";
 
+// --- Jobs and billing (docs/billing.md) -------------------------------------------------------
+// What a job without timeout_s may run for, and what admission prices it at.
+inline constexpr int64_t kDefaultJobTimeoutS = 7 * 24 * 3600;
+// How often the billing service compares each budgeted project's month with its cap (and
+// refreshes the heartbeat that keeps a crash's downtime off the bill).
+inline constexpr std::chrono::milliseconds kBudgetWatchPeriod{5'000};
+// How often the object store's bytes per project are sampled: storage is billed per hour held.
+inline constexpr std::chrono::milliseconds kStorageSamplePeriod{3'600'000};
+// An app replica's job timeout: replicas run until stopped; the timeout only bounds a forgotten
+// one (it is then replaced like any replica that ended).
+inline constexpr int64_t kAppReplicaTimeoutS = 30LL * 24 * 3600;
+// Apps have no end: a budget admits an app's replica when the month's spend plus this much of
+// the replica's running stays under the cap (the dry run prices the app for this long), and the
+// cap watcher stops the app when the cap is reached.
+inline constexpr int64_t kAppAdmissionHorizonS = 3600;
+// Lines in one usage or statement answer; more is refused (OutOfRange, 400): a shorter window.
+inline constexpr size_t kMaxBillingLines = 100'000;
+// The longest window GET /v1/billing/usage accepts.
+inline constexpr int64_t kMaxBillingWindowDays = 366;
+
 }  // namespace sovai::control

@@ -134,6 +134,60 @@ CREATE TABLE app_usage (
 );
 CREATE INDEX app_usage_by_project ON app_usage(project, minute);
 )sql"},
+    {"billing", R"sql(
+-- Billing (src/control/billing_service.h, docs/billing.md). Amounts are integer micro-euros.
+-- A project's monthly budget; alerted_month ('YYYY-MM') is the month of the last alert logged.
+CREATE TABLE project_budgets (
+  project                TEXT PRIMARY KEY,
+  monthly_cap_micro_eur  INTEGER NOT NULL,
+  alert_percent          INTEGER NOT NULL,
+  alerted_month          TEXT NOT NULL DEFAULT '',
+  updated_at             INTEGER NOT NULL
+);
+
+-- The object store's bytes per project, sampled hourly.
+CREATE TABLE storage_samples (
+  project  TEXT NOT NULL,
+  at       INTEGER NOT NULL,
+  bytes    INTEGER NOT NULL,
+  PRIMARY KEY (project, at)
+);
+CREATE INDEX storage_samples_by_time ON storage_samples(at);
+
+-- Server lifetimes and their last heartbeat: a RUNNING interval cut by a crash is billed up to
+-- the heartbeat, not through the downtime.
+CREATE TABLE billing_server_runs (
+  started_at  INTEGER PRIMARY KEY,
+  alive_at    INTEGER NOT NULL
+);
+
+-- Deleting a job must not take its minutes off the bill: the row is kept here.
+CREATE TABLE billing_deleted_jobs (
+  id          TEXT PRIMARY KEY,
+  project     TEXT NOT NULL,
+  spec        TEXT NOT NULL,
+  history     TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL
+);
+CREATE INDEX billing_deleted_jobs_by_project ON billing_deleted_jobs(project, updated_at);
+CREATE TRIGGER jobs_deleted_keep_billing AFTER DELETE ON jobs BEGIN
+  INSERT OR REPLACE INTO billing_deleted_jobs(id, project, spec, history, created_at, updated_at)
+  VALUES (OLD.id, OLD.project, OLD.spec, OLD.history, OLD.created_at, OLD.updated_at);
+END;
+CREATE INDEX jobs_by_project_updated ON jobs(project, updated_at);
+
+-- Which apps served catalog endpoints, kept after the endpoint is deleted: their token usage is
+-- billed to the calling projects.
+CREATE TABLE billing_endpoint_apps (
+  app   TEXT PRIMARY KEY,
+  name  TEXT NOT NULL
+);
+INSERT OR IGNORE INTO billing_endpoint_apps(app, name) SELECT app, name FROM endpoints;
+CREATE TRIGGER endpoints_created_keep_billing AFTER INSERT ON endpoints BEGIN
+  INSERT OR REPLACE INTO billing_endpoint_apps(app, name) VALUES (NEW.app, NEW.name);
+END;
+)sql"},
 };
 
 }  // namespace

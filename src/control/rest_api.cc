@@ -9,6 +9,7 @@
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "control/billing.h"
 #include "control/limits.h"
 #include "control/problem.h"
 
@@ -763,6 +764,9 @@ class RestApi {
   }
 
   net::Response CreateJob(net::Request& request, const Principal& p) {
+    bool dry_run = false;
+    if (auto bad = ParseDryRun(request, &dry_run)) return *bad;
+    if (dry_run) return DryRunJob(request, p);
     JobService* jobs = control_.jobs();
     if (jobs == nullptr) return Problem(NoJobs());
     auto text = request.body().ReadAll();
@@ -883,6 +887,9 @@ class RestApi {
 
   // --- Apps (docs/api/apps.md) ------------------------------------------------------------------
   net::Response CreateApp(net::Request& request, const Principal& p) {
+    bool dry_run = false;
+    if (auto bad = ParseDryRun(request, &dry_run)) return *bad;
+    if (dry_run) return DryRunApp(request, p);
     AppService* apps = control_.apps();
     if (apps == nullptr) return Problem(NoJobs());
     auto body = ReadSpecObject(request);
@@ -1072,6 +1079,164 @@ class RestApi {
     return net::Response::Empty(204);
   }
 
+  // --- Billing (docs/billing.md) ---------------------------------------------------------------
+  // ?from=&to=&group_by=&project=: the lines of a window and their groups. Lines name every job
+  // of the project, so a token limited to labels is refused, as on members.
+  net::Response BillingUsage(net::Request& request, const Principal& p) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    if (Status st = RequireUnlabeled(p, "billing lines"); !st.ok()) return Problem(st);
+    const int64_t now = control_.env().NowUnixMicros();
+    Window window{MonthOf(now).start_unix_micros, now};
+    std::vector<FieldError> errors;
+    for (const char* name : {"from", "to"}) {
+      auto text = request.query(name);
+      if (!text) continue;
+      auto at = base::ParseRfc3339(*text);
+      if (!at.ok()) {
+        errors.push_back({name, at.status().message()});
+        continue;
+      }
+      (std::string_view(name) == "from" ? window.from_unix_micros : window.to_unix_micros) = *at;
+    }
+    GroupBy group_by = GroupBy::kProject;
+    if (auto text = request.query("group_by")) {
+      auto parsed = ParseGroupBy(*text);
+      if (parsed.ok()) {
+        group_by = *parsed;
+      } else {
+        errors.push_back({"group_by", parsed.status().message()});
+      }
+    }
+    if (errors.empty() && window.from_unix_micros >= window.to_unix_micros) {
+      errors.push_back({"to", "to must be later than from"});
+    }
+    if (errors.empty() &&
+        window.to_unix_micros - window.from_unix_micros > kMaxBillingWindowDays * kMicrosPerDay) {
+      errors.push_back({"from", "the window may span at most " +
+                                    std::to_string(kMaxBillingWindowDays) + " days"});
+    }
+    if (!errors.empty()) return Invalid(errors);
+    auto project = BillingProject(request, p, /*allow_all=*/true);
+    if (!project.ok()) return FieldProblem(project.status(), "project");
+    auto lines = billing->Lines(*project, window);
+    if (!lines.ok()) return Problem(lines.status());
+    if (Status st = CheckLineCount(lines->size()); !st.ok()) return FieldProblem(st, "from");
+    Json groups = Json::array();
+    for (const Group& g : GroupLines(*lines, group_by)) {
+      groups.push_back({{"key", g.key},
+                        {"amount_micro_eur", g.amount_micro_eur},
+                        {"amount_eur", FormatEur(g.amount_micro_eur)},
+                        {"minutes", g.minutes},
+                        {"quantity", g.quantity}});
+    }
+    const int64_t total = SumAmounts(*lines);
+    return JsonResponse(200, {{"from", base::FormatRfc3339(window.from_unix_micros)},
+                              {"to", base::FormatRfc3339(window.to_unix_micros)},
+                              {"currency", billing->prices().currency},
+                              {"groups", std::move(groups)},
+                              {"lines", LinesJson(*lines)},
+                              {"total_micro_eur", total},
+                              {"total_eur", FormatEur(total)}});
+  }
+
+  // ?month=YYYY-MM (this month by default): the caller's project's lines and their total.
+  net::Response BillingStatement(net::Request& request, const Principal& p) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    if (Status st = RequireUnlabeled(p, "billing lines"); !st.ok()) return Problem(st);
+    Month month = MonthOf(control_.env().NowUnixMicros());
+    if (auto text = request.query("month")) {
+      auto parsed = ParseMonth(*text);
+      if (!parsed.ok()) return FieldProblem(parsed.status(), "month");
+      month = *parsed;
+    }
+    auto project = BillingProject(request, p, /*allow_all=*/false);
+    if (!project.ok()) return FieldProblem(project.status(), "project");
+    auto statement = billing->MonthStatement(**project, month);
+    if (!statement.ok()) return Problem(statement.status());
+    if (Status st = CheckLineCount(statement->lines.size()); !st.ok()) {
+      return FieldProblem(st, "month");
+    }
+    return JsonResponse(200, {{"project", statement->project},
+                              {"month", statement->month.Name()},
+                              {"currency", billing->prices().currency},
+                              {"lines", LinesJson(statement->lines)},
+                              {"total_micro_eur", statement->total_micro_eur},
+                              {"total_eur", FormatEur(statement->total_micro_eur)}});
+  }
+
+  // The caller's project's budget (docs/billing.md: `sovai budget get`).
+  net::Response GetOwnBudget(net::Request&, const Principal& p) {
+    return BudgetResponse(p.project.id);
+  }
+
+  // Everyone who sees the project may read its budget; its admins set it.
+  net::Response GetBudget(net::Request& request, const Principal& p) {
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    if (auto project = identity_.GetProject(id); !project.ok()) return Problem(project.status());
+    return BudgetResponse(id);
+  }
+
+  // {"monthly_cap_eur": "50.00" | null, "alert_percent": 80}: null removes the budget;
+  // alert_percent defaults to the current one, else 80.
+  net::Response SetBudget(net::Request& request, const Principal& p) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    if (Status st = RequireUnlabeled(p, "budgets"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    if (!AdministersProject(p, id)) {
+      return Problem(base::PermissionDeniedError("setting the budget of project '" + id +
+                                                 "' needs an admin token of that project"));
+    }
+    if (auto project = identity_.GetProject(id); !project.ok()) return Problem(project.status());
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    std::vector<FieldError> errors;
+    std::optional<int64_t> cap;
+    bool remove = false;
+    if (auto it = body->find("monthly_cap_eur"); it == body->end()) {
+      errors.push_back({"monthly_cap_eur",
+                        "missing required field 'monthly_cap_eur' (a decimal "
+                        "string such as \"50.00\", or null to remove)"});
+    } else if (it->is_null()) {
+      remove = true;
+    } else if (!it->is_string()) {
+      errors.push_back({"monthly_cap_eur",
+                        "monthly_cap_eur must be a decimal string such as "
+                        "\"50.00\", or null to remove the budget"});
+    } else if (auto micro = ParseMicroEur(it->get<std::string>()); !micro.ok()) {
+      errors.push_back({"monthly_cap_eur", micro.status().message()});
+    } else {
+      cap = *micro;
+    }
+    std::optional<int> alert_percent;
+    if (auto value = base::GetOptionalInt(*body, "alert_percent");
+        !value.ok() || (value->has_value() && (**value < 1 || **value > 100))) {
+      errors.push_back({"alert_percent", "alert_percent must be an integer from 1 to 100"});
+    } else if (value->has_value()) {
+      alert_percent = static_cast<int>(**value);
+    }
+    for (const auto& [key, value] : body->items()) {
+      if (key != "monthly_cap_eur" && key != "alert_percent") {
+        errors.push_back({key, "unknown field '" + key +
+                                   "'; this request accepts monthly_cap_eur, alert_percent"});
+      }
+    }
+    if (!errors.empty()) return Invalid(errors);
+    std::optional<Budget> budget;
+    if (!remove) {
+      auto current = billing->GetBudget(id);
+      if (!current.ok()) return Problem(current.status());
+      budget = Budget{
+          *cap, alert_percent.value_or(current->budget ? current->budget->alert_percent : 80)};
+    }
+    if (Status st = billing->SetBudget(id, budget); !st.ok()) return Problem(st);
+    return BudgetResponse(id);
+  }
+
  private:
   // Adds a ?labels= filter to the token's own selector. False when they contradict (a token
   // limited to team=a asking for team=b): nothing can match both.
@@ -1085,6 +1250,136 @@ class RestApi {
   }
 
   Status NoJobs() const { return base::UnavailableError(control_.jobs_unavailable()); }
+
+  Status NoBilling() const {
+    return base::UnavailableError("billing is not enabled on this server");
+  }
+
+  // ?project=: the caller's project by default; platform admins may name another (or, with
+  // `allow_all`, "*" = every project: nullopt).
+  base::Result<std::optional<std::string>> BillingProject(const net::Request& request,
+                                                          const Principal& p, bool allow_all) {
+    auto text = request.query("project");
+    if (!text || *text == p.project.id) return std::optional<std::string>(p.project.id);
+    SOVAI_RETURN_IF_ERROR(RequirePlatformAdmin(p, "billing another project"));
+    if (*text == "*") {
+      if (!allow_all) {
+        return base::InvalidArgumentError("a statement is of one project; name it, not '*'");
+      }
+      return std::optional<std::string>();
+    }
+    SOVAI_RETURN_IF_ERROR(identity_.GetProject(std::string(*text)).status());
+    return std::optional<std::string>(std::string(*text));
+  }
+
+  // An answer holds at most kMaxBillingLines lines (OutOfRange: 400).
+  static Status CheckLineCount(size_t lines) {
+    if (lines <= kMaxBillingLines) return Status();
+    return base::OutOfRangeError("the answer would hold " + std::to_string(lines) +
+                                 " billing lines (at most " + std::to_string(kMaxBillingLines) +
+                                 "); ask for a shorter window");
+  }
+
+  static Json LinesJson(const std::vector<Line>& lines) {
+    Json out = Json::array();
+    for (const Line& line : lines) out.push_back(LineToJson(line));
+    return out;
+  }
+
+  net::Response BudgetResponse(const std::string& project) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto report = billing->GetBudget(project);
+    if (!report.ok()) return Problem(report.status());
+    const auto& b = report->budget;
+    return JsonResponse(
+        200, {{"monthly_cap_eur", b ? Json(FormatEur(b->monthly_cap_micro_eur)) : Json(nullptr)},
+              {"alert_percent", b ? Json(b->alert_percent) : Json(nullptr)},
+              {"spent_eur", FormatEur(report->spent_micro_eur)},
+              {"spent_micro_eur", report->spent_micro_eur},
+              {"alert", report->alert},
+              {"capped", report->capped}});
+  }
+
+  // ?dry_run=true|false. A response for any other value.
+  static std::optional<net::Response> ParseDryRun(const net::Request& request, bool* dry_run) {
+    auto text = request.query("dry_run");
+    *dry_run = text && *text == "true";
+    if (text && *text != "true" && *text != "false") {
+      return FieldProblem(base::InvalidArgumentError("dry_run must be true or false"), "dry_run");
+    }
+    return std::nullopt;
+  }
+
+  static Json DryRunJson(const DryRun& run) {
+    return {
+        {"price_per_minute_eur", FormatEur(run.price_per_minute_micro_eur)},
+        {"price_per_minute_micro_eur", run.price_per_minute_micro_eur},
+        {"timeout_s", run.timeout_s},
+        {"cost_at_timeout_eur", FormatEur(run.cost_at_timeout_micro_eur)},
+        {"cost_at_timeout_micro_eur", run.cost_at_timeout_micro_eur},
+        {"budget_left_eur",
+         run.budget_left_micro_eur ? Json(FormatEur(*run.budget_left_micro_eur)) : Json(nullptr)},
+        {"would_be_refused", run.would_be_refused},
+        {"reason", run.reason}};
+  }
+
+  // A dry run the budget admits is still refused when this machine can never run the flavor.
+  void CheckFitsForDryRun(const std::string& flavor_id, int units, DryRun& run) {
+    JobService* jobs = control_.jobs();
+    if (jobs == nullptr || run.would_be_refused) return;
+    auto flavor = control_.billing()->flavors().Find(flavor_id);
+    if (!flavor.ok()) return;
+    auto request = RequestFor(**flavor, units);
+    Status fits = request.ok() ? jobs->CheckFits(*request) : request.status();
+    if (!fits.ok()) {
+      run.would_be_refused = true;
+      run.reason = "flavor " + flavor_id + " x" + std::to_string(units) +
+                   " cannot run here: " + fits.message();
+    }
+  }
+
+  // POST /v1/jobs?dry_run=true: the price and the budget's verdict; nothing is created.
+  net::Response DryRunJob(net::Request& request, const Principal& p) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto parsed = ParseJobSpec(*body, SpecContext{&billing->flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    JobSpec spec = std::get<JobSpec>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    auto run = billing->DryRunJob(p.project.id, spec);
+    if (!run.ok()) {
+      return FieldProblem(run.status(),
+                          run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
+    }
+    CheckFitsForDryRun(spec.flavor, spec.units, *run);
+    return JsonResponse(200, DryRunJson(*run));
+  }
+
+  // POST /v1/apps?dry_run=true: all replicas (max_replicas when autoscaled) at a replica's timeout.
+  net::Response DryRunApp(net::Request& request, const Principal& p) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto parsed = ParseAppSpec(*body, SpecContext{&billing->flavors(), control_.info().region});
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    AppSpec spec = std::get<AppSpec>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    auto run = billing->DryRunApp(p.project.id, spec, kAppAdmissionHorizonS);
+    if (!run.ok()) {
+      return FieldProblem(run.status(),
+                          run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
+    }
+    CheckFitsForDryRun(spec.flavor, spec.units, *run);
+    return JsonResponse(200, DryRunJson(*run));
+  }
 
   // "http://<Host>": apps' URLs as the client reached this server.
   std::string ApiBase(const net::Request& request) const {
@@ -1196,6 +1491,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/projects/{id}/members", &RestApi::ListMembers},
     {"GET", "/v1/projects/{id}/quota", &RestApi::GetQuota},
     {"PUT", "/v1/projects/{id}/quota", &RestApi::SetQuota},
+    {"GET", "/v1/projects/{id}/budget", &RestApi::GetBudget},
+    {"PUT", "/v1/projects/{id}/budget", &RestApi::SetBudget},
     {"POST", "/v1/projects/{id}/members/{user}", &RestApi::SetMember},
     {"DELETE", "/v1/projects/{id}/members/{user}", &RestApi::RemoveMember},
     {"GET", "/v1/tokens", &RestApi::ListTokens},
@@ -1222,6 +1519,9 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/endpoints", &RestApi::ListEndpoints},
     {"POST", "/v1/endpoints", &RestApi::CreateEndpoint},
     {"DELETE", "/v1/endpoints/{name}", &RestApi::DeleteEndpoint},
+    {"GET", "/v1/billing/usage", &RestApi::BillingUsage},
+    {"GET", "/v1/billing/statement", &RestApi::BillingStatement},
+    {"GET", "/v1/billing/budget", &RestApi::GetOwnBudget},
 };
 
 }  // namespace

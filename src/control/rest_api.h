@@ -36,6 +36,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "control/apps.h"
+#include "control/billing_service.h"
 #include "control/bootstrap.h"
 #include "control/db.h"
 #include "control/identity.h"
@@ -111,6 +112,9 @@ class ControlPlane {
   void AttachApps(AppService* apps) { apps_ = apps; }
   AppService* apps() { return apps_; }
   const FlavorCatalog* flavors() { return flavors_; }
+  // Not owned. Until AttachBilling, the billing and budget routes and ?dry_run=true answer 503.
+  void AttachBilling(BillingService* billing) { billing_ = billing; }
+  BillingService* billing() { return billing_; }
 
  private:
   ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
@@ -121,6 +125,7 @@ class ControlPlane {
   ServerInfo info_;
   JobService* jobs_ = nullptr;
   AppService* apps_ = nullptr;
+  BillingService* billing_ = nullptr;
   std::string jobs_unavailable_ = "jobs are not enabled on this server";
   const FlavorCatalog* flavors_ = nullptr;
 };

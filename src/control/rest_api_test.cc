@@ -13,7 +13,9 @@
 #include <regex>
 #include <thread>
 
+#include "base/json.h"
 #include "base/time.h"
+#include "control/billing.h"
 #include "control/problem.h"
 #include "net/client.h"
 
@@ -800,6 +802,294 @@ TEST_F(RestApiTest, ProjectsAndMembers) {
   EXPECT_EQ(Delete("/v1/projects/" + nlp + "/members/" + alice, kAdminToken).status, 204);
   EXPECT_TRUE(Items(Get("/v1/projects/" + nlp + "/members", kAdminToken)).empty());
   EXPECT_EQ(Get("/v1/projects/prj_nope/members", kAdminToken).status, 404);
+}
+
+// --- Billing (docs/billing.md) -------------------------------------------------------------------
+
+TEST_F(RestApiTest, WithoutBillingItsRoutesAre503) {
+  World w = MakeWorld();
+  EXPECT_EQ(Get("/v1/billing/usage", kAdminToken).status, 503);
+  EXPECT_EQ(Get("/v1/projects/" + w.nlp + "/budget", w.alice_token.secret).status, 503);
+  EXPECT_EQ(Post("/v1/jobs?dry_run=true", w.alice_token.secret, {{"flavor", "ai1-1-cpu"}}).status,
+            503);
+}
+
+// The REST fixture with a billing service on the control database (threads off) and job rows
+// written as JobService writes them.
+class BillingRestTest : public RestApiTest {
+ protected:
+  void SetUp() override {
+    RestApiTest::SetUp();
+    if (HasFatalFailure()) return;
+    control_->SetServerInfo({"EU-WEST-LOCAL", "http://127.0.0.1:9", "test", false});
+    BillingServiceOptions o;
+    o.flavors = &FlavorCatalog::Default();
+    o.env = &env_;
+    o.watch_period = std::chrono::milliseconds(0);
+    o.sample_period = std::chrono::milliseconds(0);
+    auto billing = BillingService::Start(control_->db(), o);
+    ASSERT_TRUE(billing.ok()) << billing.status();
+    billing_ = std::move(*billing);
+    control_->AttachBilling(billing_.get());
+  }
+  void TearDown() override {
+    // The server's handlers use the billing service, which uses the control database.
+    client_.reset();
+    if (server_) server_->Shutdown(std::chrono::milliseconds(1000));
+    server_.reset();
+    billing_.reset();
+    RestApiTest::TearDown();
+  }
+
+  Reply Put(const std::string& target, const std::string& token, const Json& body) {
+    return Call("PUT", target, token, body.dump());
+  }
+
+  // A job of `project` that ran [start, start + seconds) on `flavor` x `units`.
+  void PutJob(const std::string& id, const std::string& project, const std::string& flavor,
+              int units, int64_t start, int64_t seconds) {
+    const int64_t end = start + seconds * base::kMicrosPerSecond;
+    Json history = Json::array({{{"state", "QUEUED"}, {"at_unix_micros", start - 1}},
+                                {{"state", "RUNNING"}, {"at_unix_micros", start}},
+                                {{"state", "FINALIZING"}, {"at_unix_micros", end}},
+                                {{"state", "DONE"}, {"at_unix_micros", end + 1}}});
+    Json spec = {{"image", "sovai/shell"}, {"flavor", flavor}, {"units", units}};
+    ASSERT_TRUE(control_->db()
+                    .Write([&](base::Database& sql) -> base::Status {
+                      SOVAI_ASSIGN_OR_RETURN(
+                          base::Statement st,
+                          sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, "
+                                      "history, created_at, updated_at) VALUES (?1, ?2, 'usr_x', "
+                                      "?3, 'DONE', ?4, ?5, ?6, ?7)"));
+                      st.Bind(1, id).Bind(2, project).Bind(3, ++sequence_);
+                      st.Bind(4, base::DumpJson(spec)).Bind(5, base::DumpJson(history));
+                      st.Bind(6, start - 1).Bind(7, end + 1);
+                      return st.Run();
+                    })
+                    .ok());
+  }
+
+  std::unique_ptr<BillingService> billing_;
+  int64_t sequence_ = 0;
+};
+
+TEST_F(BillingRestTest, BudgetsArePutByProjectAdminsAndReadByMembers) {
+  World w = MakeWorld();
+  const std::string path = "/v1/projects/" + w.nlp + "/budget";
+  Reply none = Get(path, w.carol_token.secret);
+  ASSERT_EQ(none.status, 200) << none;
+  EXPECT_EQ(none.json, (Json{{"monthly_cap_eur", nullptr},
+                             {"alert_percent", nullptr},
+                             {"spent_eur", "0.000000"},
+                             {"spent_micro_eur", 0},
+                             {"alert", false},
+                             {"capped", false}}));
+  EXPECT_EQ(Put(path, w.bob_token.secret, {{"monthly_cap_eur", "50.00"}}).status, 403);
+  EXPECT_EQ(Put(path, w.carol_token.secret, {{"monthly_cap_eur", "50.00"}}).status, 403);
+  EXPECT_EQ(Put(path, w.dave_token.secret, {{"monthly_cap_eur", "50.00"}}).status, 404);
+  EXPECT_EQ(Get(path, w.dave_token.secret).status, 404);
+  EXPECT_EQ(Get("/v1/projects/prj_nope/budget", kAdminToken).status, 404);
+
+  Reply set =
+      Put(path, w.alice_token.secret, {{"monthly_cap_eur", "50.00"}, {"alert_percent", 60}});
+  ASSERT_EQ(set.status, 200) << set;
+  EXPECT_EQ(set.json["monthly_cap_eur"], "50.000000");
+  EXPECT_EQ(set.json["alert_percent"], 60);
+  EXPECT_EQ(set.json["capped"], false);
+  EXPECT_EQ(Get(path, w.carol_token.secret).json, set.json);
+  EXPECT_EQ(Get("/v1/billing/budget", w.bob_token.secret).json, set.json);
+  // Without alert_percent the current one stays.
+  Reply lower = Put(path, w.alice_token.secret, {{"monthly_cap_eur", "0.001"}});
+  ASSERT_EQ(lower.status, 200) << lower;
+  EXPECT_EQ(lower.json["monthly_cap_eur"], "0.001000");
+  EXPECT_EQ(lower.json["alert_percent"], 60);
+  // Spend shows up, and past the cap the project is capped.
+  PutJob("job_1", w.nlp, "ai1-1-cpu", 2, env_.NowUnixMicros() - 100 * base::kMicrosPerSecond, 30);
+  Reply capped = Get(path, w.carol_token.secret);
+  EXPECT_EQ(capped.json["spent_micro_eur"], 1000);
+  EXPECT_EQ(capped.json["spent_eur"], "0.001000");
+  EXPECT_EQ(capped.json["alert"], true);
+  EXPECT_EQ(capped.json["capped"], true);
+
+  struct Bad {
+    Json body;
+    const char* field;
+  };
+  for (const Bad& bad : {Bad{{{"monthly_cap_eur", 50}}, "monthly_cap_eur"},
+                         Bad{{{"monthly_cap_eur", "-1"}}, "monthly_cap_eur"},
+                         Bad{{{"monthly_cap_eur", "1.0000001"}}, "monthly_cap_eur"},
+                         Bad{{{"alert_percent", 80}}, "monthly_cap_eur"},
+                         Bad{{{"monthly_cap_eur", "1"}, {"alert_percent", 0}}, "alert_percent"},
+                         Bad{{{"monthly_cap_eur", "1"}, {"alert_percent", 101}}, "alert_percent"},
+                         Bad{{{"monthly_cap_eur", "1"}, {"alert_percent", "80"}}, "alert_percent"},
+                         Bad{{{"monthly_cap_eur", "1"}, {"cap", "1"}}, "cap"}}) {
+    Reply r = Put(path, w.alice_token.secret, bad.body);
+    EXPECT_EQ(r.status, 400) << bad.body.dump() << " " << r;
+    EXPECT_EQ(FirstField(r), bad.field) << r;
+  }
+  Reply removed = Put(path, w.alice_token.secret, {{"monthly_cap_eur", nullptr}});
+  ASSERT_EQ(removed.status, 200) << removed;
+  EXPECT_TRUE(removed.json["monthly_cap_eur"].is_null());
+  EXPECT_EQ(removed.json["capped"], false);
+}
+
+TEST_F(BillingRestTest, DryRunNumbersEqualTheBillOfAJobThatRanToItsTimeout) {
+  World w = MakeWorld();
+  const Json spec = {{"image", "sovai/shell"},
+                     {"command", {"true"}},
+                     {"flavor", "h100-1-gpu"},
+                     {"units", 2},
+                     {"timeout_s", 61}};
+  Reply dry = Post("/v1/jobs?dry_run=true", w.bob_token.secret, spec);
+  ASSERT_EQ(dry.status, 200) << dry;
+  // The bill of the same job that ran exactly 61 s: the ledger's own arithmetic.
+  const int64_t start = env_.NowUnixMicros() - 3600 * base::kMicrosPerSecond;
+  BillableJob ran{"job_x",
+                  w.nlp,
+                  "h100-1-gpu",
+                  2,
+                  "",
+                  {{JobState::kRunning, start},
+                   {JobState::kFinalizing, start + 61 * base::kMicrosPerSecond},
+                   {JobState::kTimeout, start + 62 * base::kMicrosPerSecond}}};
+  std::vector<Line> bill = ComputeJobLines({&ran, 1}, FlavorCatalog::Default(),
+                                           {start, env_.NowUnixMicros()}, env_.NowUnixMicros(), {});
+  const int64_t billed = SumAmounts(bill);
+  EXPECT_EQ(billed, 186'800);
+  EXPECT_EQ(dry.json, (Json{{"price_per_minute_eur", "0.093400"},
+                            {"price_per_minute_micro_eur", 93'400},
+                            {"timeout_s", 61},
+                            {"cost_at_timeout_eur", FormatEur(billed)},
+                            {"cost_at_timeout_micro_eur", billed},
+                            {"budget_left_eur", nullptr},
+                            {"would_be_refused", false},
+                            {"reason", ""}}));
+  // The same job, really run, shows up in the usage with that amount.
+  PutJob("job_x", w.nlp, "h100-1-gpu", 2, start, 61);
+  Reply usage = Get("/v1/billing/usage", w.alice_token.secret);
+  ASSERT_EQ(usage.status, 200) << usage;
+  EXPECT_EQ(usage.json["total_micro_eur"], dry.json["cost_at_timeout_micro_eur"]);
+
+  // With a budget of 0.20 €, 0.186800 € already spent: the same job would be refused.
+  ASSERT_EQ(
+      Put("/v1/projects/" + w.nlp + "/budget", w.alice_token.secret, {{"monthly_cap_eur", "0.20"}})
+          .status,
+      200);
+  Reply refused = Post("/v1/jobs?dry_run=true", w.bob_token.secret, spec);
+  ASSERT_EQ(refused.status, 200) << refused;
+  EXPECT_EQ(refused.json["budget_left_eur"], "0.013200");
+  EXPECT_EQ(refused.json["would_be_refused"], true);
+  const std::string reason = refused.json.value("reason", "");
+  for (const char* number : {"0.186800", "0.200000"}) {
+    EXPECT_NE(reason.find(number), std::string::npos) << reason;
+  }
+  // Nothing was created (this server has no jobs at all: a real POST is 503).
+  EXPECT_EQ(Post("/v1/jobs", w.bob_token.secret, spec).status, 503);
+  EXPECT_EQ(Post("/v1/jobs?dry_run=false", w.bob_token.secret, spec).status, 503);
+
+  Reply bad = Post("/v1/jobs?dry_run=yes", w.bob_token.secret, spec);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(FirstField(bad), "dry_run");
+  Json unknown = spec;
+  unknown["flavor"] = "nope";
+  Reply missing = Post("/v1/jobs?dry_run=true", w.bob_token.secret, unknown);
+  EXPECT_EQ(missing.status, 404) << missing;
+  EXPECT_EQ(FirstField(missing), "flavor");
+  EXPECT_EQ(Post("/v1/jobs?dry_run=true", w.carol_token.secret, spec).status, 403);  // read
+
+  // An app: its replicas at a replica's timeout.
+  Reply app = Post("/v1/apps?dry_run=true", w.bob_token.secret,
+                   {{"name", "bot"},
+                    {"model", "models@EU-WEST-LOCAL/bot"},
+                    {"flavor", "ai1-1-cpu"},
+                    {"replicas", 2}});
+  ASSERT_EQ(app.status, 200) << app;
+  EXPECT_EQ(app.json["price_per_minute_micro_eur"], 1000);
+  EXPECT_EQ(app.json["timeout_s"], kAppAdmissionHorizonS);
+  EXPECT_EQ(app.json["cost_at_timeout_micro_eur"], CostAtTimeout(1000, kAppAdmissionHorizonS));
+  EXPECT_EQ(app.json["would_be_refused"], true);
+}
+
+TEST_F(BillingRestTest, UsageAndStatement) {
+  World w = MakeWorld();
+  const int64_t now = env_.NowUnixMicros();
+  const int64_t s = base::kMicrosPerSecond;
+  PutJob("job_a", w.nlp, "ai1-1-cpu", 2, now - 600 * s, 90);  // 2 min × 2 × 500 = 2000
+  PutJob("job_b", w.nlp, "l4-1-gpu", 1, now - 300 * s, 30);   // 1 min × 13 800
+  PutJob("job_c", w.cv, "ai1-1-cpu", 1, now - 300 * s, 30);   // another project: 500
+
+  Reply usage = Get("/v1/billing/usage?group_by=flavor", w.carol_token.secret);
+  ASSERT_EQ(usage.status, 200) << usage;
+  EXPECT_EQ(usage.json["currency"], "EUR");
+  EXPECT_EQ(usage.json["total_micro_eur"], 15'800);
+  EXPECT_EQ(usage.json["total_eur"], "0.015800");
+  EXPECT_EQ(usage.json["from"], base::FormatRfc3339(MonthOf(now).start_unix_micros));
+  ASSERT_EQ(usage.json["lines"].size(), 2u);
+  const Json& line = usage.json["lines"][0];
+  EXPECT_EQ(line["project"], w.nlp);
+  EXPECT_EQ(line["kind"], "job");
+  EXPECT_EQ(line["resource"], "job_a");
+  EXPECT_EQ(line["minutes"], 2);
+  EXPECT_EQ(line["quantity"], 4);
+  EXPECT_EQ(line["amount_eur"], "0.002000");
+  ASSERT_EQ(usage.json["groups"].size(), 2u);
+  EXPECT_EQ(usage.json["groups"][0], (Json{{"key", "ai1-1-cpu"},
+                                           {"amount_micro_eur", 2000},
+                                           {"amount_eur", "0.002000"},
+                                           {"minutes", 2},
+                                           {"quantity", 4}}));
+  // A window that ends before job_b started.
+  Reply early =
+      Get("/v1/billing/usage?to=" + base::FormatRfc3339(now - 400 * s), w.carol_token.secret);
+  ASSERT_EQ(early.status, 200) << early;
+  EXPECT_EQ(early.json["total_micro_eur"], 2000);
+
+  // Other projects: platform admins only.
+  EXPECT_EQ(Get("/v1/billing/usage?project=" + w.cv, w.alice_token.secret).status, 403);
+  Reply all = Get("/v1/billing/usage?project=*&group_by=project", kAdminToken);
+  ASSERT_EQ(all.status, 200) << all;
+  EXPECT_EQ(all.json["total_micro_eur"], 16'300);
+  EXPECT_EQ(all.json["groups"].size(), 2u);
+  Reply theirs = Get("/v1/billing/usage?project=" + w.cv, kAdminToken);
+  EXPECT_EQ(theirs.json["total_micro_eur"], 500);
+  EXPECT_EQ(Get("/v1/billing/usage?project=prj_nope", kAdminToken).status, 404);
+
+  struct Bad {
+    std::string query;
+    const char* field;
+  };
+  for (const Bad& bad :
+       {Bad{"from=yesterday", "from"}, Bad{"to=2026-13-01T00:00:00Z", "to"},
+        Bad{"group_by=week", "group_by"},
+        Bad{"from=" + base::FormatRfc3339(now) + "&to=" + base::FormatRfc3339(now - s), "to"},
+        Bad{"from=2020-01-01T00:00:00Z", "from"}}) {
+    Reply r = Get("/v1/billing/usage?" + bad.query, w.carol_token.secret);
+    EXPECT_EQ(r.status, 400) << bad.query << " " << r;
+    EXPECT_EQ(FirstField(r), bad.field) << r;
+  }
+  // A token limited to labels does not see the project's whole bill.
+  Token labeled = MakeToken(
+      kAdminToken, {{"role", "read"}, {"user", w.carol}, {"project", w.nlp}, {"labels", "team=a"}});
+  EXPECT_EQ(Get("/v1/billing/usage", labeled.secret).status, 403);
+
+  const std::string month = MonthOf(now).Name();
+  Reply statement = Get("/v1/billing/statement?month=" + month, w.carol_token.secret);
+  ASSERT_EQ(statement.status, 200) << statement;
+  EXPECT_EQ(statement.json["project"], w.nlp);
+  EXPECT_EQ(statement.json["month"], month);
+  int64_t sum = 0;
+  for (const Json& l : statement.json["lines"]) sum += l["amount_micro_eur"].get<int64_t>();
+  EXPECT_EQ(statement.json["total_micro_eur"], sum);
+  EXPECT_EQ(sum, 15'800);
+  EXPECT_EQ(Get("/v1/billing/statement", w.carol_token.secret).json, statement.json);
+  Reply past = Get("/v1/billing/statement?month=2020-01", w.carol_token.secret);
+  EXPECT_EQ(past.json["total_eur"], "0.000000");
+  EXPECT_TRUE(past.json["lines"].empty());
+  Reply bad_month = Get("/v1/billing/statement?month=2020-1", w.carol_token.secret);
+  EXPECT_EQ(bad_month.status, 400);
+  EXPECT_EQ(FirstField(bad_month), "month");
+  EXPECT_EQ(Get("/v1/billing/statement?project=*", kAdminToken).status, 400);
+  EXPECT_EQ(Get("/v1/billing/statement?project=" + w.cv, kAdminToken).json["total_micro_eur"], 500);
 }
 
 // --- Concurrency -------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ int RunConvertCommand(const std::vector<std::string>& args);
 int RunTrainCommand(const std::vector<std::string>& args);
 // `sovai-engine serve`: the OpenAI-compatible inference server (serve/server.h).
 int RunServeCommand(const std::vector<std::string>& args);
+// `sovai-engine eval`: exact-match accuracy of greedy decoding on JSONL data (serve/engine.h).
+int RunEvalCommand(const std::vector<std::string>& args);
 // `sovai-engine tokenizer train`: trains a byte-level BPE tokenizer.
 int RunTokenizerCommand(const std::vector<std::string>& args);
 

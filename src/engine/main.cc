@@ -19,7 +19,6 @@ struct Command {
   int (*run)(const std::vector<std::string>& args);
 };
 
-// Later: serve, eval.
 constexpr Command kCommands[] = {
     {"convert", "a Hugging Face llama directory -> GGUF (f32, f16, bf16, q8_0) for llama.cpp",
      sovai::engine::RunConvertCommand},
@@ -27,6 +26,8 @@ constexpr Command kCommands[] = {
      sovai::engine::RunTrainCommand},
     {"serve", "an OpenAI-compatible server for a model and its LoRA adapters",
      sovai::engine::RunServeCommand},
+    {"eval", "exact-match accuracy of a model (and adapter) on held-out JSONL data",
+     sovai::engine::RunEvalCommand},
     {"tokenize", "text on stdin -> token ids (JSON), or ids -> text with --decode",
      sovai::engine::RunTokenizeCommand},
     {"tokenizer", "tokenizer tools: 'tokenizer train' learns a byte-level BPE tokenizer",

@@ -220,6 +220,7 @@ class AppsTest(unittest.TestCase):
                                "scaled to zero", timeout=120)
         events = "\n".join(e["what"] for e in scaled["status"]["events"])
         self.assertRegex(events, r"scale 1 -> 2: REQUESTS")
+        self.assertRegex(events, r"scale 2 -> 1: ")
         self.assertIn("scale to zero", events)
         self.wait_app("auto", lambda a: not a["status"]["replicas"], "stopped its replicas")
         self.assertIn('sovai_gateway_scaling_decisions_total{app="%s",name="auto"}' % app["id"],

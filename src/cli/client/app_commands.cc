@@ -7,6 +7,7 @@
 #include "base/json.h"
 #include "base/strings.h"
 #include "cli/client/app_args.h"
+#include "cli/client/billing_commands.h"
 #include "cli/client/command_util.h"
 #include "cli/client/job_args.h"
 #include "cli/client/limits.h"
@@ -165,7 +166,9 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
       "Creates an app (POST /v1/apps): a model served behind the gateway at\n"
       "<api-url>/apps/<app-id>/ (OpenAI base URL <api-url>/apps/<app-id>/v1), or an image\n"
       "that listens on $PORT. Prints the app's id, state and URL; with --wait, waits until it\n"
-      "is RUNNING. A fixed --replicas count, or autoscaling with --auto-max-replicas.\n\n"
+      "is RUNNING. A fixed --replicas count, or autoscaling with --auto-max-replicas.\n"
+      "With --dry-run, prices it and checks the budget instead (exit 1 if it would be\n"
+      "refused); nothing is created.\n\n"
       "  sovai app run --name support-bot --model models@EU-WEST-LOCAL/qwen2.5-0.5b \\\n"
       "    --auto-min-replicas 0 --auto-max-replicas 4 --wait");
   AppRunArgs run;
@@ -174,6 +177,7 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
   int64_t cpu = 0;
   int64_t port = 0;
   bool wait = false;
+  bool dry_run = false;
   std::string timeout = kDefaultAppWaitTimeout;
   FlagSet& f = cmd.flags();
   f.Positional("[-- COMMAND ARGS...]");
@@ -197,6 +201,7 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
                "K=V");
   f.Bool("wait", &wait, "wait until the app is RUNNING (fail if it FAILED)");
   f.String("timeout", &timeout, "with --wait: give up after this long", "DURATION");
+  f.Bool("dry-run", &dry_run, "print the price per minute and the budget left; create nothing");
   f.HideDefault("port");
   f.HideDefault("gpu");
   f.HideDefault("cpu");
@@ -219,6 +224,10 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
   if (f.WasSet("timeout") && !wait) return cmd.Usage("--timeout needs --wait");
   auto timeout_s = ParseDuration(timeout);
   if (!timeout_s.ok()) return cmd.Usage(timeout_s.status().WithContext("--timeout").message());
+  if (dry_run) {
+    if (wait) return cmd.Usage("--dry-run creates no app to --wait for");
+    return RunDryRun(cmd, "/v1/apps", *spec);
+  }
 
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());

@@ -1,5 +1,6 @@
 #include "cli/client/commands.h"
 
+#include "cli/client/billing_commands.h"
 #include "cli/client/command_util.h"
 
 namespace sovai::cli::client {
@@ -20,6 +21,8 @@ constexpr TopCommand kCommands[] = {
     {"app", "serve models (or HTTP images) behind the gateway", &RunAppCommand},
     {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
+    {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},
+    {"budget", "a project's monthly budget: get, set", &RunBudgetCommand},
     {"token", "create, list and revoke API tokens", &RunTokenCommand},
     {"user", "list, create and delete users (platform admins)", &RunUserCommand},
     {"project", "list and create projects, add members", &RunProjectCommand},

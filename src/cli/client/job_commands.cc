@@ -4,6 +4,7 @@
 #include "base/json.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "cli/client/billing_commands.h"
 #include "cli/client/command_util.h"
 #include "cli/client/job_args.h"
 #include "cli/client/log_stream.h"
@@ -81,7 +82,9 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
                   "the command follows '--'. --gpu N / --cpu N ask for N units of the flavor\n"
                   "(--flavor defaults to ai1-1-cpu; GPU flavors must be named). Volumes are\n"
                   "bucket@REGION[/prefix]:/mount/path[:ro|rw|rwd][:cache|no-cache].\n"
-                  "With --follow, streams the logs and exits with the job's exit code.\n\n"
+                  "With --follow, streams the logs and exits with the job's exit code. With\n"
+                  "--dry-run, prices it and checks the budget instead (exit 1 if it would be\n"
+                  "refused); nothing is created.\n\n"
                   "  sovai job run --flavor ai1-1-cpu --cpu 1 \\\n"
                   "    --volume my-bucket@EU-WEST-LOCAL/dataset:/workspace/data:ro \\\n"
                   "    --volume my-bucket@EU-WEST-LOCAL/output:/workspace/output:rw \\\n"
@@ -92,6 +95,7 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   int64_t priority = 0;
   bool follow = false;
   bool timestamps = false;
+  bool dry_run = false;
   FlagSet& f = cmd.flags();
   f.Positional("IMAGE [-- COMMAND ARGS...]");
   f.String("name", &run.name, "a display name", "NAME");
@@ -111,6 +115,8 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   f.Int("priority", &priority, "-1000..1000; higher starts first");
   f.Bool("follow", &follow, "stream the logs until the job ends; exit with its exit code");
   f.Bool("timestamps", &timestamps, "with --follow: print whole log records");
+  f.Bool("dry-run", &dry_run,
+         "print the price, the cost at the timeout and the budget left; create nothing");
   f.HideDefault("gpu");
   f.HideDefault("cpu");
   f.HideDefault("priority");
@@ -134,6 +140,10 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   if (f.WasSet("priority")) run.priority = priority;
   auto spec = BuildJobSpec(run, ctx.vars);
   if (!spec.ok()) return cmd.Usage(spec.status().message());
+  if (dry_run) {
+    if (follow) return cmd.Usage("--dry-run creates no job to --follow");
+    return RunDryRun(cmd, "/v1/jobs", *spec);
+  }
 
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());

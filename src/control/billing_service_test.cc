@@ -1,0 +1,312 @@
+// The billing service on a real control database with a manual clock: job rows (deleted ones
+// included), token usage of catalog endpoints, storage samples, server lifetimes, budgets,
+// admission and dry runs. The threads are off (periods 0); the tests tick by hand.
+#include "control/billing_service.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "base/json.h"
+#include "base/time.h"
+
+namespace sovai::control {
+namespace {
+
+constexpr int64_t kS = 1'000'000;
+constexpr char kProject[] = "prj_a";
+constexpr char kOther[] = "prj_b";
+
+class BillingServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sovai-billing-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    clock_.SetUnixMicros(t0_);
+    auto db = ControlDb::Open(dir_ + "/control.db", ControlDbOptions{.env = &env_});
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    StartService();
+  }
+  void TearDown() override {
+    service_.reset();
+    db_.reset();
+    base::Env::Default().DeleteDirRecursive(dir_).IgnoreError();
+  }
+
+  void StartService() {
+    service_.reset();
+    BillingServiceOptions o;
+    o.flavors = &FlavorCatalog::Default();
+    o.env = &env_;
+    o.default_timeout_s = 3600;
+    o.watch_period = std::chrono::milliseconds(0);
+    o.sample_period = std::chrono::milliseconds(0);
+    o.bytes_by_project = [this] { return bytes_; };
+    auto service = BillingService::Start(*db_, o);
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+  }
+
+  void Exec(const std::string& sql) {
+    ASSERT_TRUE(db_->Write([&](base::Database& d) { return d.Exec(sql); }).ok()) << sql;
+  }
+
+  // A row of `jobs` as JobService writes it.
+  void PutJob(const std::string& id, const std::string& project, const std::string& flavor,
+              int units, std::vector<std::pair<std::string, int64_t>> history,
+              std::map<std::string, std::string> labels = {}) {
+    nlohmann::json h = nlohmann::json::array();
+    for (const auto& [state, at] : history) h.push_back({{"state", state}, {"at_unix_micros", at}});
+    nlohmann::json spec = {
+        {"image", "sovai/shell"}, {"flavor", flavor}, {"units", units}, {"labels", labels}};
+    ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(
+                         base::Statement st,
+                         sql.Prepare("INSERT OR REPLACE INTO jobs(id, project, user, sequence, "
+                                     "state, spec, history, created_at, updated_at) VALUES (?1, "
+                                     "?2, 'usr_x', ?3, ?4, ?5, ?6, ?7, ?8)"));
+                     st.Bind(1, id).Bind(2, project).Bind(3, ++sequence_);
+                     st.Bind(4, history.back().first).Bind(5, base::DumpJson(spec));
+                     st.Bind(6, base::DumpJson(h)).Bind(7, history.front().second);
+                     st.Bind(8, history.back().second);
+                     return st.Run();
+                   })
+                    .ok());
+  }
+
+  int64_t Spent(const std::string& project = kProject) {
+    auto spent = service_->MonthToDate(project);
+    EXPECT_TRUE(spent.ok()) << spent.status();
+    return spent.ok() ? *spent : -1;
+  }
+
+  // 2026-03-10T12:00:00Z
+  const int64_t t0_ = *base::ParseRfc3339("2026-03-10T12:00:00Z");
+  base::ManualClock clock_;
+  base::ManualClockEnv env_{base::Env::Default(), clock_};
+  std::string dir_;
+  std::unique_ptr<ControlDb> db_;
+  std::unique_ptr<BillingService> service_;
+  std::map<std::string, uint64_t> bytes_;
+  int64_t sequence_ = 0;
+};
+
+TEST_F(BillingServiceTest, JobRowsAreBilledAndADeletedJobStaysOnTheBill) {
+  // 90 s of ai1-1-cpu x2: 2 minutes × 2 units × 500 µ€.
+  PutJob("job_1", kProject, "ai1-1-cpu", 2,
+         {{"QUEUED", t0_ - 200 * kS},
+          {"RUNNING", t0_ - 100 * kS},
+          {"FINALIZING", t0_ - 10 * kS},
+          {"DONE", t0_ - 5 * kS}});
+  // Last month's job and another project's are not this month's spend.
+  PutJob("job_old", kProject, "h100-1-gpu", 1,
+         {{"QUEUED", t0_ - 30 * 86'400 * kS},
+          {"RUNNING", t0_ - 30 * 86'400 * kS},
+          {"DONE", t0_ - 29 * 86'400 * kS}});
+  PutJob("job_b", kOther, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_ - 100 * kS}, {"RUNNING", t0_ - 100 * kS}, {"DONE", t0_ - 50 * kS}});
+  EXPECT_EQ(Spent(), 2000);
+  EXPECT_EQ(Spent(kOther), 500);
+  Exec("DELETE FROM jobs WHERE id = 'job_1'");
+  EXPECT_EQ(Spent(), 2000);
+  auto lines = service_->Lines(std::nullopt, {t0_ - 86'400 * kS, t0_});
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  ASSERT_EQ(lines->size(), 2u);
+  EXPECT_EQ((*lines)[0].resource, "job_1");
+  EXPECT_EQ((*lines)[1].resource, "job_b");
+  // The previous month's statement has the old job (over two days: two lines).
+  auto february = service_->MonthStatement(kProject, *ParseMonth("2026-02"));
+  ASSERT_TRUE(february.ok());
+  ASSERT_EQ(february->lines.size(), 2u);
+  EXPECT_EQ(february->lines[0].resource, "job_old");
+  EXPECT_EQ(february->lines[1].resource, "job_old");
+  EXPECT_EQ(february->total_micro_eur, 24 * 60 * 46'700);
+}
+
+TEST_F(BillingServiceTest, ARunningJobGrowsAndAnAppReplicaIsAnAppLine) {
+  PutJob("job_r", kProject, "ai1-1-cpu", 1, {{"QUEUED", t0_}, {"RUNNING", t0_ + kS}},
+         {{"sovai.app", "app_1"}});
+  clock_.Advance(30 * kS);
+  EXPECT_EQ(Spent(), 500);
+  clock_.Advance(60 * kS);
+  EXPECT_EQ(Spent(), 1000);
+  auto statement = service_->MonthStatement(kProject, MonthOf(t0_));
+  ASSERT_TRUE(statement.ok());
+  ASSERT_EQ(statement->lines.size(), 1u);
+  EXPECT_EQ(statement->lines[0].kind, LineKind::kApp);
+  EXPECT_EQ(statement->lines[0].resource, "app_1");
+  EXPECT_TRUE(statement->lines[0].open);
+  EXPECT_EQ(statement->total_micro_eur, SumAmounts(statement->lines));
+}
+
+TEST_F(BillingServiceTest, ACrashsDowntimeIsNotBilled) {
+  // Lifetime 1 (started at t0_ by SetUp) sees the job start and beats at +20 s, then dies.
+  PutJob("job_1", kProject, "ai1-1-cpu", 1, {{"QUEUED", t0_}, {"RUNNING", t0_ + 5 * kS}});
+  clock_.Advance(20 * kS);
+  ASSERT_TRUE(service_->WatchOnce().ok());
+  // An hour later lifetime 2 starts and its JobService finalizes the job as INTERRUPTED.
+  clock_.Advance(3600 * kS);
+  StartService();
+  clock_.Advance(kS);
+  PutJob("job_1", kProject, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_},
+          {"RUNNING", t0_ + 5 * kS},
+          {"FINALIZING", t0_ + 3621 * kS},
+          {"INTERRUPTED", t0_ + 3622 * kS}});
+  EXPECT_EQ(Spent(), 500);  // 15 s known to have run: one minute, not 61
+}
+
+TEST_F(BillingServiceTest, TokensOfCatalogEndpointsStayBilledAfterTheEndpointIsDeleted) {
+  const int64_t minute = t0_ / (60 * kS);
+  Exec(
+      "INSERT INTO endpoints(name, app, rate_limit, created_at) VALUES ('llama', 'app_cat', "
+      "'400/min', 0)");
+  Exec("INSERT INTO app_usage VALUES ('app_cat', 'tok_1', 'prj_a', " + std::to_string(minute) +
+       ", 3, 1000000, 1000000)");
+  Exec("INSERT INTO app_usage VALUES ('app_cat', '', '', " + std::to_string(minute) +
+       ", 1, 1000000, 0)");  // anonymous: nobody to bill
+  Exec("INSERT INTO app_usage VALUES ('app_mine', 'tok_1', 'prj_a', " + std::to_string(minute) +
+       ", 1, 5000000, 0)");  // a project's own app: its replicas are billed, not its tokens
+  clock_.Advance(120 * kS);
+  EXPECT_EQ(Spent(), 1'000'000);  // 2 million tokens at 0.50 € per million
+  Exec("DELETE FROM endpoints WHERE name = 'llama'");
+  EXPECT_EQ(Spent(), 1'000'000);
+  auto lines = service_->Lines(kProject, {t0_, t0_ + 120 * kS});
+  ASSERT_TRUE(lines.ok());
+  ASSERT_EQ(lines->size(), 1u);
+  EXPECT_EQ((*lines)[0].kind, LineKind::kTokens);
+  EXPECT_EQ((*lines)[0].resource, "llama");
+  EXPECT_EQ((*lines)[0].quantity, 2'000'000);
+}
+
+TEST_F(BillingServiceTest, StorageSamplesBillEachHourOnce) {
+  bytes_ = {{kProject, kBytesPerGib * 73}, {kOther, 0}};
+  const int64_t hour = (t0_ / (3600 * kS)) * 3600 * kS;
+  clock_.SetUnixMicros(hour + 60 * kS);
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  clock_.SetUnixMicros(hour + 1800 * kS);  // the same hour again: still one hour
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  clock_.SetUnixMicros(hour + 3600 * kS + 60 * kS);
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  clock_.SetUnixMicros(hour + 7200 * kS);
+  // 73 GiB for 2 hours = 146 GiB-hours = 0.2 GiB-months = 2000 µ€ at 0.01 €.
+  EXPECT_EQ(Spent(), 2000);
+  EXPECT_EQ(Spent(kOther), 0);
+}
+
+TEST_F(BillingServiceTest, BudgetsSetGetRemove) {
+  auto none = service_->GetBudget(kProject);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->budget.has_value());
+  EXPECT_FALSE(none->alert);
+  EXPECT_FALSE(none->capped);
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{1000, 50}).ok());
+  PutJob("job_1", kProject, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_ - 100 * kS}, {"RUNNING", t0_ - 100 * kS}, {"DONE", t0_ - 50 * kS}});
+  auto report = service_->GetBudget(kProject);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->budget->monthly_cap_micro_eur, 1000);
+  EXPECT_EQ(report->spent_micro_eur, 500);
+  EXPECT_TRUE(report->alert);
+  EXPECT_FALSE(report->capped);
+  EXPECT_EQ(service_->SetBudget(kProject, Budget{-1, 50}).code(),
+            base::StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetBudget(kProject, Budget{1000, 0}).code(),
+            base::StatusCode::kInvalidArgument);
+  EXPECT_EQ(service_->SetBudget(kProject, Budget{1000, 101}).code(),
+            base::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{500, 80}).ok());
+  EXPECT_TRUE(service_->GetBudget(kProject)->capped);
+  ASSERT_TRUE(service_->SetBudget(kProject, std::nullopt).ok());
+  EXPECT_FALSE(service_->GetBudget(kProject)->budget.has_value());
+}
+
+TEST_F(BillingServiceTest, TheAlertIsRecordedOncePerMonth) {
+  auto alerted_month = [&] {
+    std::string month = "?";
+    EXPECT_TRUE(db_->Read([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(
+                         base::Statement st,
+                         sql.Prepare("SELECT alerted_month FROM project_budgets WHERE project = "
+                                     "'prj_a'"));
+                     SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+                     if (row) month = st.ColumnText(0);
+                     return base::Status();
+                   })
+                    .ok());
+    return month;
+  };
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{1000, 50}).ok());
+  ASSERT_TRUE(service_->WatchOnce().ok());
+  EXPECT_EQ(alerted_month(), "");
+  PutJob("job_1", kProject, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_ - 100 * kS}, {"RUNNING", t0_ - 100 * kS}, {"DONE", t0_ - 50 * kS}});
+  ASSERT_TRUE(service_->WatchOnce().ok());
+  EXPECT_EQ(alerted_month(), "2026-03");
+  // Setting the budget again re-arms the alert.
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{1000, 50}).ok());
+  EXPECT_EQ(alerted_month(), "");
+}
+
+TEST_F(BillingServiceTest, AdmissionAndDryRunsPriceTheTimeout) {
+  JobSpec spec;
+  spec.image = "sovai/shell";
+  spec.flavor = "ai1-1-cpu";
+  spec.units = 2;
+  spec.timeout_s = 90;  // 2 minutes × 2 units × 500 = 2000 µ€
+  // Without a budget everything is admitted and nothing is left to say.
+  EXPECT_TRUE(service_->AdmissionCheck(kProject, spec).ok());
+  auto free = service_->DryRunJob(kProject, spec);
+  ASSERT_TRUE(free.ok());
+  EXPECT_EQ(free->price_per_minute_micro_eur, 1000);
+  EXPECT_EQ(free->cost_at_timeout_micro_eur, 2000);
+  EXPECT_FALSE(free->budget_left_micro_eur.has_value());
+  EXPECT_FALSE(free->would_be_refused);
+
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{2500, 80}).ok());
+  PutJob("job_1", kProject, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_ - 100 * kS}, {"RUNNING", t0_ - 100 * kS}, {"DONE", t0_ - 50 * kS}});
+  // 500 spent + 2000 = 2500: exactly the cap, admitted.
+  EXPECT_TRUE(service_->AdmissionCheck(kProject, spec).ok());
+  auto fits = service_->DryRunJob(kProject, spec);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->budget_left_micro_eur, 2000);
+  EXPECT_FALSE(fits->would_be_refused);
+  EXPECT_EQ(fits->reason, "");
+  spec.timeout_s = 121;  // 3 minutes: 3000 µ€
+  base::Status refused = service_->AdmissionCheck(kProject, spec);
+  EXPECT_EQ(refused.code(), base::StatusCode::kFailedPrecondition);
+  for (const char* number : {"0.000500", "0.003000", "0.002500"}) {
+    EXPECT_NE(refused.message().find(number), std::string::npos) << refused.message();
+  }
+  auto dry = service_->DryRunJob(kProject, spec);
+  ASSERT_TRUE(dry.ok());
+  EXPECT_TRUE(dry->would_be_refused);
+  EXPECT_EQ(dry->reason, refused.message());
+  // No timeout: the server's default (3600 s in this test) prices it.
+  spec.timeout_s = 0;
+  auto untimed = service_->DryRunJob(kProject, spec);
+  ASSERT_TRUE(untimed.ok());
+  EXPECT_EQ(untimed->timeout_s, 3600);
+  EXPECT_EQ(untimed->cost_at_timeout_micro_eur, 60 * 1000);
+  // Another project has no budget.
+  EXPECT_TRUE(service_->AdmissionCheck(kOther, spec).ok());
+  // An unknown flavor is NotFound for the dry run (Submit reports it for admission).
+  spec.flavor = "nope";
+  EXPECT_EQ(service_->DryRunJob(kProject, spec).status().code(), base::StatusCode::kNotFound);
+  EXPECT_TRUE(service_->AdmissionCheck(kProject, spec).ok());
+
+  AppSpec app;
+  app.name = "bot";
+  app.flavor = "ai1-1-cpu";
+  app.units = 1;
+  app.autoscaling = AutoscalingSpec{.min_replicas = 0, .max_replicas = 3};
+  auto app_run = service_->DryRunApp(kOther, app, 60);
+  ASSERT_TRUE(app_run.ok());
+  EXPECT_EQ(app_run->price_per_minute_micro_eur, 3 * 500);
+  EXPECT_EQ(app_run->cost_at_timeout_micro_eur, 3 * 500);
+}
+
+}  // namespace
+}  // namespace sovai::control
