@@ -1042,7 +1042,7 @@ void AppService::Reconcile(const std::string& app_id) {
     }
     if (changed || !started.empty() || !to_stop.empty()) (void)Save(app);
     // A replica submitted while the app was deleted (Delete saw none, so DELETED at once) is
-    // still running: the app stays in the table, invisible, until the next ticks stopped it.
+    // still running: the app stays in the table, invisible, until later ticks have stopped it.
     if (app.state == AppState::kDeleted && app.replicas.empty()) {
       apps_.erase(it);
       runtime_.erase(app_id);

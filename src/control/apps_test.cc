@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -500,13 +501,17 @@ TEST_F(AppsTest, AReplicaStartedWhileTheAppStopsOrIsDeletedIsStopped) {
     const std::string name = remove ? "deleted-early" : "stopped-early";
     App app = Create(Spec(name, 0));
     WaitForApp(app.id, RunningWith(0), "RUNNING with no replica");
+    // Once on_route has been called, loop_thread_ is known.
+    ASSERT_TRUE(WaitForRoute(app.id, [](const AppRoute& r) { return r.serving(); }));
     const size_t routes_before = RouteCount();
     std::thread::id loop_thread;
     {
       std::lock_guard lock(routes_mu_);
       loop_thread = loop_thread_;
     }
+    std::atomic<bool> fired = false;
     jobs_env_hook_.Arm(loop_thread, [&] {
+      fired = true;
       auto done = remove ? apps_->Delete(kProject, app.id) : apps_->Stop(kProject, app.id);
       EXPECT_TRUE(done.ok()) << done.status();
       EXPECT_EQ(done->state, remove ? AppState::kDeleted : AppState::kStopped)
@@ -520,6 +525,7 @@ TEST_F(AppsTest, AReplicaStartedWhileTheAppStopsOrIsDeletedIsStopped) {
       std::this_thread::sleep_for(milliseconds(20));
     }
     ASSERT_EQ(jobs.size(), 1u);
+    EXPECT_TRUE(fired) << "the hook ran while the replica was submitted";
     Job ended = WaitFor(jobs[0].id);
     EXPECT_EQ(ended.state, JobState::kInterrupted) << ended.reason;
     if (remove) {
