@@ -21,6 +21,7 @@
 #include "cli/prometheus.h"
 #include "cli/version.h"
 #include "control/apps.h"
+#include "control/audit.h"
 #include "control/billing_service.h"
 #include "control/flavors.h"
 #include "control/jobs.h"
@@ -127,6 +128,11 @@ struct PlatformServer::Impl {
   // The control plane and the jobs outlive the API listener; jobs need the S3 listener.
   std::unique_ptr<StoreS3KeyIssuer> s3_key_issuer;
   std::unique_ptr<control::ControlPlane> control;
+  // The audit log (docs/audit.md) over control.db: outlives the listeners and the gateway that
+  // append to it (declared after `control`, so it goes first of the two). The S3 listener starts
+  // before the control plane: it appends once `audit_ptr` is set.
+  std::unique_ptr<control::AuditLog> audit;
+  std::atomic<control::AuditLog*> audit_ptr{nullptr};
   std::unique_ptr<control::FlavorCatalog> flavors;
   // Billing outlives the jobs and apps (their admission check calls it) and needs the store
   // (storage samples), the catalog and the control database.
@@ -212,7 +218,62 @@ struct PlatformServer::Impl {
   net::Router S3Router() {
     net::Router router;
     s3_api->Install(router);
+    // Every S3 request but HEAD and OPTIONS (CORS preflights carry no credentials) goes to the
+    // audit log: mutations and object reads alike. The wrapper keeps S3's own body limit.
+    const net::RouteOptions options = *router.Find("PUT", "/").options;
+    router.SetFallback(
+        [this](net::Request& request) {
+          net::Response response = s3_api->Handle(request);
+          control::AuditLog* audit = audit_ptr.load();
+          if (audit != nullptr && request.method() != "HEAD" && request.method() != "OPTIONS") {
+            audit->Append(S3AuditEvent(request, response.status));
+          }
+          return response;
+        },
+        options);
     return router;
+  }
+
+  // The access key id a request claims (SigV4/SigV2 header or presigned query); the S3 API has
+  // checked the signature, so for a 2xx it is the caller. Its principal is the key's project (or
+  // the bootstrap admin).
+  control::AuditEvent S3AuditEvent(const net::Request& request, int status) {
+    std::string key;
+    if (auto auth = request.header("Authorization")) {
+      std::string_view a = *auth;
+      if (size_t at = a.find("Credential="); at != std::string_view::npos) {
+        a.remove_prefix(at + 11);
+        key = std::string(a.substr(0, a.find('/')));
+      } else if (a.starts_with("AWS ")) {
+        a.remove_prefix(4);
+        key = std::string(a.substr(0, a.find(':')));
+      }
+    } else if (auto credential = request.query("X-Amz-Credential")) {
+      key = std::string(credential->substr(0, credential->find('/')));
+    } else if (auto id = request.query("AWSAccessKeyId")) {
+      key = std::string(*id);
+    }
+    control::AuditEvent event{.actor_token = key,
+                              .action = "S3 " + std::string(request.method()),
+                              .resource = request.path(),
+                              .source = std::string(request.remote_address()),
+                              .result = status};
+    if (!key.empty()) {
+      if (auto credential = store->LookupAccessKey(key)) event.project = credential->user_id;
+    }
+    // Subresource names ("uploads", "acl", "delete"), never values: a presigned query carries
+    // a signature.
+    std::string names;
+    for (std::string_view part : base::Split(request.raw_query(), '&')) {
+      std::string_view name = part.substr(0, part.find('='));
+      if (name.empty() || base::EqualsIgnoreCase(name.substr(0, 6), "X-Amz-") ||
+          name == "Signature" || name == "AWSAccessKeyId" || name == "Expires") {
+        continue;
+      }
+      names += (names.empty() ? "" : ",") + std::string(name);
+    }
+    if (!names.empty()) event.detail = "query: " + names;
+    return event;
   }
 
   net::ServerOptions Options(const std::string& listen) const {
@@ -415,6 +476,9 @@ struct PlatformServer::Impl {
       g.token_rate_limit = *limit;
       g.project_rate_limit = *limit;
     }
+    g.on_audit = [this](const control::AuditEvent& event) {
+      if (control::AuditLog* a = audit_ptr.load()) a->Append(event);
+    };
     g.on_usage = [this](std::vector<gateway::UsageRow> rows) {
       std::vector<control::AppUsageRecord> records;
       for (const gateway::UsageRow& r : rows) {
@@ -506,6 +570,9 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
       control::ControlPlane::Open(
           impl->config.data_dir,
           {.env = &env, .admin = impl->admin, .s3_keys = impl->s3_key_issuer.get()}));
+  SOVAI_ASSIGN_OR_RETURN(impl->audit, control::AuditLog::Open(impl->control->db(), {.env = &env}));
+  impl->audit_ptr.store(impl->audit.get());
+  impl->control->AttachAudit(impl->audit.get());
   impl->control->SetServerInfo(
       {impl->config.region, impl->s3_url, Version(), !impl->config.tls_cert_file.empty()});
   SOVAI_RETURN_IF_ERROR(impl->StartBilling());
@@ -541,6 +608,8 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->jobs.reset();
   impl_->billing.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);
+  impl_->audit_ptr.store(nullptr);
+  impl_->audit.reset();  // writes what is queued
   impl_->control.reset();
   impl_->s3_key_issuer.reset();
   impl_->store.reset();  // after the S3 listener: no request uses it any more

@@ -94,4 +94,17 @@ inline constexpr size_t kMaxBillingLines = 100'000;
 // The longest window GET /v1/billing/usage accepts.
 inline constexpr int64_t kMaxBillingWindowDays = 366;
 
+// --- Audit log (docs/audit.md) ----------------------------------------------------------------
+// Events waiting for the audit writer. Append() never blocks the request path: beyond this the
+// event is dropped, counted, logged, and the count written into the chain as an "AUDIT DROPPED"
+// entry once the writer catches up (a gap an auditor sees, never a silent one).
+inline constexpr size_t kAuditQueueLimit = 10'000;
+// Events written per transaction by the writer.
+inline constexpr size_t kAuditWriteBatch = 256;
+// Rows Verify() reads per read transaction (the database lock is released between chunks).
+inline constexpr int64_t kAuditVerifyChunk = 1'000;
+// A free-text field (resource, detail) longer than this is cut and marked "...(cut)"; request
+// paths are already bounded by the HTTP server's target limit.
+inline constexpr size_t kMaxAuditFieldBytes = 2048;
+
 }  // namespace sovai::control

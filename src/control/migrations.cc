@@ -188,6 +188,26 @@ CREATE TRIGGER endpoints_created_keep_billing AFTER INSERT ON endpoints BEGIN
   INSERT OR REPLACE INTO billing_endpoint_apps(app, name) VALUES (NEW.app, NEW.name);
 END;
 )sql"},
+    {"audit_log", R"sql(
+-- The audit log (src/control/audit.h, docs/audit.md): append only, hash-chained. `hash` is
+-- lowercase hex SHA-256(raw prev_hash || canonical fields); the first entry's prev_hash is 64 '0'.
+CREATE TABLE audit_log (
+  seq          INTEGER PRIMARY KEY,  -- 1, 2, 3, ... without gaps
+  at           INTEGER NOT NULL,
+  actor_user   TEXT NOT NULL,
+  actor_token  TEXT NOT NULL,
+  project      TEXT NOT NULL,
+  action       TEXT NOT NULL,        -- "POST /v1/jobs", "S3 GET object", "APP POST"
+  resource     TEXT NOT NULL,
+  source       TEXT NOT NULL,        -- remote address
+  result       INTEGER NOT NULL,     -- HTTP status
+  detail       TEXT NOT NULL,
+  prev_hash    TEXT NOT NULL,
+  hash         TEXT NOT NULL
+);
+CREATE INDEX audit_log_by_time ON audit_log(at);
+CREATE INDEX audit_log_by_project ON audit_log(project, seq);
+)sql"},
 };
 
 }  // namespace

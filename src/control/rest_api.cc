@@ -222,8 +222,31 @@ class RestApi {
 
   explicit RestApi(ControlPlane& control) : control_(control), identity_(control.identity()) {}
 
-  net::Response Run(net::Request& request, Method method) {
+  // The one place every /v1 call passes: authentication, the read-only check, the handler, and
+  // the audit entry of every call that may change something (GET and HEAD are not recorded).
+  net::Response Run(net::Request& request, std::string_view pattern, Method method) {
     auto principal = AuthenticateRequest(identity_, request);
+    net::Response response = Dispatch(request, principal, method);
+    AuditLog* audit = control_.audit();
+    if (audit != nullptr && request.method() != "GET" && request.method() != "HEAD") {
+      AuditEvent event{.action = std::string(request.method()) + " " + std::string(pattern),
+                       .resource = request.path(),
+                       .source = std::string(request.remote_address()),
+                       .result = response.status};
+      if (principal.ok()) {
+        event.actor_user = principal->user.id;
+        event.actor_token = principal->token.id;
+        event.project = principal->project.id;
+      } else {
+        event.detail = principal.status().message();
+      }
+      audit->Append(std::move(event));
+    }
+    return response;
+  }
+
+  net::Response Dispatch(net::Request& request, const base::Result<Principal>& principal,
+                         Method method) {
     if (!principal.ok()) return Problem(principal.status());
     if (principal->role == Role::kRead && request.method() != "GET" && request.method() != "HEAD") {
       return Problem(base::PermissionDeniedError("token " + principal->token.id +
@@ -1402,6 +1425,100 @@ class RestApi {
     return j;
   }
 
+ public:
+  // --- Audit (docs/audit.md) ---
+  static Json AuditEntryJson(const AuditEntry& e) {
+    return {{"seq", e.seq},
+            {"at", base::FormatRfc3339(e.event.at_us, 6)},
+            {"actor_user", e.event.actor_user},
+            {"actor_token", e.event.actor_token},
+            {"project", e.event.project},
+            {"action", e.event.action},
+            {"resource", e.event.resource},
+            {"source", e.event.source},
+            {"result", e.event.result},
+            {"detail", e.event.detail},
+            {"prev_hash", e.prev_hash},
+            {"hash", e.hash}};
+  }
+
+  // Platform admins see every entry (?project= narrows); a project's admins see their project's.
+  net::Response ListAudit(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "audit entries"); !st.ok()) return Problem(st);
+    if (p.role != Role::kAdmin) {
+      return Problem(base::PermissionDeniedError(
+          "reading the audit log needs an admin token (of the project, or of the system project "
+          "for every project)"));
+    }
+    AuditLog* audit = control_.audit();
+    if (audit == nullptr) {
+      return Problem(base::UnavailableError("the audit log is not enabled on this server"));
+    }
+    PageRequest page;
+    std::vector<FieldError> errors = ParsePage(request, &page);
+    AuditFilter filter{.limit = page.limit};
+    if (!page.after.empty()) {
+      auto after = base::ParseInt64(page.after);
+      if (after.ok() && *after >= 0) {
+        filter.after_seq = *after;
+      } else {
+        errors.push_back({"cursor", "cursor is not a next_cursor of GET /v1/audit"});
+      }
+    }
+    auto time_param = [&](std::string_view name, std::optional<int64_t>* out) {
+      auto text = request.query(name);
+      if (!text) return;
+      auto t = base::ParseRfc3339(*text);
+      if (t.ok()) {
+        *out = *t;
+      } else {
+        errors.push_back({std::string(name), std::string(name) +
+                                                 " must be an RFC 3339 time such as "
+                                                 "2025-01-31T12:00:00Z"});
+      }
+    };
+    time_param("from", &filter.from_us);
+    time_param("to", &filter.to_us);
+    filter.actor = std::string(request.query("actor").value_or(""));
+    filter.action_prefix = std::string(request.query("action").value_or(""));
+    filter.project = std::string(request.query("project").value_or(""));
+    if (!errors.empty()) return Invalid(errors);
+    if (!p.platform_admin()) {
+      if (!filter.project.empty() && filter.project != p.project.id) {
+        return FieldProblem(base::NotFoundError("project '" + filter.project + "' not found"),
+                            "project");
+      }
+      filter.project = p.project.id;
+    }
+    auto entries = audit->List(filter);
+    if (!entries.ok()) return Problem(entries.status());
+    Json items = Json::array();
+    for (const AuditEntry& e : entries->items) items.push_back(AuditEntryJson(e));
+    return JsonResponse(
+        200, {{"items", std::move(items)},
+              {"next_cursor", entries->next_cursor ? Json(std::to_string(*entries->next_cursor))
+                                                   : Json(nullptr)}});
+  }
+
+  // Walks the whole chain: platform admins only (the chain spans every project).
+  net::Response VerifyAudit(net::Request&, const Principal& p) {
+    if (Status st = RequirePlatformAdmin(p, "verifying the audit log"); !st.ok()) {
+      return Problem(st);
+    }
+    AuditLog* audit = control_.audit();
+    if (audit == nullptr) {
+      return Problem(base::UnavailableError("the audit log is not enabled on this server"));
+    }
+    auto report = audit->Verify();
+    if (!report.ok()) return Problem(report.status());
+    return JsonResponse(
+        200, {{"ok", report->ok},
+              {"entries", report->entries},
+              {"first_bad_seq", report->first_bad ? Json(*report->first_bad) : Json(nullptr)},
+              {"problem", report->problem}});
+  }
+
+ private:
   static bool IsRateLimit(std::string_view text) {
     size_t slash = text.find('/');
     if (slash == std::string_view::npos || slash == 0) return false;
@@ -1522,6 +1639,8 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/billing/usage", &RestApi::BillingUsage},
     {"GET", "/v1/billing/statement", &RestApi::BillingStatement},
     {"GET", "/v1/billing/budget", &RestApi::GetOwnBudget},
+    {"GET", "/v1/audit", &RestApi::ListAudit},
+    {"GET", "/v1/audit/verify", &RestApi::VerifyAudit},
 };
 
 }  // namespace
@@ -1566,8 +1685,8 @@ base::Status RegisterRestApi(net::Router& router, ControlPlane& control) {
     options.max_body_bytes = job_spec ? kMaxJobSpecBytes : kMaxRequestBodyBytes;
     router.Add(
         std::string(route.method), std::string(route.pattern),
-        [api, handler = route.handler](net::Request& request) {
-          return api->Run(request, handler);
+        [api, pattern = route.pattern, handler = route.handler](net::Request& request) {
+          return api->Run(request, pattern, handler);
         },
         options);
   }

@@ -36,6 +36,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "control/apps.h"
+#include "control/audit.h"
 #include "control/billing_service.h"
 #include "control/bootstrap.h"
 #include "control/db.h"
@@ -115,6 +116,10 @@ class ControlPlane {
   // Not owned. Until AttachBilling, the billing and budget routes and ?dry_run=true answer 503.
   void AttachBilling(BillingService* billing) { billing_ = billing; }
   BillingService* billing() { return billing_; }
+  // Not owned. With it, every /v1 call other than GET/HEAD is appended to the audit log (also
+  // refused and unauthenticated ones), and GET /v1/audit answers; without it that answers 503.
+  void AttachAudit(AuditLog* audit) { audit_ = audit; }
+  AuditLog* audit() { return audit_; }
 
  private:
   ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
@@ -126,6 +131,7 @@ class ControlPlane {
   JobService* jobs_ = nullptr;
   AppService* apps_ = nullptr;
   BillingService* billing_ = nullptr;
+  AuditLog* audit_ = nullptr;
   std::string jobs_unavailable_ = "jobs are not enabled on this server";
   const FlavorCatalog* flavors_ = nullptr;
 };

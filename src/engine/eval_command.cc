@@ -22,6 +22,7 @@
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "serve/engine.h"
+#include "train/chat_data.h"
 
 namespace sovai::engine {
 namespace {
@@ -192,10 +193,13 @@ struct EvalSettings {
 Status RunEval(base::Env& env, const serve::EngineOptions& engine_options,
                const EvalSettings& settings) {
   const auto started = std::chrono::steady_clock::now();
+  // The data is checked before the weights load (minutes for a large model): the chat template
+  // is the one the engine loads, read from the same tokenizer_config.json.
+  SOVAI_ASSIGN_OR_RETURN(train::ChatData chat, train::LoadChatData(env, engine_options.model_dir));
+  SOVAI_ASSIGN_OR_RETURN(std::vector<EvalExample> examples,
+                         LoadExamples(env, *chat.chat_template, settings.data_path));
   SOVAI_ASSIGN_OR_RETURN(std::unique_ptr<serve::Engine> engine,
                          serve::Engine::Start(engine_options));
-  SOVAI_ASSIGN_OR_RETURN(std::vector<EvalExample> examples,
-                         LoadExamples(env, engine->chat_template(), settings.data_path));
   std::vector<int32_t> stop_tokens;
   if (auto eot = EndOfTurnToken(engine->chat_template(), engine->tokenizer())) {
     stop_tokens.push_back(*eot);

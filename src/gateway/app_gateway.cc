@@ -320,7 +320,28 @@ struct AppGateway::Impl {
     return res;
   }
 
-  net::Response HandleApp(net::Request& request) {
+  // With options.on_audit: runs `handle` with an event it fills with the caller, then records it
+  // with the response's status (docs/audit.md).
+  template <typename Handle>
+  net::Response Audited(net::Request& request, std::string_view action, Handle handle) {
+    if (!options.on_audit) return handle(nullptr);
+    control::AuditEvent event{.action = std::string(action) + " " + std::string(request.method()),
+                              .resource = request.path(),
+                              .source = std::string(request.remote_address())};
+    net::Response response = handle(&event);
+    event.result = response.status;
+    options.on_audit(event);
+    return response;
+  }
+
+  static void NoteCaller(control::AuditEvent* event, const std::optional<control::Principal>& p) {
+    if (event == nullptr || !p) return;
+    event->actor_user = p->user.id;
+    event->actor_token = p->token.id;
+    event->project = p->project.id;
+  }
+
+  net::Response HandleApp(net::Request& request, control::AuditEvent* event) {
     const std::string id(request.param("app").value_or(""));
     std::shared_ptr<AppEntry> entry = Find(id);
     if (!entry) return AppNotFound(id);
@@ -330,7 +351,11 @@ struct AppGateway::Impl {
       route = entry->route;
     }
     std::optional<control::Principal> principal;
+    // The app's project, not the caller's: the app's admins see the calls to it.
+    if (event != nullptr) event->project = route.project;
     if (auto denied = Authorize(request, route, &principal)) return std::move(*denied);
+    NoteCaller(event, principal);
+    if (event != nullptr) event->project = route.project;
     UsageKey key{route.id, principal ? principal->token.id : "", route.project};
     if (principal) {
       if (auto limited =
@@ -379,9 +404,11 @@ struct AppGateway::Impl {
     return net::Response::Json(200, base::DumpJson(Json{{"object", "list"}, {"data", data}}));
   }
 
-  net::Response CatalogCompletion(net::Request& request, std::string upstream) {
+  net::Response CatalogCompletion(net::Request& request, std::string upstream,
+                                  control::AuditEvent* event) {
     std::optional<control::Principal> principal;
     if (auto denied = CatalogCaller(request, &principal)) return std::move(*denied);
+    NoteCaller(event, principal);
     // The model decides the app: read the body here, and hand it on.
     std::optional<net::Response> error;
     Result<std::string> body = ReadBody(request, &error);
@@ -398,6 +425,7 @@ struct AppGateway::Impl {
       return res;
     }
     const std::string name = model->get<std::string>();
+    if (event != nullptr) event->detail = "model " + name;
     std::optional<control::Endpoint> endpoint = options.apps->FindEndpoint(name);
     std::shared_ptr<AppEntry> entry = endpoint ? Find(endpoint->app) : nullptr;
     if (!entry) {
@@ -503,17 +531,30 @@ void AppGateway::Install(net::Router& router) {
   for (const char* method : kAppMethods) {
     for (const char* pattern : {"/apps/{app}", "/apps/{app}/{rest...}"}) {
       router.Add(
-          method, pattern, [impl](net::Request& r) { return impl->HandleApp(r); }, route_options);
+          method, pattern,
+          [impl](net::Request& r) {
+            return impl->Audited(r, "APP",
+                                 [&](control::AuditEvent* e) { return impl->HandleApp(r, e); });
+          },
+          route_options);
     }
   }
   router.Get("/v1/models", [impl](net::Request& r) { return impl->CatalogModels(r); });
   router.Post(
       "/v1/chat/completions",
-      [impl](net::Request& r) { return impl->CatalogCompletion(r, "/v1/chat/completions"); },
+      [impl](net::Request& r) {
+        return impl->Audited(r, "CATALOG", [&](control::AuditEvent* e) {
+          return impl->CatalogCompletion(r, "/v1/chat/completions", e);
+        });
+      },
       route_options);
   router.Post(
       "/v1/completions",
-      [impl](net::Request& r) { return impl->CatalogCompletion(r, "/v1/completions"); },
+      [impl](net::Request& r) {
+        return impl->Audited(r, "CATALOG", [&](control::AuditEvent* e) {
+          return impl->CatalogCompletion(r, "/v1/completions", e);
+        });
+      },
       route_options);
 }
 

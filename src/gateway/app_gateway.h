@@ -26,6 +26,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "control/apps.h"
+#include "control/audit.h"
 #include "control/identity.h"
 #include "gateway/proxy.h"
 #include "gateway/rate_limiter.h"
@@ -52,6 +53,9 @@ struct AppGatewayOptions {
   // Where the meter's readings go, from the autoscaler thread at each tick and at the end
   // (AppService::RecordUsage in `sovai server`). nullptr: kept until TakeUsage.
   std::function<void(std::vector<UsageRow>)> on_usage;
+  // Called after every app call and catalog completion with who, what, where and the status
+  // (AuditLog::Append in `sovai server`); on the request's thread, so it must be fast.
+  std::function<void(const control::AuditEvent&)> on_audit;
 };
 
 class AppGateway {

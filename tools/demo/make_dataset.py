@@ -9,20 +9,22 @@ seed and held-out slot values). Deterministic: the same --seed gives the same by
 
 The answer grammar (docs/cli.md, `job run`), one command on one line:
 
-  sovai job run --gpu N --flavor FLAVOR
+  sovai job run --flavor FLAVOR --gpu N
       --volume DATA@EU-WEST-LOCAL/data:/workspace/data:ro
       --volume OUT@EU-WEST-LOCAL/output:/workspace/output:rw
-      [--timeout DURATION] sovai/finetune
+      sovai/finetune
 
-Slots: N (1-4, a flavor's max_units), FLAVOR (the six GPU flavors of the default catalog, named
-by their GPU model), DATA and OUT (bucket names, never equal), DURATION (optional).
+Slots: FLAVOR (the six GPU flavors of the default catalog, named by their GPU model), N (1-4, a
+flavor's max_units), DATA and OUT (bucket names, never equal). Requests name the data before the
+output. A timeout slot and requests naming the output first were tried and left out: the demo's
+training budget (about 1M tokens) does not learn them (tools/demo/README.md).
 
 No leakage, and the test measures generalisation:
 * Every user text appears in one split only (texts are unique over the whole dataset).
 * Validation and test use only held-out (data bucket, output bucket) pairs: a fifth of the ordered
   pairs, which never occur in training, so each test request asks for a combination of buckets
-  the model never saw (every bucket alone does occur in training, in both roles). GPU counts,
-  flavors and timeouts are crossed freely: holding out (count, flavor) pairs too made a 4M model
+  the model never saw (every bucket alone does occur in training, in both roles). GPU counts and
+  flavors are crossed freely: holding out (count, flavor) pairs too made a 4M model
   learn the count from the flavor it was seen with, which the demo's training budget does not
   unlearn (see tools/demo/README.md).
 """
@@ -53,18 +55,6 @@ BUCKETS = [
     "archive", "team-nlp", "prod-data", "eval-set", "raw-text", "fr-news", "de-wiki", "q3-logs",
     "finetune", "adapters", "outputs", "backup", "lab",
 ]
-
-# Durations as the CLI takes them, with the ways people say them.
-TIMEOUTS = {
-    "30m": ["30 minutes", "half an hour", "thirty minutes", "30 min"],
-    "45m": ["45 minutes", "forty-five minutes", "45 min"],
-    "1h": ["one hour", "an hour", "1 hour", "60 minutes"],
-    "2h": ["two hours", "2 hours", "2h"],
-    "3h": ["three hours", "3 hours", "3h"],
-    "6h": ["six hours", "6 hours", "6h"],
-    "12h": ["twelve hours", "12 hours", "half a day", "12h"],
-    "1d": ["one day", "a day", "24 hours", "1 day"],
-}
 
 NUMBER_WORDS = {1: ["one", "a single", "1", "one single"], 2: ["two", "2", "a pair of"],
                 3: ["three", "3"], 4: ["four", "4"]}
@@ -110,20 +100,7 @@ def bucket_phrase(rng, bucket, role):
     ])
 
 
-def timeout_phrase(rng, words):
-    return rng.choice([
-        f"stop after {words}",
-        f"for at most {words}",
-        f"with a {words} limit",
-        f"time limit {words}",
-        f"kill it after {words}",
-        f"no longer than {words}",
-        f"timeout {words}",
-        f"give it {words} max",
-    ])
-
-
-def request_text(rng, count, model, data, out, timeout_words):
+def request_text(rng, count, model, data, out):
     gpu = gpu_phrase(rng, count, model)
     src = bucket_phrase(rng, data, "data")
     dst = bucket_phrase(rng, out, "out")
@@ -132,7 +109,7 @@ def request_text(rng, count, model, data, out, timeout_words):
     opener = rng.choice(["", "", "please ", "can you ", "I want to ", "I'd like to ",
                          "hey, ", "could you "])
     on = rng.choice(["on", "on", "using", "with"])
-    shape = rng.randrange(6)
+    shape = rng.randrange(5)
     if shape == 0:
         text = f"{opener}{verb} {on} {gpu} with {src}, {dst}"
     elif shape == 1:
@@ -141,13 +118,8 @@ def request_text(rng, count, model, data, out, timeout_words):
         text = f"{opener}{verb} {on} {gpu}; {src}; {dst}"
     elif shape == 3:
         text = f"{gpu}, {src}, {dst}: {verb}"
-    elif shape == 4:
-        text = f"{opener}{verb}: {src}, {gpu}, {dst}"
     else:
-        text = f"{dst} after you {verb} {on} {gpu} with {src}"
-    if timeout_words is not None:
-        t = timeout_phrase(rng, timeout_words)
-        text = rng.choice([f"{text}, {t}", f"{text} and {t}", f"{text}. {t}"])
+        text = f"{opener}{verb}: {src}, {gpu}, {dst}"
     text = text.strip()
     text = text[0].upper() + text[1:] if rng.random() < 0.5 else text
     if rng.random() < 0.3:
@@ -155,13 +127,10 @@ def request_text(rng, count, model, data, out, timeout_words):
     return text
 
 
-def command(count, flavor, data, out, timeout):
-    parts = ["sovai job run", f"--gpu {count}", f"--flavor {flavor}",
+def command(count, flavor, data, out):
+    parts = ["sovai job run", f"--flavor {flavor}", f"--gpu {count}",
              f"--volume {data}@{REGION}/data:/workspace/data:ro",
-             f"--volume {out}@{REGION}/output:/workspace/output:rw"]
-    if timeout is not None:
-        parts.append(f"--timeout {timeout}")
-    parts.append("sovai/finetune")
+             f"--volume {out}@{REGION}/output:/workspace/output:rw", "sovai/finetune"]
     return " ".join(parts)
 
 
@@ -188,16 +157,14 @@ def make(seed, sizes):
                 sys.exit("make_dataset: cannot draw %d unique requests" % n)
             count, model = rng.choice(gpu_choices)
             data, out = rng.choice(bucket_choices)
-            timeout = rng.choice(sorted(TIMEOUTS)) if rng.random() < 0.4 else None
-            words = rng.choice(TIMEOUTS[timeout]) if timeout else None
-            user = request_text(rng, count, model, data, out, words)
+            user = request_text(rng, count, model, data, out)
             if user in seen:
                 continue
             seen.add(user)
             rows.append({"messages": [
                 {"role": "user", "content": user},
                 {"role": "assistant",
-                 "content": command(count, FLAVORS[model], data, out, timeout)},
+                 "content": command(count, FLAVORS[model], data, out)},
             ]})
         return rows
 
@@ -219,7 +186,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("output_dir")
     ap.add_argument("--seed", type=int, default=20261130)
-    ap.add_argument("--train", type=int, default=3000)
+    ap.add_argument("--train", type=int, default=6000)
     ap.add_argument("--validation", type=int, default=100)
     ap.add_argument("--test", type=int, default=200)
     args = ap.parse_args()

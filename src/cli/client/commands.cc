@@ -2,8 +2,13 @@
 
 #include "cli/client/billing_commands.h"
 #include "cli/client/command_util.h"
+#include "cli/client/tco.h"
 
 namespace sovai::cli::client {
+
+// audit_commands.cc (outside the anonymous namespace: it is defined there, with external linkage)
+int RunAuditCommand(CommandContext& ctx, const std::vector<std::string>& args);
+
 namespace {
 
 struct TopCommand {
@@ -22,7 +27,9 @@ constexpr TopCommand kCommands[] = {
     {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
     {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},
+    {"audit", "the audit log: list entries, verify the hash chain", &RunAuditCommand},
     {"budget", "a project's monthly budget: get, set", &RunBudgetCommand},
+    {"tco", "owning GPUs vs pay-as-you-go: monthly costs and break-even", &RunTcoCommand},
     {"token", "create, list and revoke API tokens", &RunTokenCommand},
     {"user", "list, create and delete users (platform admins)", &RunUserCommand},
     {"project", "list and create projects, add members", &RunProjectCommand},

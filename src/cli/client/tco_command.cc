@@ -1,0 +1,312 @@
+// sovai tco: owning N GPUs against pay-as-you-go at the catalog price (docs/tco.md). The numbers
+// come from tco.h; this file reads the flags, the flavor catalog and the usage history, and
+// prints the table, the JSON or the SVG plot.
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/strings.h"
+#include "cli/client/billing_format.h"
+#include "cli/client/command_util.h"
+#include "cli/client/table.h"
+#include "cli/client/tco.h"
+#include "net/http.h"
+
+namespace sovai::cli::client {
+namespace {
+
+using Json = nlohmann::json;
+
+// A decimal flag: its text (the default shown by --help), where it goes, and its bound.
+struct DecimalFlag {
+  std::string name;
+  std::string text;
+  int64_t* target;
+  int64_t max_units;
+  std::string help;
+};
+
+// The catalog's price of one GPU-minute of `gpu_model`, from the GPU flavor of that model with
+// the fewest GPUs per unit (h100-1-gpu for H100).
+struct CatalogPrice {
+  std::string flavor;
+  int64_t gpus_per_unit = 1;
+  int64_t price_per_gpu_minute_micro_eur = 0;
+};
+
+base::Result<CatalogPrice> FindCatalogPrice(const Json& flavors, std::string_view gpu_model) {
+  const Json& items = At(flavors, "items");
+  std::optional<CatalogPrice> best;
+  std::vector<std::string> models;
+  if (items.is_array()) {
+    for (const Json& f : items) {
+      if (Str(f, "kind") != "gpu") continue;
+      models.push_back(Str(f, "gpu_model"));
+      if (!base::EqualsIgnoreCase(Str(f, "gpu_model"), gpu_model)) continue;
+      const int64_t gpus = Int(f, "gpus_per_unit", 1);
+      auto price = ParseEurMicros(Str(f, "price_per_minute_eur"));
+      if (gpus < 1 || !price.ok() || *price <= 0) continue;
+      if (best && (best->gpus_per_unit < gpus ||
+                   (best->gpus_per_unit == gpus && best->flavor < Str(f, "id")))) {
+        continue;
+      }
+      // A flavor of k GPUs per unit costs k GPU-minutes a minute; rounded half up to the µ€.
+      best = CatalogPrice{Str(f, "id"), gpus, (*price + gpus / 2) / gpus};
+    }
+  }
+  if (!best) {
+    return base::NotFoundError("no GPU flavor of model '" + std::string(gpu_model) +
+                               "' in the catalog (models: " + base::Join(models, ", ") +
+                               "); pick one with --gpu-model or give --price-per-gpu-minute-eur");
+  }
+  return *best;
+}
+
+Json ScenarioJson(const TcoScenario& s) {
+  return {{"utilisation_ppm", s.utilisation_ppm},
+          {"utilisation_percent", FormatPpmPercent(s.utilisation_ppm)},
+          {"gpu_minutes_per_month", s.gpu_minutes_per_month},
+          {"pay_as_you_go_cents", s.pay_as_you_go_cents},
+          {"owning_cents", s.owning_cents},
+          {"cheaper", s.owning_cheaper() ? "owning" : "pay-as-you-go"},
+          {"months_to_break_even",
+           s.months_to_break_even ? Json(*s.months_to_break_even) : Json(nullptr)}};
+}
+
+// GPU-minutes as hours with one decimal ("3504.0"), exact to the tenth (rounded half up).
+std::string GpuHoursText(int64_t gpu_minutes) {
+  const int64_t tenths = (gpu_minutes * 10 + 30) / 60;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10);
+}
+
+std::string MonthsText(const std::optional<int64_t>& months) {
+  return months ? std::to_string(*months) : "never";
+}
+
+int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(
+      ctx, "sovai tco",
+      "Compares owning N GPUs with pay-as-you-go at the catalog price: the monthly cost of each,\n"
+      "the utilisation where they cost the same, and the months a purchase takes to pay off.\n"
+      "Logged in, the price is the catalog's (GET /v1/flavors) and the project's last 90 days\n"
+      "of that flavor (GET /v1/billing/usage) are compared too. Every input is explained in\n"
+      "docs/tco.md.\n\n"
+      "  sovai tco --gpus 8 --purchase-eur 250000 --utilisation 0.8 --svg tco.svg");
+  TcoInputs in;
+  std::string gpu_model = "H100";
+  std::string output = "table";
+  std::string svg_path;
+  bool no_history = false;
+  std::vector<DecimalFlag> decimals = {
+      {"price-per-gpu-minute-eur", "", &in.price_per_gpu_minute_micro_eur,
+       kTcoMaxPricePerGpuMinuteEur, "the price of one GPU-minute; the catalog's when logged in"},
+      {"purchase-eur", "200000", &in.purchase_micro_eur, kTcoMaxEur,
+       "what the server costs to buy"},
+      {"power-kw", "10.2", &in.power_micro_kw, kTcoMaxPowerKw, "the server's draw, in kW"},
+      {"eur-per-kwh", "0.25", &in.micro_eur_per_kwh, kTcoMaxEurPerKwh, "the price of energy"},
+      {"cooling-overhead", "0.4", &in.cooling_overhead_ppm, kTcoMaxCoolingOverhead,
+       "cooling as a fraction of the server's power (PUE - 1)"},
+      {"rack-eur-per-month", "1500", &in.rack_micro_eur_per_month, kTcoMaxEur,
+       "rack space / colocation"},
+      {"maintenance-eur-per-year", "20000", &in.maintenance_micro_eur_per_year, kTcoMaxEur,
+       "the maintenance contract"},
+      {"staff-eur-per-year", "90000", &in.staff_micro_eur_per_year, kTcoMaxEur,
+       "the yearly cost of the engineer who runs it"},
+      {"staff-fraction", "0.5", &in.staff_fraction_ppm, 1, "the share of that engineer's time"},
+      {"utilisation", "0.6", &in.utilisation_ppm, 1,
+       "the fraction of the hours the GPUs are busy (0..1)"},
+  };
+  FlagSet& f = cmd.flags();
+  f.Int("gpus", &in.gpus, "how many GPUs the server holds");
+  f.String("gpu-model", &gpu_model, "the GPU model whose catalog price to use", "MODEL");
+  for (DecimalFlag& d : decimals) f.String(d.name, &d.text, d.help, "NUMBER");
+  f.HideDefault("price-per-gpu-minute-eur");
+  f.Int("depreciation-months", &in.depreciation_months, "the months the purchase is spread over");
+  f.Bool("no-history", &no_history, "do not read the project's usage history");
+  f.String("output", &output, "table, json or svg (the plot, on stdout)", "FORMAT");
+  f.Short('o', "output");
+  f.String("svg", &svg_path, "also write the plot to FILE", "FILE");
+  if (auto code = cmd.Parse(args, 0, 0)) return *code;
+  if (output != "table" && output != "json" && output != "svg") {
+    return cmd.Usage("--output must be table, json or svg, not '" + output + "'");
+  }
+  if (f.WasSet("svg") && svg_path.empty()) return cmd.Usage("--svg needs a file name");
+  for (DecimalFlag& d : decimals) {
+    if (d.text.empty() && !f.WasSet(d.name)) continue;  // the price, when not given
+    auto parsed = ParseTcoDecimal("--" + d.name, d.text, d.max_units);
+    if (!parsed.ok()) return cmd.Usage(parsed.status().message());
+    *d.target = *parsed;
+  }
+  const bool price_given = f.WasSet("price-per-gpu-minute-eur");
+  {
+    // Every flag is checked before any request; the catalog's price is checked once known.
+    TcoInputs check = in;
+    if (!price_given) check.price_per_gpu_minute_micro_eur = 1;
+    if (auto s = ValidateTcoInputs(check); !s.ok()) return cmd.Usage(s.message());
+  }
+
+  auto config = cmd.Config();
+  const bool logged_in = config.ok() && !config->url.empty() && !config->token.empty();
+  if (!logged_in && !price_given) {
+    return cmd.Usage(
+        "not logged in, so there is no catalog price: give --price-per-gpu-minute-eur (0.0467 "
+        "is h100-1-gpu's list price) or run 'sovai login'" +
+        (config.ok() ? std::string() : " (" + config.status().message() + ")"));
+  }
+
+  std::optional<CatalogPrice> catalog;
+  std::optional<UsageHistory> history;
+  int64_t history_from = 0;
+  int64_t history_to = 0;
+  if (logged_in) {
+    auto api = cmd.Connect(*config);
+    if (!api.ok()) return cmd.Fail(api.status());
+    auto flavors = (*api)->Get("/v1/flavors");
+    base::Status found = flavors.status();
+    if (flavors.ok()) {
+      auto price = FindCatalogPrice(*flavors, gpu_model);
+      if (price.ok()) catalog = *price;
+      found = price.status();
+    }
+    if (!found.ok()) {
+      if (!price_given) return cmd.Fail(found);
+      cmd.Warn("no catalog flavor, so no usage history: " + found.message());
+    }
+    if (catalog && !price_given) {
+      in.price_per_gpu_minute_micro_eur = catalog->price_per_gpu_minute_micro_eur;
+      if (auto s = ValidateTcoInputs(in); !s.ok()) {
+        return cmd.Fail(base::InvalidArgumentError("the catalog price of " + catalog->flavor +
+                                                   " is out of range: " + s.message()));
+      }
+    }
+    if (catalog && !no_history) {
+      history_to = ctx.env.NowUnixMicros();
+      history_from = history_to - kTcoHistoryDays * 24 * 3600 * int64_t{1'000'000};
+      std::string path = "/v1/billing/usage";
+      path = AddQuery(path, "from", FormatQueryTime(history_from));
+      path = AddQuery(path, "to", FormatQueryTime(history_to));
+      path = AddQuery(path, "group_by", "flavor");
+      auto usage = (*api)->Get(path);
+      if (usage.ok()) {
+        // The server's own window, when it says (it may clamp the end to now).
+        if (TimeMicros(*usage, "from") != 0) history_from = TimeMicros(*usage, "from");
+        if (TimeMicros(*usage, "to") != 0) history_to = TimeMicros(*usage, "to");
+        auto derived = DeriveUsageHistory(*usage, catalog->flavor, catalog->gpus_per_unit,
+                                          (history_to - history_from) / 60'000'000);
+        if (derived.ok()) {
+          history = *derived;
+        } else {
+          cmd.Warn("usage history ignored: " + derived.status().message());
+        }
+      } else {
+        cmd.Warn("no usage history (" + usage.status().message() +
+                 "); showing the assumed utilisation only");
+      }
+    }
+  }
+
+  const TcoReport report = ComputeTco(in, history);
+  const std::string title =
+      std::to_string(in.gpus) + " x " + gpu_model + ": owning vs pay-as-you-go (EUR per month)";
+  const std::string svg = RenderTcoSvg(report, title);
+  if (!svg_path.empty()) {
+    if (auto s = ctx.env.WriteFileAtomically(svg_path, svg, 0644); !s.ok()) {
+      return cmd.Fail(s.WithContext("--svg " + svg_path));
+    }
+  }
+  if (output == "svg") {
+    ctx.console.Out(svg);
+    return kExitOk;
+  }
+  const OwningCost& o = report.owning;
+  if (output == "json") {
+    Json actual = nullptr;
+    if (report.actual) {
+      actual = ScenarioJson(*report.actual);
+      actual["flavor"] = history->flavor;
+      actual["from"] = FormatQueryTime(history_from);
+      actual["to"] = FormatQueryTime(history_to);
+      actual["gpu_minutes"] = history->gpu_minutes;
+    }
+    cmd.PrintJson(
+        {{"gpus", in.gpus},
+         {"gpu_model", gpu_model},
+         {"flavor", catalog ? Json(catalog->flavor) : Json(nullptr)},
+         {"price_source", price_given ? "flag" : "catalog"},
+         {"price_per_gpu_minute_micro_eur", in.price_per_gpu_minute_micro_eur},
+         {"hours_per_month", kTcoHoursPerMonth},
+         {"owning",
+          {{"depreciation_cents", o.depreciation_cents},
+           {"power_cents", o.power_cents},
+           {"cooling_cents", o.cooling_cents},
+           {"rack_cents", o.rack_cents},
+           {"maintenance_cents", o.maintenance_cents},
+           {"staff_cents", o.staff_cents},
+           {"running_cents", o.running_cents()},
+           {"total_cents", o.total_cents()}}},
+         {"pay_as_you_go_full_cents", report.pay_as_you_go_full_cents},
+         {"break_even_utilisation_ppm", report.break_even_utilisation_ppm},
+         {"break_even_utilisation_percent", FormatPpmPercent(report.break_even_utilisation_ppm)},
+         {"assumed", ScenarioJson(report.assumed)},
+         {"actual", actual}});
+    return kExitOk;
+  }
+
+  std::string out =
+      std::to_string(in.gpus) + " x " + gpu_model + " at " +
+      FormatMicroUnits(in.price_per_gpu_minute_micro_eur, 2) + " EUR per GPU-minute (" +
+      (price_given ? std::string("--price-per-gpu-minute-eur") : "catalog: " + catalog->flavor) +
+      "), months of " + std::to_string(kTcoHoursPerMonth) + " h\n\n";
+  Table owning({"OWNING, PER MONTH", "EUR"});
+  owning.AddRow({"depreciation (" + FormatMicroUnits(in.purchase_micro_eur, 0) + " over " +
+                     std::to_string(in.depreciation_months) + " months)",
+                 FormatCents(o.depreciation_cents)});
+  owning.AddRow({"power (" + FormatMicroUnits(in.power_micro_kw, 0) + " kW x " +
+                     std::to_string(kTcoHoursPerMonth) + " h x " +
+                     FormatMicroUnits(in.micro_eur_per_kwh, 0) + " EUR/kWh)",
+                 FormatCents(o.power_cents)});
+  owning.AddRow({"cooling (" + FormatMicroUnits(in.cooling_overhead_ppm, 0) + " x power)",
+                 FormatCents(o.cooling_cents)});
+  owning.AddRow({"rack / colocation", FormatCents(o.rack_cents)});
+  owning.AddRow(
+      {"maintenance (" + FormatMicroUnits(in.maintenance_micro_eur_per_year, 0) + " a year)",
+       FormatCents(o.maintenance_cents)});
+  owning.AddRow({"staff (" + FormatMicroUnits(in.staff_micro_eur_per_year, 0) + " a year x " +
+                     FormatMicroUnits(in.staff_fraction_ppm, 0) + ")",
+                 FormatCents(o.staff_cents)});
+  owning.AddRow({"TOTAL", FormatCents(o.total_cents())});
+  out += owning.Render() + "\n";
+
+  std::vector<std::string> headers = {"COMPARISON, PER MONTH", "ASSUMED"};
+  if (report.actual)
+    headers.push_back("ACTUAL (LAST " + std::to_string(kTcoHistoryDays) + " DAYS)");
+  Table compare(headers);
+  const auto row = [&](std::string label, auto value) {
+    std::vector<std::string> cells = {std::move(label), value(report.assumed)};
+    if (report.actual) cells.push_back(value(*report.actual));
+    compare.AddRow(std::move(cells));
+  };
+  row("utilisation", [](const TcoScenario& s) { return FormatPpmPercent(s.utilisation_ppm); });
+  row("GPU-hours", [](const TcoScenario& s) { return GpuHoursText(s.gpu_minutes_per_month); });
+  row("pay-as-you-go EUR", [](const TcoScenario& s) { return FormatCents(s.pay_as_you_go_cents); });
+  row("owning EUR", [](const TcoScenario& s) { return FormatCents(s.owning_cents); });
+  row("cheaper", [](const TcoScenario& s) -> std::string {
+    return s.owning_cheaper() ? "owning" : "pay-as-you-go";
+  });
+  row("months to break even",
+      [](const TcoScenario& s) { return MonthsText(s.months_to_break_even); });
+  out += compare.Render() + "\n";
+  out += "Break-even utilisation: " + FormatPpmPercent(report.break_even_utilisation_ppm);
+  if (report.break_even_utilisation_ppm > kTcoMicro) out += " (never: above 100%)";
+  out += " (pay-as-you-go with every GPU busy: " + FormatCents(report.pay_as_you_go_full_cents) +
+         " EUR/month)\n";
+  ctx.console.Out(out);
+  return kExitOk;
+}
+
+}  // namespace
+
+int RunTcoCommand(CommandContext& ctx, const std::vector<std::string>& args) {
+  return RunTco(ctx, args);
+}
+
+}  // namespace sovai::cli::client

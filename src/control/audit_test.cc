@@ -1,0 +1,243 @@
+#include "control/audit.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "base/crypto.h"
+#include "control/limits.h"
+
+namespace sovai::control {
+namespace {
+
+class AuditLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sovai-audit-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    OpenAll();
+  }
+  void TearDown() override {
+    audit_.reset();
+    db_.reset();
+    base::Env::Default().DeleteDirRecursive(dir_).IgnoreError();
+  }
+
+  void OpenAll(AuditLogOptions options = {}) {
+    audit_.reset();
+    db_.reset();
+    auto db = ControlDb::Open(dir_ + "/control.db");
+    ASSERT_TRUE(db.ok()) << db.status();
+    db_ = std::move(*db);
+    auto audit = AuditLog::Open(*db_, options);
+    ASSERT_TRUE(audit.ok()) << audit.status();
+    audit_ = std::move(*audit);
+  }
+
+  // Appends n events (actor usr_<i>, action "POST /v1/jobs") and waits until they are written.
+  void AppendN(int n, int first = 1) {
+    for (int i = first; i < first + n; ++i) {
+      audit_->Append({.at_us = 1'000'000LL * i,
+                      .actor_user = "usr_" + std::to_string(i),
+                      .actor_token = "tok_" + std::to_string(i),
+                      .project = i % 2 ? "prj_a" : "prj_b",
+                      .action = i % 3 ? "POST /v1/jobs" : "S3 GET",
+                      .resource = "/v1/jobs/job_" + std::to_string(i),
+                      .source = "127.0.0.1:5000",
+                      .result = 201});
+    }
+    ASSERT_TRUE(audit_->Flush().ok());
+  }
+
+  void Sql(const std::string& sql) {
+    ASSERT_TRUE(db_->Write([&](base::Database& db) { return db.Exec(sql); }).ok()) << sql;
+  }
+
+  AuditVerifyReport Verify() {
+    auto report = audit_->Verify();
+    EXPECT_TRUE(report.ok()) << report.status();
+    return report.ok() ? *report : AuditVerifyReport{};
+  }
+
+  std::string dir_;
+  std::unique_ptr<ControlDb> db_;
+  std::unique_ptr<AuditLog> audit_;
+};
+
+TEST_F(AuditLogTest, UntouchedChainVerifies) {
+  AuditVerifyReport empty = Verify();
+  EXPECT_TRUE(empty.ok);
+  EXPECT_EQ(empty.entries, 0);
+  AppendN(10);
+  AuditVerifyReport report = Verify();
+  EXPECT_TRUE(report.ok) << report.problem;
+  EXPECT_EQ(report.entries, 10);
+  EXPECT_FALSE(report.first_bad.has_value());
+}
+
+TEST_F(AuditLogTest, HashIsTheDocumentedFormula) {
+  AppendN(2);
+  auto page = audit_->List({.limit = 10});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->items.size(), 2u);
+  const AuditEntry& first = page->items[0];
+  EXPECT_EQ(first.seq, 1);
+  EXPECT_EQ(first.prev_hash, kAuditGenesisHash);
+  // docs/audit.md: SHA-256(32 zero bytes || "1:1" "7:1000000" "5:usr_1" ...), hex.
+  std::string canonical =
+      "1:17:10000005:usr_15:tok_15:prj_a13:POST /v1/jobs14:/v1/jobs/job_114:127.0.0.1:50003:2010:";
+  EXPECT_EQ(AuditCanonical(1, first.event), canonical);
+  EXPECT_EQ(first.hash, base::HexEncode(base::Sha256(std::string(32, '\0') + canonical)));
+  EXPECT_EQ(page->items[1].prev_hash, first.hash);
+}
+
+TEST_F(AuditLogTest, ModifiedFieldIsNamed) {
+  AppendN(5);
+  Sql("UPDATE audit_log SET result = 200 WHERE seq = 3");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 3);
+  EXPECT_NE(report.problem.find("modified"), std::string::npos) << report.problem;
+  EXPECT_EQ(report.entries, 2);
+}
+
+TEST_F(AuditLogTest, ModifiedHashIsNamed) {
+  AppendN(5);
+  Sql("UPDATE audit_log SET hash = '" + std::string(64, 'a') + "' WHERE seq = 4");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 4);
+  EXPECT_NE(report.problem.find("modified"), std::string::npos) << report.problem;
+}
+
+TEST_F(AuditLogTest, RemovedRowIsNamed) {
+  AppendN(5);
+  Sql("DELETE FROM audit_log WHERE seq = 2");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 2);
+  EXPECT_NE(report.problem.find("removed"), std::string::npos) << report.problem;
+}
+
+TEST_F(AuditLogTest, RemovedAndRenumberedIsNamed) {
+  AppendN(5);
+  Sql("DELETE FROM audit_log WHERE seq = 2; UPDATE audit_log SET seq = seq - 1 WHERE seq > 2");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 2);
+  EXPECT_NE(report.problem.find("removed"), std::string::npos) << report.problem;
+}
+
+TEST_F(AuditLogTest, RemovedTailIsNamedWhileTheWriterKnowsIt) {
+  AppendN(5);
+  Sql("DELETE FROM audit_log WHERE seq >= 4");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 4);
+  EXPECT_NE(report.problem.find("removed"), std::string::npos) << report.problem;
+}
+
+TEST_F(AuditLogTest, SwappedRowsAreNamedAsReordered) {
+  AppendN(5);
+  Sql("UPDATE audit_log SET seq = -1 WHERE seq = 2; UPDATE audit_log SET seq = 2 WHERE seq = 3;"
+      "UPDATE audit_log SET seq = 3 WHERE seq = -1");
+  AuditVerifyReport report = Verify();
+  EXPECT_FALSE(report.ok);
+  EXPECT_EQ(report.first_bad, 2);
+  EXPECT_NE(report.problem.find("reordered"), std::string::npos) << report.problem;
+}
+
+TEST_F(AuditLogTest, RestartContinuesTheChain) {
+  AppendN(3);
+  OpenAll();  // a new server process on the same database
+  AppendN(3, 4);
+  auto page = audit_->List({.limit = 10});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->items.size(), 6u);
+  EXPECT_EQ(page->items[3].seq, 4);
+  EXPECT_EQ(page->items[3].prev_hash, page->items[2].hash);
+  AuditVerifyReport report = Verify();
+  EXPECT_TRUE(report.ok) << report.problem;
+  EXPECT_EQ(report.entries, 6);
+}
+
+TEST_F(AuditLogTest, ListFiltersAndPages) {
+  AppendN(9);
+  auto by_project = audit_->List({.project = "prj_a", .limit = 100});
+  ASSERT_TRUE(by_project.ok());
+  EXPECT_EQ(by_project->items.size(), 5u);  // 1, 3, 5, 7, 9
+  auto by_actor = audit_->List({.actor = "tok_4", .limit = 100});
+  ASSERT_TRUE(by_actor.ok());
+  ASSERT_EQ(by_actor->items.size(), 1u);
+  EXPECT_EQ(by_actor->items[0].event.actor_user, "usr_4");
+  auto by_action = audit_->List({.action_prefix = "S3", .limit = 100});
+  ASSERT_TRUE(by_action.ok());
+  EXPECT_EQ(by_action->items.size(), 3u);  // 3, 6, 9
+  auto by_time = audit_->List({.from_us = 2'000'000, .to_us = 4'000'000, .limit = 100});
+  ASSERT_TRUE(by_time.ok());
+  ASSERT_EQ(by_time->items.size(), 2u);
+  EXPECT_EQ(by_time->items[0].seq, 2);
+
+  auto first = audit_->List({.limit = 4});
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->items.size(), 4u);
+  ASSERT_EQ(first->next_cursor, 4);
+  auto rest = audit_->List({.limit = 100, .after_seq = *first->next_cursor});
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->items.size(), 5u);
+  EXPECT_FALSE(rest->next_cursor.has_value());
+
+  EXPECT_FALSE(audit_->List({.limit = 0}).ok());
+  EXPECT_FALSE(audit_->List({.limit = kMaxPageSize + 1}).ok());
+}
+
+TEST_F(AuditLogTest, LongFieldsAreCutVisibly) {
+  audit_->Append({.action = "PUT /v1/x", .detail = std::string(kMaxAuditFieldBytes * 2, 'x')});
+  ASSERT_TRUE(audit_->Flush().ok());
+  auto page = audit_->List({.limit = 1});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(page->items[0].event.detail.size(), kMaxAuditFieldBytes);
+  EXPECT_TRUE(page->items[0].event.detail.ends_with("...(cut)"));
+  EXPECT_TRUE(Verify().ok);
+}
+
+TEST_F(AuditLogTest, EventsBeyondTheQueueAreCountedAndRecorded) {
+  // Hold the database so the writer cannot drain; the queue (limit 2) then overflows.
+  OpenAll({.queue_limit = 2});
+  std::mutex release_mu;
+  release_mu.lock();
+  std::promise<void> holding;
+  std::thread holder([&] {
+    db_->Write([&](base::Database&) {
+         holding.set_value();
+         std::lock_guard wait(release_mu);
+         return base::Status();
+       })
+        .IgnoreError();
+  });
+  holding.get_future().wait();
+  // The writer may take the first event before blocking on the database; send enough that at
+  // least queue_limit + 1 wait behind it.
+  for (int i = 0; i < 10; ++i) audit_->Append({.action = "POST /v1/jobs"});
+  const uint64_t dropped = audit_->dropped();
+  EXPECT_GE(dropped, 7u);
+  release_mu.unlock();
+  holder.join();
+  ASSERT_TRUE(audit_->Flush().ok());
+  audit_->Append({.action = "POST /v1/after"});  // wakes the writer to record the drops
+  ASSERT_TRUE(audit_->Flush().ok());
+  auto drops = audit_->List({.action_prefix = "AUDIT DROPPED", .limit = 10});
+  ASSERT_TRUE(drops.ok());
+  ASSERT_EQ(drops->items.size(), 1u);
+  EXPECT_EQ(drops->items[0].event.detail.substr(0, std::to_string(dropped).size()),
+            std::to_string(dropped));
+  EXPECT_TRUE(Verify().ok);
+}
+
+}  // namespace
+}  // namespace sovai::control
