@@ -49,6 +49,10 @@ cat > "$work/base/config.json" <<'JSON'
  "hidden_act": "silu", "torch_dtype": "float32", "initializer_range": 0.02,
  "bos_token_id": 4091, "eos_token_id": 4092}
 JSON
+# As Llama 3's: a chat turn ends at <|eot_id|>, which generation must stop at too.
+cat > "$work/base/generation_config.json" <<'JSON'
+{"bos_token_id": 4091, "eos_token_id": [4092, 4095]}
+JSON
 
 # 4. Pretraining from random weights.
 "$engine" train --model "$work/base" --data "$work/fortunes.jsonl" --output "$work/run" \

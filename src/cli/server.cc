@@ -22,10 +22,12 @@
 #include "cli/version.h"
 #include "control/apps.h"
 #include "control/audit.h"
+#include "control/audit_export.h"
 #include "control/billing_service.h"
 #include "control/flavors.h"
 #include "control/jobs.h"
 #include "control/problem.h"
+#include "control/regions.h"
 #include "control/rest_api.h"
 #include "exec/resources.h"
 #include "exec/sandbox.h"
@@ -105,22 +107,15 @@ class StoreS3KeyIssuer : public control::S3KeyIssuer {
 
 std::string S3RegionOf(std::string_view region) { return base::AsciiToLower(region); }
 
-base::Status ValidateRegion(std::string_view region) {
-  bool ok = region.size() >= 2 && region.size() <= 32 && region[0] >= 'A' && region[0] <= 'Z';
-  for (char c : region) ok = ok && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-');
-  if (!ok) {
-    return base::InvalidArgumentError("region '" + std::string(region) +
-                                      "' must be 2 to 32 characters of A-Z, 0-9 and '-', "
-                                      "starting with a letter (e.g. EU-WEST-LOCAL)");
-  }
-  return base::Status();
-}
+base::Status ValidateRegion(std::string_view region) { return control::ValidateRegionName(region); }
 
 struct PlatformServer::Impl {
   base::Env& env;
   ServerConfig config;
   std::unique_ptr<DataDirLock> lock;
   control::AdminCredentials admin;
+  // The other regions of --regions (docs/formats/regions.md), read once at start.
+  std::vector<control::RegionEndpoint> other_regions;
   int64_t started_monotonic_micros = 0;
   // The store and its front end outlive the S3 listener that calls them.
   std::unique_ptr<objstore::Store> store;
@@ -133,6 +128,8 @@ struct PlatformServer::Impl {
   // before the control plane: it appends once `audit_ptr` is set.
   std::unique_ptr<control::AuditLog> audit;
   std::atomic<control::AuditLog*> audit_ptr{nullptr};
+  // Copies the audit log into a bucket (--audit-export); goes before `audit`, which it reads.
+  std::unique_ptr<control::AuditExporter> audit_export;
   std::unique_ptr<control::FlavorCatalog> flavors;
   // Billing outlives the jobs and apps (their admission check calls it) and needs the store
   // (storage samples), the catalog and the control database.
@@ -180,6 +177,7 @@ struct PlatformServer::Impl {
                  std::string text = RenderPrometheusMetrics(Version(), UptimeSeconds(), stats);
                  if (store) text += RenderObjectStoreMetrics(store->Stats(), s3_api->stats());
                  if (app_gateway) text += app_gateway->RenderMetrics();
+                 if (audit_export) text += audit_export->RenderMetrics();
                  return net::Response::Text(200, std::move(text),
                                             "text/plain; version=0.0.4; charset=utf-8");
                },
@@ -340,6 +338,9 @@ struct PlatformServer::Impl {
     control::JobServiceOptions o;
     o.data_dir = data_dir;
     o.region = config.region;
+    for (const control::RegionEndpoint& r : other_regions) {
+      o.other_jurisdictions[r.name] = r.jurisdiction;
+    }
     o.flavors = &catalog;
     o.capacity.cpus = host.cpus;
     o.capacity.memory_bytes = host.memory_bytes;
@@ -360,7 +361,11 @@ struct PlatformServer::Impl {
     SOVAI_ASSIGN_OR_RETURN(control::Project system, control->identity().SystemProject());
     const std::string system_project = system.id;
     auto jobs_s3_access = [this, system_project, s3_ca_file](
-                              const std::string& project) -> base::Result<control::S3Access> {
+                              const std::string& project,
+                              const std::string& region) -> base::Result<control::S3Access> {
+      if (!region.empty() && !base::EqualsIgnoreCase(region, config.region)) {
+        return OtherRegionAccess(project, region);
+      }
       control::S3Access access{s3_url, S3RegionOf(config.region), "", "", s3_ca_file};
       if (project == system_project) {
         // The system project's buckets are the bootstrap admin's.
@@ -386,6 +391,51 @@ struct PlatformServer::Impl {
     control->AttachJobs(jobs.get(), &catalog);
     SOVAI_RETURN_IF_ERROR(StartApps(catalog, jobs_s3_access));
     billing->AttachWorkloads(jobs.get(), apps.get());
+    return base::Status();
+  }
+
+  // Credentials for a workload of `project` in another region (docs/sovereignty.md): only for a
+  // region of --regions that the project allows (control::CheckResidency), and every time they
+  // are handed out, an audit entry "REGION ACCESS" says so.
+  base::Result<control::S3Access> OtherRegionAccess(const std::string& project,
+                                                    const std::string& region) {
+    const control::KnownRegions known{config.region, control::NamesOf(other_regions)};
+    SOVAI_ASSIGN_OR_RETURN(control::Project p, control->identity().GetProject(project));
+    base::Status allowed = control::CheckResidency(known, p.name, p.allowed_regions, "", region);
+    const control::RegionEndpoint* endpoint = nullptr;
+    for (const control::RegionEndpoint& r : other_regions) {
+      if (base::EqualsIgnoreCase(r.name, region)) endpoint = &r;
+    }
+    if (control::AuditLog* a = audit_ptr.load()) {
+      a->Append({.project = project,
+                 .action = "REGION ACCESS",
+                 .resource = base::AsciiToUpper(region),
+                 .result = allowed.ok() ? 200 : control::HttpStatusOf(allowed.code()),
+                 .detail = allowed.ok() ? "S3 credentials of region " + base::AsciiToUpper(region) +
+                                              " (" + (endpoint ? endpoint->s3_endpoint : "") +
+                                              ") for a workload of the project"
+                                        : allowed.message()});
+    }
+    SOVAI_RETURN_IF_ERROR(allowed);
+    SOVAI_CHECK(endpoint != nullptr) << "CheckResidency allowed an unknown region " << region;
+    return control::S3Access{endpoint->s3_endpoint, endpoint->s3_region, endpoint->access_key_id,
+                             endpoint->secret_access_key, endpoint->ca_file};
+  }
+
+  // --audit-export (docs/audit.md): the audit log copied into a bucket of this object store, the
+  // first export now (on the exporter's thread), then every interval.
+  base::Status StartAuditExport() {
+    auto target = control::ParseAuditExportTarget(config.audit_export);
+    if (!target.ok()) return target.status().WithContext("--audit-export");
+    auto interval = control::ParseAuditExportInterval(config.audit_export_interval);
+    if (!interval.ok()) return interval.status().WithContext("--audit-export-interval");
+    SOVAI_ASSIGN_OR_RETURN(control::AuditExportBucket bucket,
+                           control::AuditExportBucketInStore(*store, target->bucket, admin.user));
+    SOVAI_ASSIGN_OR_RETURN(audit_export,
+                           control::AuditExporter::Start(*audit, {.bucket = std::move(bucket),
+                                                                  .prefix = target->prefix,
+                                                                  .interval = *interval,
+                                                                  .env = &env}));
     return base::Status();
   }
 
@@ -450,11 +500,13 @@ struct PlatformServer::Impl {
   // Apps run their replicas as jobs; the gateway routes to them.
   base::Status StartApps(
       const control::FlavorCatalog& catalog,
-      std::function<base::Result<control::S3Access>(const std::string&)> s3_access) {
+      std::function<base::Result<control::S3Access>(const std::string&, const std::string&)>
+          s3_access) {
     control::AppServiceOptions o;
     o.jobs = jobs.get();
     o.flavors = &catalog;
     o.region = config.region;
+    o.other_regions = control::NamesOf(other_regions);
     o.env = &env;
     o.s3_access = std::move(s3_access);
     o.on_route = [this](const control::AppRoute& route) {
@@ -521,6 +573,12 @@ PlatformServer::~PlatformServer() { Shutdown(kServerShutdownGrace); }
 base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
     base::Env& env, ServerConfig config, control::AdminOverrides overrides) {
   SOVAI_RETURN_IF_ERROR(ValidateRegion(config.region));
+  std::vector<control::RegionEndpoint> other_regions;
+  if (!config.regions_file.empty()) {
+    auto loaded = control::LoadRegionsFile(env, config.regions_file, config.region);
+    if (!loaded.ok()) return loaded.status().WithContext("--regions");
+    other_regions = std::move(*loaded);
+  }
   if (config.tls_cert_file.empty() != config.tls_key_file.empty()) {
     return base::InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
@@ -530,6 +588,7 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   SOVAI_RETURN_IF_ERROR(env.CreateDirs(config.data_dir));
 
   auto impl = std::make_unique<Impl>(env, std::move(config));
+  impl->other_regions = std::move(other_regions);
   impl->started_monotonic_micros = env.NowMonotonicMicros();
   SOVAI_ASSIGN_OR_RETURN(impl->lock, DataDirLock::Acquire(impl->config.data_dir));
   SOVAI_ASSIGN_OR_RETURN(impl->admin,
@@ -573,8 +632,12 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   SOVAI_ASSIGN_OR_RETURN(impl->audit, control::AuditLog::Open(impl->control->db(), {.env = &env}));
   impl->audit_ptr.store(impl->audit.get());
   impl->control->AttachAudit(impl->audit.get());
-  impl->control->SetServerInfo(
-      {impl->config.region, impl->s3_url, Version(), !impl->config.tls_cert_file.empty()});
+  if (!impl->config.audit_export.empty()) SOVAI_RETURN_IF_ERROR(impl->StartAuditExport());
+  impl->control->SetServerInfo({.region = impl->config.region,
+                                .s3_url = impl->s3_url,
+                                .version = Version(),
+                                .api_tls = !impl->config.tls_cert_file.empty(),
+                                .other_regions = control::NamesOf(impl->other_regions)});
   SOVAI_RETURN_IF_ERROR(impl->StartBilling());
   SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
 
@@ -609,6 +672,9 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->billing.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);
   impl_->audit_ptr.store(nullptr);
+  // The final export: after the last append, before the audit log goes (errors are logged).
+  if (impl_->audit_export) impl_->audit_export->Shutdown().IgnoreError();
+  impl_->audit_export.reset();
   impl_->audit.reset();  // writes what is queued
   impl_->control.reset();
   impl_->s3_key_issuer.reset();
@@ -634,6 +700,10 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("listen-api", &config.listen_api, "HOST:PORT of the REST API and panel");
   flags.String("listen-s3", &config.listen_s3, "HOST:PORT of the S3 API");
   flags.String("region", &config.region, "this server's region name");
+  flags.String("regions", &config.regions_file,
+               "JSON of the other regions this server can reach (docs/formats/regions.md); "
+               "projects may allow them by name",
+               "FILE");
   flags.String("tls-cert", &config.tls_cert_file, "PEM certificate: serve HTTPS");
   flags.String("tls-key", &config.tls_key_file, "PEM private key for --tls-cert");
   flags.String("s3-tls-cert", &config.s3_tls_cert_file, "PEM certificate: HTTPS on --listen-s3");
@@ -655,6 +725,12 @@ int RunServerCommand(const std::vector<std::string>& args) {
                "requests per token and per project to apps, e.g. 600/min (empty: unlimited)");
   flags.Bool("catalog-anonymous", &config.catalog_anonymous,
              "the endpoints catalog's /v1 answers requests without a token");
+  flags.String("audit-export", &config.audit_export,
+               "copy the audit log into BUCKET[/PREFIX] (default prefix audit/) of this object "
+               "store every --audit-export-interval (docs/audit.md); empty = off",
+               "BUCKET[/PREFIX]");
+  flags.String("audit-export-interval", &config.audit_export_interval,
+               "time between audit exports: 90s, 10m, 1h, 1d", "DURATION");
   flags.String("log-format", &log_format, "human or json");
   flags.String("log-level", &log_level, "debug, info, warning or error");
   if (base::Status parsed = flags.Parse(args); !parsed.ok()) {
@@ -705,6 +781,9 @@ int RunServerCommand(const std::vector<std::string>& args) {
               config.data_dir.c_str());
   std::printf("  API, panel, /health, /metrics  %s\n", (*server)->api_url().c_str());
   std::printf("  S3                             %s\n", (*server)->s3_url().c_str());
+  if (!config.regions_file.empty()) {
+    std::printf("  other regions                  %s\n", config.regions_file.c_str());
+  }
   std::printf("  admin credentials              %s\n",
               base::JoinPath(config.data_dir, "admin.json").c_str());
   std::fflush(stdout);

@@ -26,6 +26,9 @@ struct ServerConfig {
   std::string listen_api = kDefaultListenApi;
   std::string listen_s3 = kDefaultListenS3;
   std::string region = kDefaultRegion;
+  // The other regions this server can reach (docs/formats/regions.md); "" = none. Projects may
+  // allow them by name (docs/sovereignty.md).
+  std::string regions_file;
   std::string tls_cert_file;  // both set: both listeners speak HTTPS
   std::string tls_key_file;
   // HTTPS for the S3 listener only (overrides tls_* there).
@@ -47,6 +50,10 @@ struct ServerConfig {
   std::string app_rate_limit;
   // The endpoints catalog (/v1/chat/completions) takes requests without a token.
   bool catalog_anonymous = false;
+  // Export of the audit log to BUCKET[/PREFIX] of this server's object store (docs/audit.md,
+  // "Export to a bucket"); "" = off.
+  std::string audit_export;
+  std::string audit_export_interval = "1h";
 };
 
 // Where sovai-engine is for a server whose own binary is `self` ("" when it is not found).

@@ -176,7 +176,7 @@ void AppService::Shutdown() {
 }
 
 Status AppService::Load() {
-  SpecContext ctx{options_.flavors, options_.region};
+  SpecContext ctx{options_.flavors, options_.region, options_.other_regions};
   return db_.Read([&](base::Database& sql) -> Status {
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
@@ -273,7 +273,9 @@ Result<ModelLocation> AppService::InspectModel(const std::string& project,
                                                const std::string& location, bool have_base) {
   if (!options_.s3_access) return ModelLocation{location, false};
   SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec where, exec::ParseVolumeSpec(location + ":/m"));
-  SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
+  auto reached = options_.s3_access(project, where.region);
+  if (!reached.ok()) return reached.status().WithContext("'" + where.SourceName() + "'");
+  const S3Access& access = *reached;
   exec::S3Client s3(exec::S3ClientOptions{.endpoint = access.endpoint,
                                           .region = access.region,
                                           .access_key = access.access_key,

@@ -157,10 +157,13 @@ struct AppServiceOptions {
   JobService* jobs = nullptr;  // not owned
   const FlavorCatalog* flavors = nullptr;
   std::string region;
+  std::vector<std::string> other_regions;  // the other regions the server knows (--regions)
   std::string api_url;       // "http://127.0.0.1:8080": apps' URLs are <api_url>/apps/<id>/
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
-  // Credentials acting as a project in the object store (to inspect model prefixes).
-  std::function<base::Result<S3Access>(const std::string& project)> s3_access;
+  // Credentials acting as a project in a region's object store (to inspect model prefixes); as
+  // JobServiceOptions::s3_access, which applies the data-residency rule.
+  std::function<base::Result<S3Access>(const std::string& project, const std::string& region)>
+      s3_access;
   // Called from the reconcile thread whenever an app's route changed (replicas, state, labels),
   // and with state kDeleted when it is gone. Must not call back into AppService.
   std::function<void(const AppRoute&)> on_route;

@@ -36,7 +36,8 @@ class BillingJobsTest : public testing::JobServiceTest {
     o.capacity.cpus = host_.cpus;
     o.capacity.memory_bytes = uint64_t{64} << 30;
     o.cpu_ids = host_.cpu_ids;
-    o.s3_access = [this](const std::string& project) -> base::Result<S3Access> {
+    o.s3_access = [this](const std::string& project,
+                         const std::string& /*region*/) -> base::Result<S3Access> {
       auto it = keys_.find(project);
       if (it == keys_.end()) return base::NotFoundError("no key for " + project);
       return S3Access{s3_.endpoint(), exec::testing::kS3TestRegion, it->second.access_key,

@@ -5,6 +5,7 @@
 #include "base/crypto.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "control/regions.h"
 
 namespace sovai::control {
 
@@ -86,13 +87,21 @@ User ReadUser(const Statement& st, int col) {
               .created_at_us = st.ColumnInt(col + 5)};
 }
 
-constexpr char kProjectColumns[] = "p.id, p.name, p.description, p.system, p.created_at";
+constexpr char kProjectColumns[] =
+    "p.id, p.name, p.description, p.system, p.created_at, p.allowed_regions";
+constexpr int kProjectColumnCount = 6;
 Project ReadProject(const Statement& st, int col) {
-  return Project{.id = st.ColumnText(col),
-                 .name = st.ColumnText(col + 1),
-                 .description = st.ColumnText(col + 2),
-                 .system = st.ColumnInt(col + 3) != 0,
-                 .created_at_us = st.ColumnInt(col + 4)};
+  Project p{.id = st.ColumnText(col),
+            .name = st.ColumnText(col + 1),
+            .description = st.ColumnText(col + 2),
+            .system = st.ColumnInt(col + 3) != 0,
+            .created_at_us = st.ColumnInt(col + 4)};
+  // Canonical names joined by ',' (migration project_regions).
+  const std::string regions = st.ColumnText(col + 5);
+  for (std::string_view region : base::Split(regions, ',')) {
+    if (!region.empty()) p.allowed_regions.emplace_back(region);
+  }
+  return p;
 }
 
 constexpr char kTokenColumns[] =
@@ -541,6 +550,33 @@ base::Result<Project> Identity::GetProject(std::string_view id) {
   return project;
 }
 
+base::Result<Project> Identity::SetAllowedRegions(std::string_view project_id,
+                                                  const std::vector<std::string>& regions) {
+  if (regions.size() > kMaxAllowedRegions) {
+    return base::InvalidArgumentError("a project may allow at most " +
+                                      std::to_string(kMaxAllowedRegions) + " other regions; " +
+                                      std::to_string(regions.size()) + " were given");
+  }
+  std::vector<std::string> canonical;
+  for (const std::string& region : regions) {
+    std::string upper = base::AsciiToUpper(region);
+    SOVAI_RETURN_IF_ERROR(ValidateRegionName(upper));
+    canonical.push_back(std::move(upper));
+  }
+  std::sort(canonical.begin(), canonical.end());
+  canonical.erase(std::unique(canonical.begin(), canonical.end()), canonical.end());
+  Project project;
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](Database& db) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(auto st,
+                           db.Prepare("UPDATE projects SET allowed_regions = ? WHERE id = ?"));
+    st.Bind(1, base::Join(canonical, ",")).Bind(2, project_id);
+    SOVAI_RETURN_IF_ERROR(st.Run());
+    SOVAI_ASSIGN_OR_RETURN(project, LoadProject(db, project_id));
+    return Status();
+  }));
+  return project;
+}
+
 base::Result<Project> Identity::SystemProject() {
   Project project;
   SOVAI_RETURN_IF_ERROR(db_.Read([&](Database& db) -> Status {
@@ -808,7 +844,7 @@ base::Result<Principal> Identity::Authenticate(std::string_view bearer) {
     principal.user = ReadUser(st, col);
     col += kUserColumnCount;
     principal.project = ReadProject(st, col);
-    col += 5;
+    col += kProjectColumnCount;
     const ApiToken& token = principal.token;
     if (token.revoked_at_us) {
       return base::UnauthenticatedError("API token " + token.id + " was revoked at " +

@@ -95,6 +95,9 @@ struct Project {
   std::string description;
   bool system = false;  // the `default` project; its admins are platform admins
   int64_t created_at_us = 0;
+  // Regions besides the server's own whose buckets the project's workloads may mount
+  // (regions.h, docs/sovereignty.md): canonical names, sorted, no duplicates; empty by default.
+  std::vector<std::string> allowed_regions;
 };
 
 struct Membership {
@@ -221,6 +224,12 @@ class Identity {
   base::Result<Project> GetProject(std::string_view id);
   base::Result<Project> SystemProject();
   base::Result<Page<Project>> ListProjects(const PageRequest& page);
+  // Replaces the project's allowed_regions with `regions` (names in any case; stored in
+  // uppercase, sorted, duplicates dropped). Whether the server knows them is the caller's check.
+  // Errors: NotFound; InvalidArgument for a malformed name (ValidateRegionName) or more than
+  // kMaxAllowedRegions names.
+  base::Result<Project> SetAllowedRegions(std::string_view project_id,
+                                          const std::vector<std::string>& regions);
 
   // Adds `user_id` to `project_id` with `role`, or changes its role. Returns the membership and
   // whether it is new. NotFound for an unknown project or user; FailedPrecondition for the

@@ -243,7 +243,7 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
         spec.volumes.push_back(parsed->ToString());
       }
       if (volumes.size() == it->size()) {
-        if (auto st = exec::CheckVolumes(volumes, ctx.region); !st.ok()) {
+        if (auto st = exec::CheckVolumes(volumes, ctx.region, ctx.other_regions); !st.ok()) {
           errors.Add("volumes", st.message());
         }
       }
@@ -263,7 +263,7 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
     auto source = exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image");
     if (!source.ok() || source->prefix.empty()) {
       errors.Add("image", "an OCI image is oci:bucket@REGION/path/to/image.tar");
-    } else if (auto st = exec::CheckVolumes({*source}, ctx.region); !st.ok()) {
+    } else if (auto st = exec::CheckVolumes({*source}, ctx.region, ctx.other_regions); !st.ok()) {
       errors.Add("image", st.message());
     }
   }

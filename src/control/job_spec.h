@@ -68,11 +68,14 @@ struct SpecError {
   std::vector<FieldError> fields;
 };
 
-// Parses and validates a job spec against the flavor catalog and the server's region. Returns
-// the spec or every problem found.
+// Parses and validates a job spec against the flavor catalog and the regions the server knows.
+// Returns the spec or every problem found. A volume of a region the server does not know is
+// invalid here; whether the project may mount a known other region is the data-residency rule
+// (regions.h), checked at admission.
 struct SpecContext {
   const FlavorCatalog* flavors = nullptr;
-  std::string region;  // volumes must name it (case-insensitively)
+  std::string region;                      // the server's region
+  std::vector<std::string> other_regions;  // the other regions it knows (--regions)
 };
 std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx);
 

@@ -398,27 +398,48 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
 Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec,
                                 std::string* bad_field) {
   // Every bucket the spec reads, with the field that names it.
-  std::vector<std::pair<std::string, std::string>> buckets;
+  struct Source {
+    std::string field;
+    exec::VolumeSpec volume;
+  };
+  std::vector<Source> sources;
   for (size_t i = 0; i < spec.volumes.size(); ++i) {
     SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec volume, exec::ParseVolumeSpec(spec.volumes[i]));
-    buckets.emplace_back("volumes[" + std::to_string(i) + "]", volume.bucket);
+    sources.push_back({"volumes[" + std::to_string(i) + "]", std::move(volume)});
   }
   if (spec.image.starts_with(kOciImagePrefix)) {
     SOVAI_ASSIGN_OR_RETURN(
         exec::VolumeSpec source,
         exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image"));
-    buckets.emplace_back("image", source.bucket);
+    sources.push_back({"image", std::move(source)});
   }
-  if (buckets.empty()) return Status();
-  SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project));
-  exec::S3Client s3(ClientOptions(access));
-  for (const auto& [field, bucket] : buckets) {
-    Status head = s3.HeadBucket(bucket);
+  // One client per region; s3_access refuses a region the project may not use (data residency)
+  // before anything is asked of that region.
+  std::map<std::string, std::unique_ptr<exec::S3Client>> clients;
+  for (const Source& source : sources) {
+    const bool own = base::EqualsIgnoreCase(source.volume.region, options_.region);
+    const std::string region = own ? "" : base::AsciiToUpper(source.volume.region);
+    std::unique_ptr<exec::S3Client>& s3 = clients[region];
+    if (!s3) {
+      auto access = options_.s3_access(project, region);
+      if (!access.ok()) {
+        if (bad_field != nullptr) *bad_field = source.field;
+        const std::string kind = source.field == "image" ? "image" : "volume";
+        return access.status().WithContext(kind + " '" + source.volume.SourceName() + "'");
+      }
+      s3 = std::make_unique<exec::S3Client>(ClientOptions(*access));
+    }
+    Status head = s3->HeadBucket(source.volume.bucket);
     if (head.code() == base::StatusCode::kNotFound ||
         head.code() == base::StatusCode::kPermissionDenied) {
       // Another project's bucket looks exactly like a missing one.
-      if (bad_field != nullptr) *bad_field = field;
-      return base::NotFoundError(field + ": bucket '" + bucket +
+      if (bad_field != nullptr) *bad_field = source.field;
+      if (!own) {
+        return base::NotFoundError(source.field + ": bucket '" + source.volume.bucket +
+                                   "' does not exist in region " + region +
+                                   ", or this server's key there (--regions) may not read it");
+      }
+      return base::NotFoundError(source.field + ": bucket '" + source.volume.bucket +
                                  "' does not exist in this project");
     }
     SOVAI_RETURN_IF_ERROR(head);
@@ -694,6 +715,12 @@ Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec
   for (size_t i = 0; i < volumes.size(); ++i) {
     ModelCardVolume v;
     v.source = volumes[i].SourceName();
+    const bool own = base::EqualsIgnoreCase(volumes[i].region, options_.region);
+    v.region = own ? options_.region : base::AsciiToUpper(volumes[i].region);
+    auto jurisdiction = options_.other_jurisdictions.find(v.region);
+    v.jurisdiction =
+        own ? options_.jurisdiction
+            : (jurisdiction == options_.other_jurisdictions.end() ? "" : jurisdiction->second);
     v.mount_path = volumes[i].mount_path;
     v.writable = volumes[i].permission != exec::VolumePermission::kReadOnly;
     v.local_dir = base::JoinPath(volumes_dir, std::to_string(i));
@@ -793,12 +820,24 @@ void JobService::Run(Runner& runner) {
     SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
     volumes.push_back(*spec);
   }
-  std::unique_ptr<exec::S3Client> s3;
-  auto connect = [&]() -> Status {
-    if (s3) return Status();
-    SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project));
-    s3 = std::make_unique<exec::S3Client>(ClientOptions(access));
-    return s3->status();
+  // One S3 client per region the job reaches, by uppercase name ("" = this server's region).
+  // s3_access applies the data-residency rule again: a region the project stopped allowing
+  // after the job was admitted is refused here.
+  std::map<std::string, std::unique_ptr<exec::S3Client>> clients;
+  auto region_key = [&](const std::string& region) {
+    return base::EqualsIgnoreCase(region, options_.region) ? std::string()
+                                                           : base::AsciiToUpper(region);
+  };
+  auto client = [&](const std::string& region) -> Result<exec::S3Client*> {
+    const std::string key = region_key(region);
+    std::unique_ptr<exec::S3Client>& s3 = clients[key];
+    if (!s3) {
+      SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project, key));
+      auto made = std::make_unique<exec::S3Client>(ClientOptions(access));
+      SOVAI_RETURN_IF_ERROR(made->status());
+      s3 = std::move(made);
+    }
+    return s3.get();
   };
   auto manifest_path = [&](size_t i) {
     return base::JoinPath(dir, "manifest-" + std::to_string(i) + ".json");
@@ -808,7 +847,10 @@ void JobService::Run(Runner& runner) {
     o.progress = [&](std::string_view line) { say(line); };
     o.env = &env_;
     if (v.cache) {
-      o.cache_dir = base::JoinPath(base::JoinPath(options_.data_dir, "volume-cache"), job.project);
+      // Objects of another region are cached apart: a bucket name means another bucket there.
+      const std::string region = region_key(v.region);
+      o.cache_dir = base::JoinPath(base::JoinPath(options_.data_dir, "volume-cache"),
+                                   region.empty() ? job.project : job.project + "@" + region);
     }
     return o;
   };
@@ -817,7 +859,7 @@ void JobService::Run(Runner& runner) {
     for (size_t i = 0; i < volumes.size(); ++i) {
       const exec::VolumeSpec& v = volumes[i];
       if (v.permission == exec::VolumePermission::kReadOnly) continue;
-      SOVAI_RETURN_IF_ERROR(connect());
+      SOVAI_ASSIGN_OR_RETURN(exec::S3Client * s3, client(v.region));
       auto text = env_.ReadFile(manifest_path(i));
       if (!text.ok())
         return Status(text.status().code(), "volume " + v.SourceName() + " was never synced down");
@@ -832,10 +874,12 @@ void JobService::Run(Runner& runner) {
   };
   // Uploads the log into the project's bucket (created on first use).
   auto archive_log = [&] {
-    if (Status st = connect(); !st.ok()) {
-      say("log archive skipped: " + st.message());
+    auto own = client(options_.region);
+    if (!own.ok()) {
+      say("log archive skipped: " + own.status().message());
       return;
     }
+    exec::S3Client* s3 = *own;
     const std::string bucket = ProjectBucket(job.project);
     if (Status st = s3->HeadBucket(bucket); st.code() == base::StatusCode::kNotFound) {
       if (Status made = s3->CreateBucket(bucket); !made.ok()) {
@@ -855,7 +899,7 @@ void JobService::Run(Runner& runner) {
     SOVAI_ASSIGN_OR_RETURN(
         exec::VolumeSpec source,
         exec::ParseVolumeSpec(job.spec.image.substr(kOciImagePrefix.size()) + ":/image"));
-    SOVAI_RETURN_IF_ERROR(connect());
+    SOVAI_ASSIGN_OR_RETURN(exec::S3Client * s3, client(source.region));
     const std::string& key = source.prefix;
     SOVAI_ASSIGN_OR_RETURN(std::vector<exec::S3Object> listed, s3->ListObjects(source.bucket, key));
     auto it = std::find_if(listed.begin(), listed.end(),
@@ -934,9 +978,10 @@ void JobService::Run(Runner& runner) {
     const exec::VolumeSpec& v = volumes[i];
     const std::string local = base::JoinPath(volumes_dir, std::to_string(i));
     Status st = MakeDir(local, 0755);
-    if (st.ok()) st = connect();
+    auto s3 = st.ok() ? client(v.region) : Result<exec::S3Client*>(st);
+    if (!s3.ok()) st = s3.status();
     if (st.ok()) {
-      auto manifest = exec::SyncDown(*s3, v, local, sync_options(v));
+      auto manifest = exec::SyncDown(**s3, v, local, sync_options(v));
       if (manifest.ok()) {
         st = env_.WriteFileAtomically(manifest_path(i), manifest->ToJson());
       } else {

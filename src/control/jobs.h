@@ -104,14 +104,22 @@ struct S3Access {
 
 struct JobServiceOptions {
   std::string data_dir;             // jobs live in <data_dir>/jobs/<id>/
-  std::string region;               // the server's region; volumes must name it
+  std::string region;               // the server's region
   std::string jurisdiction = "EU";  // whose law the region is under (model cards)
+  // The other regions volumes may name (uppercase name → jurisdiction, for model cards); the
+  // data-residency rule itself is s3_access's (regions.h).
+  std::map<std::string, std::string> other_jurisdictions;
   const FlavorCatalog* flavors = nullptr;
   Capacity capacity;
   // Host CPU ids, by scheduler CPU index (capacity.cpus of them).
   std::vector<int> cpu_ids;
-  // Credentials acting as `project` in the object store.
-  std::function<base::Result<S3Access>(const std::string& project)> s3_access;
+  // Credentials acting as `project` in the object store of `region` (as a volume spec writes it,
+  // case-insensitively; "" = the server's own region). For another region it applies the
+  // data-residency rule (regions.h): InvalidArgument for a region the server does not know,
+  // PermissionDenied for one the project does not allow, so that no path (admission, sync,
+  // app replicas) reaches a region the project may not use.
+  std::function<base::Result<S3Access>(const std::string& project, const std::string& region)>
+      s3_access;
   exec::Sandbox* sandbox = nullptr;
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
   std::chrono::milliseconds stop_grace{10'000};
@@ -144,10 +152,11 @@ class JobService {
   JobService& operator=(const JobService&) = delete;
 
   // Admits a validated spec. Errors: NotFound (unknown flavor; a volume's bucket missing or not
-  // the project's, naming "volumes[i]"); FailedPrecondition when this machine can never run it
-  // (names what is missing); admission_check's error; the database's errors.
-  // `bad_field`, when given, receives the spec field a NotFound is about ("flavor", "volumes[1]",
-  // "image").
+  // the project's, naming "volumes[i]"); InvalidArgument or PermissionDenied when s3_access
+  // refuses a volume's region (data residency, naming the field); FailedPrecondition when this
+  // machine can never run it (names what is missing); admission_check's error; the database's
+  // errors. `bad_field`, when given, receives the spec field a NotFound is about ("flavor",
+  // "volumes[1]", "image").
   base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec,
                            std::string* bad_field = nullptr);
   base::Result<Job> Get(const std::string& project, const std::string& id);
@@ -187,7 +196,7 @@ class JobService {
   JobService(ControlDb& db, JobServiceOptions options);
   base::Status Recover();
   // NotFound naming the field (a volume, the image) whose bucket is missing or another
-  // project's.
+  // project's; s3_access's refusal of a region, naming the field.
   base::Status CheckBuckets(const std::string& project, const JobSpec& spec,
                             std::string* bad_field);
   // Under mu_: starts what the scheduler places.

@@ -9,6 +9,7 @@
 
 #include "base/env.h"
 #include "control/jobs_test_util.h"
+#include "exec/s3_client.h"
 
 namespace sovai::control {
 namespace {
@@ -92,6 +93,61 @@ TEST_F(JobsTest, ReadsARoVolumeWritesARwVolumeAndTheResultLandsInTheBucket) {
   auto archived = GetObject("sovai-01jobstestproject0000000", "jobs/" + job.id + "/log.txt");
   ASSERT_TRUE(archived.has_value());
   EXPECT_NE(archived->find("wrote result"), std::string::npos);
+}
+
+// Data residency in the service: a volume of another region is reached with that region's
+// credentials only when s3_access hands them out (the rule itself is regions.h's), and the
+// refusal names the volume's field.
+TEST_F(JobsTest, AVolumeOfAnotherRegionIsSyncedFromThatRegionOnlyWhenAllowed) {
+  StartOtherRegion();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_TRUE(other_region_->store().CreateBucket("central", exec::testing::kS3TestAdminUser).ok());
+  {
+    exec::S3Client client(other_region_->ClientOptions());
+    const std::string path = base::JoinPath(dir_, "upload.tmp");
+    ASSERT_TRUE(env_.WriteFileAtomically(path, "from EU-CENTRAL-2\n").ok());
+    ASSERT_TRUE(client.PutObjectFromFile("central", "ds/a.txt", path).ok());
+  }
+  const JobSpec spec = Shell(
+      "cat /workspace/in/a.txt > /workspace/out/copy.txt",
+      {"data@EU-WEST-LOCAL/out:/workspace/out:rw", "central@eu-central-2/ds:/workspace/in:ro"});
+  std::string field;
+  auto refused = service_->Submit(kProject, "usr_test", spec, &field);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(field, "volumes[1]");
+  EXPECT_NE(refused.status().message().find("volume 'central@eu-central-2/ds': data residency"),
+            std::string::npos)
+      << refused.status();
+
+  JobSpec unknown = spec;
+  unknown.volumes[1] = "central@US-EAST-1/ds:/workspace/in:ro";
+  field.clear();
+  auto not_known = service_->Submit(kProject, "usr_test", unknown, &field);
+  EXPECT_EQ(not_known.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(field, "volumes[1]");
+
+  allowed_regions_.insert(testing::kOtherRegion);
+  // A bucket that exists here but not in the other region is named with the region.
+  JobSpec missing = spec;
+  missing.volumes[1] = "data@EU-CENTRAL-2/ds:/workspace/in:ro";
+  auto absent = service_->Submit(kProject, "usr_test", missing, &field);
+  EXPECT_EQ(absent.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(absent.status().message().find("does not exist in region EU-CENTRAL-2"),
+            std::string::npos)
+      << absent.status();
+
+  Job job = Submit(spec);
+  Job done = WaitFor(job.id);
+  EXPECT_EQ(done.state, JobState::kDone) << done.reason << "\n" << Log(job.id);
+  EXPECT_EQ(GetObject("data", "out/copy.txt"), "from EU-CENTRAL-2\n");
+  EXPECT_NE(Log(job.id).find("sync down central@eu-central-2/ds"), std::string::npos)
+      << Log(job.id);
+
+  // Allowed no more: refused again.
+  allowed_regions_.clear();
+  auto again = service_->Submit(kProject, "usr_test", spec);
+  EXPECT_EQ(again.status().code(), StatusCode::kPermissionDenied);
 }
 
 TEST_F(JobsTest, RwdPropagatesDeletionsRwDoesNot) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -26,6 +27,8 @@ namespace sovai::control::testing {
 
 inline constexpr char kProject[] = "prj_01JOBSTESTPROJECT0000000";
 inline constexpr char kOtherProject[] = "prj_01JOBSTESTOTHER00000000";
+// The region of StartOtherRegion's object store; the service's own is EU-WEST-LOCAL.
+inline constexpr char kOtherRegion[] = "EU-CENTRAL-2";
 
 // Owns, in this order of construction: a temporary directory, the sandbox, the S3 test server
 // with an access key for kProject and kOtherProject (buckets "data" of kProject and "theirs" of
@@ -66,6 +69,7 @@ class JobServiceTest : public ::testing::Test {
   void TearDown() override {
     service_.reset();
     db_.reset();
+    other_region_.reset();
     if (!dir_.empty()) (void)env_.DeleteDirRecursive(dir_);
   }
 
@@ -83,11 +87,23 @@ class JobServiceTest : public ::testing::Test {
     o.capacity.cpus = host_.cpus;
     o.capacity.memory_bytes = uint64_t{64} << 30;
     o.cpu_ids = host_.cpu_ids;
-    o.s3_access = [this](const std::string& project) -> base::Result<S3Access> {
+    o.s3_access = [this](const std::string& project,
+                         const std::string& region) -> base::Result<S3Access> {
       auto it = keys_.find(project);
       if (it == keys_.end()) return base::NotFoundError("no key for " + project);
-      return S3Access{s3_.endpoint(), exec::testing::kS3TestRegion, it->second.access_key,
-                      it->second.secret_key};
+      if (region.empty()) {
+        return S3Access{s3_.endpoint(), exec::testing::kS3TestRegion, it->second.access_key,
+                        it->second.secret_key};
+      }
+      // Another region: a stand-in for the server's rule (regions.h, tested there).
+      if (!other_region_ || region != kOtherRegion) {
+        return base::InvalidArgumentError("region '" + region + "' is not one this server knows");
+      }
+      if (!allowed_regions_.contains(region)) {
+        return base::PermissionDeniedError("data residency: " + region + " is not allowed");
+      }
+      return S3Access{other_region_->endpoint(), exec::testing::kS3TestRegion,
+                      exec::testing::kS3TestAccessKey, exec::testing::kS3TestSecretKey};
     };
     o.sandbox = sandbox_.get();
     o.env = jobs_env_;
@@ -121,6 +137,15 @@ class JobServiceTest : public ::testing::Test {
   // The JobService's Env (nullptr: the default), for a test that hooks into it; set it before
   // OpenService.
   base::Env* jobs_env_ = nullptr;
+  // Another region's object store (StartOtherRegion), reached as the admin when the region is
+  // in allowed_regions_.
+  std::unique_ptr<exec::testing::S3TestServer> other_region_;
+  std::set<std::string> allowed_regions_;
+
+  void StartOtherRegion() {
+    other_region_ = std::make_unique<exec::testing::S3TestServer>();
+    ASSERT_TRUE(other_region_->Start(base::JoinPath(dir_, "s3-" + std::string(kOtherRegion))).ok());
+  }
 };
 
 }  // namespace sovai::control::testing

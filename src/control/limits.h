@@ -94,6 +94,17 @@ inline constexpr size_t kMaxBillingLines = 100'000;
 // The longest window GET /v1/billing/usage accepts.
 inline constexpr int64_t kMaxBillingWindowDays = 366;
 
+// --- Regions (docs/formats/regions.md, docs/sovereignty.md) -----------------------------------
+// A --regions file, and the other regions it may list.
+inline constexpr uint64_t kMaxRegionsFileBytes = 64 * 1024;
+inline constexpr size_t kMaxRegions = 32;
+// A project's allowed_regions: at most every region the server could know.
+inline constexpr size_t kMaxAllowedRegions = kMaxRegions;
+inline constexpr size_t kMaxRegionEndpointBytes = 256;
+inline constexpr size_t kMaxJurisdictionBytes = 64;
+// A credentials_file of a region (a sovai server's admin.json is well under it).
+inline constexpr uint64_t kMaxCredentialsFileBytes = 64 * 1024;
+
 // --- Audit log (docs/audit.md) ----------------------------------------------------------------
 // Events waiting for the audit writer. Append() never blocks the request path: beyond this the
 // event is dropped, counted, logged, and the count written into the chain as an "AUDIT DROPPED"
@@ -106,5 +117,16 @@ inline constexpr int64_t kAuditVerifyChunk = 1'000;
 // A free-text field (resource, detail) longer than this is cut and marked "...(cut)"; request
 // paths are already bounded by the HTTP server's target limit.
 inline constexpr size_t kMaxAuditFieldBytes = 2048;
+// Export to a bucket (audit_export.h): how often, and how large one JSON Lines object may grow
+// (an export with more entries writes several objects).
+inline constexpr std::chrono::seconds kAuditExportDefaultInterval{3600};
+inline constexpr std::chrono::seconds kAuditExportMinInterval{1};
+inline constexpr std::chrono::seconds kAuditExportMaxInterval{7 * 24 * 3600};
+inline constexpr int64_t kAuditExportMaxEntriesPerObject = 100'000;
+inline constexpr size_t kAuditExportMaxObjectBytes = 64 << 20;
+// One exported line. The cut fields are at most kMaxAuditFieldBytes, the others come from
+// request heads (at most 16 KiB, net/limits.h); JSON escaping at most sextuples a byte, so real
+// lines stay far below this. A longer line stops the export (and fails VerifyAuditExport).
+inline constexpr size_t kMaxAuditExportLineBytes = 1 << 20;
 
 }  // namespace sovai::control

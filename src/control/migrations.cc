@@ -208,6 +208,12 @@ CREATE TABLE audit_log (
 CREATE INDEX audit_log_by_time ON audit_log(at);
 CREATE INDEX audit_log_by_project ON audit_log(project, seq);
 )sql"},
+    {"project_regions", R"sql(
+-- Data residency (docs/sovereignty.md): the regions besides the server's own whose buckets the
+-- project's workloads may mount, as canonical names joined by ',' ("EU-CENTRAL-2,EU-NORTH-1");
+-- '' = only the server's own region.
+ALTER TABLE projects ADD COLUMN allowed_regions TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

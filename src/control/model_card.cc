@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include "base/crypto.h"
@@ -101,6 +102,11 @@ std::string ManifestHash(const exec::SyncManifest& manifest, const std::string& 
   return base::HexEncode(base::Sha256(text));
 }
 
+// The region of a volume's bucket ("" in the inputs means the job's own).
+std::string RegionOf(const ModelCardInputs& in, const ModelCardVolume& v) {
+  return v.region.empty() ? in.region : v.region;
+}
+
 // "bucket@REGION/prefix" + "/rel".
 std::string SourceOf(const ModelCardVolume& v, const std::string& rel) {
   if (rel.empty()) return v.source;
@@ -115,6 +121,7 @@ Json BaseModel(base::Env& env, const ModelCardInputs& in) {
   if (!at) return out;
   const ModelCardVolume& v = in.volumes[at->first];
   out["location"] = SourceOf(v, at->second);
+  out["region"] = RegionOf(in, v);
   // The name the model gives itself (Hugging Face's _name_or_path), when it has one.
   if (auto config = env.ReadFile(
           base::JoinPath(base::JoinPath(v.local_dir, at->second), "config.json"), 1 << 20);
@@ -160,7 +167,8 @@ Json Datasets(base::Env& env, const ModelCardInputs& in) {
   for (const std::string& rel : files) {
     const std::string file = base::JoinPath(v.local_dir, rel);
     auto size = env.GetFileSize(file);
-    Json entry = {{"path", rel}, {"size_bytes", size.ok() ? *size : 0}};
+    Json entry = {
+        {"path", rel}, {"size_bytes", size.ok() ? *size : 0}, {"region", RegionOf(in, v)}};
     if (parsed.ok()) {
       entry["bucket"] = parsed->bucket;
       std::string prefix = parsed->prefix;
@@ -226,6 +234,30 @@ Json Metrics(base::Env& env, const std::string& output_dir) {
   return out;
 }
 
+// Every region whose buckets the job mounted, with its jurisdiction: [{"region", "jurisdiction",
+// "volumes": ["bucket@REGION/prefix", ...]}], the job's own region first when it mounted any.
+Json DataRegions(const ModelCardInputs& in) {
+  std::vector<std::string> order;
+  std::map<std::string, Json> by_region;
+  for (const ModelCardVolume& v : in.volumes) {
+    const std::string region = RegionOf(in, v);
+    auto [it, added] = by_region.try_emplace(region, Json::object());
+    if (added) {
+      order.push_back(region);
+      const std::string& jurisdiction = v.region.empty() ? in.jurisdiction : v.jurisdiction;
+      it->second = {{"region", region},
+                    {"jurisdiction", jurisdiction.empty() ? Json(nullptr) : Json(jurisdiction)},
+                    {"volumes", Json::array()}};
+    }
+    it->second["volumes"].push_back(v.source);
+  }
+  std::stable_partition(order.begin(), order.end(),
+                        [&](const std::string& r) { return r == in.region; });
+  Json out = Json::array();
+  for (const std::string& r : order) out.push_back(std::move(by_region[r]));
+  return out;
+}
+
 std::string Value(const Json& j) {
   if (j.is_null()) return "unknown";
   if (j.is_string()) return j.get<std::string>();
@@ -288,7 +320,8 @@ Result<Json> BuildModelCard(base::Env& env, const ModelCardInputs& in,
     const ModelCardVolume& v = in.volumes[o.volume];
     outs.push_back({{"location", SourceOf(v, o.path)},
                     {"path", JoinRel(v.mount_path, o.path)},
-                    {"kind", o.kind}});
+                    {"kind", o.kind},
+                    {"region", RegionOf(in, v)}});
     if (output_dir.empty()) output_dir = v.local_dir;
   }
   const double hours = static_cast<double>(in.running_seconds) / 3600.0;
@@ -316,6 +349,7 @@ Result<Json> BuildModelCard(base::Env& env, const ModelCardInputs& in,
         {"energy_kwh_estimate", static_cast<double>(watts) * hours / 1000.0}}},
       {"region", in.region},
       {"jurisdiction", in.jurisdiction},
+      {"data_regions", DataRegions(in)},
       {"intended_use", nullptr},
       {"limitations", nullptr},
   };
@@ -337,7 +371,11 @@ std::string RenderModelCardMarkdown(const Json& card) {
     md += "Not given to the job as `--model`.\n";
   } else {
     md += "* Location: `" + Value(base.value("location", Json(base["path"]))) + "`\n";
-    if (base.contains("name")) md += "* Name: " + Value(base["name"]) + "\n";
+    if (base.contains("name")) {
+      const std::string name = Value(base["name"]);
+      md += "* Name: " + (name.empty() ? std::string("(config.json has no _name_or_path)") : name) +
+            "\n";
+    }
     if (base.contains("content_sha256")) {
       md += "* Content SHA-256: `" + Value(base["content_sha256"]) + "` (" +
             Value(base["content_hash_of"]) + ")\n";
@@ -365,7 +403,22 @@ std::string RenderModelCardMarkdown(const Json& card) {
         " s; device-minutes: " + Value(c["device_minutes"]) + "\n* Energy (estimate at " +
         Value(c["power_watts_assumed"]) + " W): " + Value(c["energy_kwh_estimate"]) + " kWh\n";
   md += "\n## Where\n\nTrained in region " + Value(card["region"]) + ", jurisdiction " +
-        Value(card["jurisdiction"]) + "; the data and the outputs stayed in its buckets.\n";
+        Value(card["jurisdiction"]);
+  const Json regions = card.value("data_regions", Json::array());
+  bool elsewhere = false;
+  for (const Json& r : regions) elsewhere = elsewhere || r.value("region", "") != card["region"];
+  if (!elsewhere) {
+    md += "; the data and the outputs stayed in its buckets.\n";
+  } else {
+    md += ". The job mounted buckets of more than one region:\n\n";
+    for (const Json& r : regions) {
+      std::string volumes;
+      for (const Json& v : r["volumes"])
+        volumes += (volumes.empty() ? "`" : ", `") + Value(v) + "`";
+      md += "* " + Value(r["region"]) + " (jurisdiction " + Value(r["jurisdiction"]) +
+            "): " + volumes + "\n";
+    }
+  }
   md += "\n## Intended use\n\n*To be completed by the author.*\n";
   md += "\n## Limitations\n\n*To be completed by the author.*\n";
   return md;

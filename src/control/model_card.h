@@ -26,6 +26,10 @@ struct ModelCardVolume {
   bool writable = false;
   std::string local_dir;                       // the host directory holding the volume's files
   std::optional<exec::SyncManifest> manifest;  // what was synced down (ETags by path)
+  // The bucket's region, canonical ("EU-CENTRAL-2"), and its jurisdiction ("EU"); "" = those of
+  // the card (ModelCardInputs), i.e. the server's own region.
+  std::string region;
+  std::string jurisdiction;
 };
 
 struct ModelCardInputs {

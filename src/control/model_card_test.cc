@@ -136,7 +136,36 @@ TEST_F(ModelCardTest, CardHoldsWhatTheJobActuallyUsed) {
   ASSERT_TRUE(md.ok());
   EXPECT_NE(md->find("demo/dataset/train.jsonl"), std::string::npos);
   EXPECT_NE(md->find("## Intended use\n\n*To be completed by the author.*"), std::string::npos);
-  EXPECT_NE(md->find("jurisdiction EU"), std::string::npos);
+  EXPECT_NE(md->find("jurisdiction EU; the data and the outputs stayed in its buckets."),
+            std::string::npos);
+  EXPECT_EQ(card["datasets"][1]["region"], "EU-WEST-LOCAL");
+}
+
+TEST_F(ModelCardTest, NamesTheRegionOfEveryBucketItUsed) {
+  // The dataset came from another region the project allows (docs/sovereignty.md).
+  in_.volumes[1].source = "demo@EU-CENTRAL-2/dataset";
+  in_.volumes[1].region = "EU-CENTRAL-2";
+  in_.volumes[1].jurisdiction = "EU";
+  ASSERT_TRUE(WriteModelCards(env_, in_).ok());
+  auto text = env_.ReadFile(dir_ + "/out/model_card.json");
+  ASSERT_TRUE(text.ok());
+  Json card = Json::parse(*text);
+  EXPECT_EQ(card["region"], "EU-WEST-LOCAL");
+  EXPECT_EQ(card["datasets"][0]["region"], "EU-CENTRAL-2");
+  EXPECT_EQ(card["base_model"]["region"], "EU-WEST-LOCAL");
+  EXPECT_EQ(card["outputs"][0]["region"], "EU-WEST-LOCAL");
+  EXPECT_EQ(card["data_regions"], Json::parse(R"([{"region": "EU-WEST-LOCAL", "jurisdiction": "EU",
+                             "volumes": ["models@EU-WEST-LOCAL/tiny", "demo@EU-WEST-LOCAL/output"]},
+                            {"region": "EU-CENTRAL-2", "jurisdiction": "EU",
+                             "volumes": ["demo@EU-CENTRAL-2/dataset"]}])"));
+  auto md = env_.ReadFile(dir_ + "/out/MODEL_CARD.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("The job mounted buckets of more than one region:\n\n* EU-WEST-LOCAL "
+                     "(jurisdiction EU): `models@EU-WEST-LOCAL/tiny`, `demo@EU-WEST-LOCAL/output`\n"
+                     "* EU-CENTRAL-2 (jurisdiction EU): `demo@EU-CENTRAL-2/dataset`\n"),
+            std::string::npos)
+      << *md;
+  EXPECT_EQ(md->find("stayed in its buckets"), std::string::npos);
 }
 
 TEST_F(ModelCardTest, NoModelNoCard) {

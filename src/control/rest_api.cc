@@ -12,6 +12,7 @@
 #include "control/billing.h"
 #include "control/limits.h"
 #include "control/problem.h"
+#include "control/regions.h"
 
 namespace sovai::control {
 
@@ -39,6 +40,7 @@ Json ProjectJson(const Project& p) {
           {"name", p.name},
           {"description", p.description},
           {"system", p.system},
+          {"allowed_regions", p.allowed_regions},
           {"created_at", base::FormatRfc3339(p.created_at_us)}};
 }
 
@@ -482,6 +484,69 @@ class RestApi {
     return JsonResponse(200, ProjectJson(*project));
   }
 
+  // PATCH /v1/projects/{id}: {"allowed_regions": [...]} replaces the other regions whose buckets
+  // the project's workloads may mount (docs/sovereignty.md). Admins of the project and platform
+  // admins; each name must be a region this server knows other than its own.
+  net::Response UpdateProject(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "projects"); !st.ok()) return Problem(st);
+    std::string id(*request.param("id"));
+    if (!SeesProject(p, id)) return Problem(ProjectNotFound(id));
+    if (!AdministersProject(p, id)) {
+      return Problem(base::PermissionDeniedError("changing project '" + id +
+                                                 "' needs an admin token of that project"));
+    }
+    auto project = identity_.GetProject(id);
+    if (!project.ok()) return Problem(project.status());
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    std::vector<FieldError> errors;
+    for (const auto& [key, value] : body->items()) {
+      if (key != "allowed_regions") {
+        errors.push_back(
+            {key, "unknown field '" + key + "'; this request accepts allowed_regions"});
+      }
+    }
+    auto list = body->find("allowed_regions");
+    std::vector<std::string> regions;
+    if (list == body->end() || !list->is_array()) {
+      errors.push_back({"allowed_regions",
+                        "is required: an array of region names such as [\"EU-CENTRAL-2\"] ([] = "
+                        "only this server's region)"});
+    } else if (list->size() > kMaxAllowedRegions) {
+      errors.push_back(
+          {"allowed_regions", "has more than " + std::to_string(kMaxAllowedRegions) + " regions"});
+    } else {
+      const KnownRegions known = Known();
+      for (size_t i = 0; i < list->size(); ++i) {
+        const std::string field = "allowed_regions[" + std::to_string(i) + "]";
+        const Json& r = (*list)[i];
+        if (!r.is_string()) {
+          errors.push_back({field, std::string("must be a region name, not ") + r.type_name()});
+          continue;
+        }
+        const std::string name = base::AsciiToUpper(r.get_ref<const std::string&>());
+        if (Status st = ValidateRegionName(name); !st.ok()) {
+          errors.push_back({field, st.message()});
+        } else if (known.IsOwn(name)) {
+          errors.push_back({field, "'" + name +
+                                       "' is this server's own region, which every project may "
+                                       "mount; list only other regions"});
+        } else if (!known.Knows(name)) {
+          errors.push_back({field, "region '" + name +
+                                       "' is not one this server knows (docs/sovereignty.md); "
+                                       "known: " +
+                                       known.List()});
+        } else {
+          regions.push_back(name);
+        }
+      }
+    }
+    if (!errors.empty()) return Invalid(errors);
+    auto updated = identity_.SetAllowedRegions(id, regions);
+    if (!updated.ok()) return FieldProblem(updated.status(), "allowed_regions");
+    return JsonResponse(200, ProjectJson(*updated));
+  }
+
   // A project's quota: what its jobs may hold at once. Everyone in the project may read it; only
   // platform admins set it (a project must not raise its own limit).
   net::Response GetQuota(net::Request& request, const Principal& p) {
@@ -711,6 +776,25 @@ class RestApi {
     return base::UnavailableError("this server has no object store to issue S3 keys from");
   }
 
+  // The regions this server knows (regions.h).
+  KnownRegions Known() const {
+    const ControlPlane::ServerInfo& info = control_.info();
+    return KnownRegions{info.region, info.other_regions};
+  }
+  SpecContext Spec(const FlavorCatalog* flavors) const {
+    return SpecContext{flavors, control_.info().region, control_.info().other_regions};
+  }
+  // The data-residency rule (docs/sovereignty.md) for the buckets of a spec of the caller's
+  // project: a problem naming the field, or nothing.
+  std::optional<net::Response> CheckResidencyOf(const Principal& p,
+                                                const std::vector<BucketSource>& sources) {
+    std::string field;
+    Status st =
+        CheckSpecResidency(Known(), p.project.name, p.project.allowed_regions, sources, &field);
+    if (st.ok()) return std::nullopt;
+    return FieldProblem(st, field);
+  }
+
   // A user is visible to platform admins, to itself, and to tokens of a project it belongs to.
   base::Result<bool> SeesUser(const Principal& p, std::string_view user_id) {
     if (p.platform_admin() || user_id == p.user.id) return true;
@@ -797,12 +881,13 @@ class RestApi {
     auto body = base::ParseJson(
         *text, base::JsonLimits{.max_bytes = kMaxJobSpecBytes, .max_depth = kMaxRequestJsonDepth});
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseJobSpec(*body, SpecContext{control_.flavors(), control_.info().region});
+    auto parsed = ParseJobSpec(*body, Spec(control_.flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
     JobSpec spec = std::get<JobSpec>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
     std::string bad_field;
     auto job = jobs->Submit(p.project.id, p.user.id, std::move(spec), &bad_field);
     if (!job.ok()) {
@@ -917,12 +1002,13 @@ class RestApi {
     if (apps == nullptr) return Problem(NoJobs());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseAppSpec(*body, SpecContext{control_.flavors(), control_.info().region});
+    auto parsed = ParseAppSpec(*body, Spec(control_.flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
     AppSpec spec = std::get<AppSpec>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
     std::string bad_field;
     auto app = apps->Create(p.project.id, p.user.id, std::move(spec), &bad_field);
     if (!app.ok()) {
@@ -960,8 +1046,7 @@ class RestApi {
     if (!app.ok()) return Problem(app.status());
     auto body = ReadObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed =
-        ScaleAppSpec(app->spec, *body, SpecContext{control_.flavors(), control_.info().region});
+    auto parsed = ScaleAppSpec(app->spec, *body, Spec(control_.flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -976,13 +1061,13 @@ class RestApi {
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
     bool rolling = false;
-    auto parsed = PatchAppSpec(app->spec, *body,
-                               SpecContext{control_.flavors(), control_.info().region}, &rolling);
+    auto parsed = PatchAppSpec(app->spec, *body, Spec(control_.flavors()), &rolling);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
     AppSpec spec = std::get<AppSpec>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
     std::string bad_field;
     auto updated =
         control_.apps()->Update(p.project.id, app->id, std::move(spec), rolling, &bad_field);
@@ -1066,12 +1151,15 @@ class RestApi {
     app.erase("min_replicas");
     app.erase("max_replicas");
     app["autoscaling"] = autoscaling;
-    auto parsed = ParseAppSpec(app, SpecContext{control_.flavors(), control_.info().region});
+    auto parsed = ParseAppSpec(app, Spec(control_.flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       for (FieldError& f : error->fields) {
         if (f.field.starts_with("autoscaling.")) f.field = f.field.substr(12);
       }
       return ProblemResponse(error->status, error->fields);
+    }
+    if (auto refused = CheckResidencyOf(p, SourcesOf(std::get<AppSpec>(parsed)))) {
+      return *refused;
     }
     std::string bad_field;
     auto endpoint = apps->CreateEndpoint(p.project.id, p.user.id, std::get<AppSpec>(parsed),
@@ -1368,12 +1456,13 @@ class RestApi {
     if (billing == nullptr) return Problem(NoBilling());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseJobSpec(*body, SpecContext{&billing->flavors(), control_.info().region});
+    auto parsed = ParseJobSpec(*body, Spec(&billing->flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
     JobSpec spec = std::get<JobSpec>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
     auto run = billing->DryRunJob(p.project.id, spec);
     if (!run.ok()) {
       return FieldProblem(run.status(),
@@ -1389,12 +1478,13 @@ class RestApi {
     if (billing == nullptr) return Problem(NoBilling());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseAppSpec(*body, SpecContext{&billing->flavors(), control_.info().region});
+    auto parsed = ParseAppSpec(*body, Spec(&billing->flavors()));
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
     AppSpec spec = std::get<AppSpec>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
     auto run = billing->DryRunApp(p.project.id, spec, kAppAdmissionHorizonS);
     if (!run.ok()) {
       return FieldProblem(run.status(),
@@ -1605,6 +1695,7 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/projects", &RestApi::ListProjects},
     {"POST", "/v1/projects", &RestApi::CreateProject},
     {"GET", "/v1/projects/{id}", &RestApi::GetProject},
+    {"PATCH", "/v1/projects/{id}", &RestApi::UpdateProject},
     {"GET", "/v1/projects/{id}/members", &RestApi::ListMembers},
     {"GET", "/v1/projects/{id}/quota", &RestApi::GetQuota},
     {"PUT", "/v1/projects/{id}/quota", &RestApi::SetQuota},

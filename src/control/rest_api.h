@@ -96,6 +96,9 @@ class ControlPlane {
     std::string s3_url;  // "http://127.0.0.1:9000"
     std::string version;
     bool api_tls = false;  // apps' URLs are https://<Host>/apps/<id>/
+    // The other regions the server knows (--regions): volumes may name them, and a project may
+    // allow them (docs/sovereignty.md).
+    std::vector<std::string> other_regions;
   };
   // Call before the API serves. Until AttachJobs, the job and flavor routes answer 503.
   void SetServerInfo(ServerInfo info) { info_ = std::move(info); }

@@ -1094,6 +1094,123 @@ TEST_F(BillingRestTest, UsageAndStatement) {
 
 // --- Concurrency -------------------------------------------------------------------------------
 
+// --- Data residency (docs/sovereignty.md)
+// ---------------------------------------------------------
+
+// A server of region EU-WEST-LOCAL that also knows EU-CENTRAL-2 (--regions), with billing for
+// the dry runs, which go through the same admission rule as real submissions.
+class ResidencyRestTest : public BillingRestTest {
+ protected:
+  void SetUp() override {
+    BillingRestTest::SetUp();
+    if (HasFatalFailure()) return;
+    control_->SetServerInfo({.region = "EU-WEST-LOCAL",
+                             .s3_url = "http://127.0.0.1:9",
+                             .version = "test",
+                             .other_regions = {"EU-CENTRAL-2"}});
+  }
+  Reply Patch(const std::string& target, const std::string& token, const Json& body) {
+    return Call("PATCH", target, token, body.dump());
+  }
+};
+
+TEST_F(ResidencyRestTest, ProjectAdminsSetAllowedRegionsAndMembersSeeThem) {
+  World w = MakeWorld();
+  const std::string path = "/v1/projects/" + w.nlp;
+  Reply fresh = Get(path, w.carol_token.secret);
+  ASSERT_EQ(fresh.status, 200) << fresh;
+  EXPECT_EQ(fresh.json["allowed_regions"], Json::array());
+  const Json allow = {{"allowed_regions", {"eu-central-2"}}};
+  // Not admins of the project: refused; another project's admin does not even see it.
+  EXPECT_EQ(Patch(path, w.carol_token.secret, allow).status, 403);  // read: GET only
+  Reply operator_refused = Patch(path, w.bob_token.secret, allow);
+  EXPECT_EQ(operator_refused.status, 403) << operator_refused;
+  EXPECT_NE(operator_refused.json.value("detail", "").find("needs an admin token of that project"),
+            std::string::npos);
+  EXPECT_EQ(Patch(path, w.dave_token.secret, allow).status, 404);
+  EXPECT_EQ(Patch("/v1/projects/prj_nope", kAdminToken, allow).status, 404);
+  EXPECT_EQ(Get(path, w.alice_token.secret).json["allowed_regions"], Json::array());
+
+  Reply set = Patch(path, w.alice_token.secret, allow);
+  ASSERT_EQ(set.status, 200) << set;
+  EXPECT_EQ(set.json["allowed_regions"], Json::array({"EU-CENTRAL-2"}));  // canonical
+  EXPECT_EQ(Get(path, w.carol_token.secret).json["allowed_regions"], Json::array({"EU-CENTRAL-2"}));
+  Reply listed = Get("/v1/projects", w.bob_token.secret);
+  EXPECT_EQ(Items(listed)[0]["allowed_regions"], Json::array({"EU-CENTRAL-2"}));
+  // Platform admins may change any project; [] is only the server's own region again.
+  Reply cleared = Patch(path, kAdminToken, {{"allowed_regions", Json::array()}});
+  ASSERT_EQ(cleared.status, 200) << cleared;
+  EXPECT_EQ(cleared.json["allowed_regions"], Json::array());
+
+  struct Bad {
+    Json body;
+    const char* field;
+    const char* message_part;
+  };
+  for (const Bad& bad : {
+           Bad{{{"allowed_regions", {"US-EAST-1"}}},
+               "allowed_regions[0]",
+               "region 'US-EAST-1' is not one this server knows (docs/sovereignty.md); known: "
+               "EU-WEST-LOCAL, EU-CENTRAL-2"},
+           Bad{{{"allowed_regions", {"EU-CENTRAL-2", "EU-WEST-LOCAL"}}},
+               "allowed_regions[1]",
+               "is this server's own region"},
+           Bad{{{"allowed_regions", {"EU CENTRAL"}}}, "allowed_regions[0]", "must be 2 to 32"},
+           Bad{{{"allowed_regions", {7}}}, "allowed_regions[0]", "must be a region name"},
+           Bad{{{"allowed_regions", "EU-CENTRAL-2"}}, "allowed_regions", "is required: an array"},
+           Bad{Json::object(), "allowed_regions", "is required"},
+           Bad{{{"allowed_regions", Json::array()}, {"name", "x"}}, "name", "unknown field"},
+       }) {
+    Reply r = Patch(path, w.alice_token.secret, bad.body);
+    EXPECT_EQ(r.status, 400) << bad.body.dump() << " " << r;
+    EXPECT_EQ(FirstField(r), bad.field) << r;
+    EXPECT_NE(r.body.find(bad.message_part), std::string::npos) << r;
+  }
+  EXPECT_EQ(Get(path, w.alice_token.secret).json["allowed_regions"], Json::array());
+}
+
+TEST_F(ResidencyRestTest, AnotherRegionsVolumeIsRefusedUntilTheProjectAllowsIt) {
+  World w = MakeWorld();
+  const Json job = {
+      {"image", "sovai/shell"},
+      {"command", {"true"}},
+      {"flavor", "ai1-1-cpu"},
+      {"volumes", {"out@EU-WEST-LOCAL/o:/workspace/out:rw", "far@EU-CENTRAL-2/ds:/workspace/in"}}};
+  Reply refused = Post("/v1/jobs?dry_run=true", w.bob_token.secret, job);
+  ASSERT_EQ(refused.status, 403) << refused;
+  EXPECT_EQ(refused.json["type"], "urn:sovai:problem:permission-denied");
+  EXPECT_EQ(FirstField(refused), "volumes[1]");
+  EXPECT_EQ(refused.json["detail"],
+            "volume 'far@EU-CENTRAL-2/ds': data residency: project 'nlp' may mount only buckets "
+            "of region EU-WEST-LOCAL; a project admin can allow EU-CENTRAL-2 with `sovai project "
+            "update nlp --allow-region EU-CENTRAL-2`");
+  const Json app = {{"name", "bot"}, {"model", "models@EU-CENTRAL-2/bot"}, {"flavor", "ai1-1-cpu"}};
+  Reply app_refused = Post("/v1/apps?dry_run=true", w.bob_token.secret, app);
+  EXPECT_EQ(app_refused.status, 403) << app_refused;
+  EXPECT_EQ(FirstField(app_refused), "model");
+
+  // A region the server does not know is a bad request, whatever the project allows.
+  Json unknown = job;
+  unknown["volumes"][1] = "far@US-EAST-1/ds:/workspace/in";
+  Reply bad = Post("/v1/jobs?dry_run=true", w.bob_token.secret, unknown);
+  EXPECT_EQ(bad.status, 400) << bad;
+  EXPECT_EQ(FirstField(bad), "volumes");
+  EXPECT_NE(bad.body.find("region 'US-EAST-1' is not one this server knows"), std::string::npos)
+      << bad;
+
+  ASSERT_EQ(
+      Patch("/v1/projects/" + w.nlp, w.alice_token.secret, {{"allowed_regions", {"EU-CENTRAL-2"}}})
+          .status,
+      200);
+  Reply allowed = Post("/v1/jobs?dry_run=true", w.bob_token.secret, job);
+  EXPECT_EQ(allowed.status, 200) << allowed;
+  EXPECT_EQ(Post("/v1/apps?dry_run=true", w.bob_token.secret, app).status, 200);
+  // Another project is not allowed by nlp's setting.
+  Reply other = Post("/v1/jobs?dry_run=true", w.dave_token.secret, job);
+  EXPECT_EQ(other.status, 403) << other;
+  EXPECT_NE(other.json.value("detail", "").find("project 'cv' may mount only"), std::string::npos);
+}
+
 TEST_F(RestApiTest, ConcurrentClientsOnWorkerThreads) {
   constexpr int kThreads = 6;
   constexpr int kUsersEach = 8;

@@ -261,21 +261,22 @@ Result<VolumeSpec> ParseVolumeSpec(std::string_view text) {
 }
 
 Status CheckVolumes(const std::vector<VolumeSpec>& volumes, std::string_view server_region,
-                    const std::vector<std::string>& region_aliases) {
+                    const std::vector<std::string>& other_regions) {
   if (volumes.size() > kMaxVolumesPerJob) {
     return InvalidArgumentError("a job may mount at most " + std::to_string(kMaxVolumesPerJob) +
                                 " volumes; " + std::to_string(volumes.size()) + " were given");
   }
   for (const VolumeSpec& v : volumes) {
     bool known = base::EqualsIgnoreCase(v.region, server_region);
-    for (const std::string& alias : region_aliases) {
-      known = known || base::EqualsIgnoreCase(v.region, alias);
+    for (const std::string& other : other_regions) {
+      known = known || base::EqualsIgnoreCase(v.region, other);
     }
     if (!known) {
       std::string accepted = std::string(server_region);
-      for (const std::string& alias : region_aliases) accepted += ", " + alias;
-      return InvalidArgumentError("volume '" + v.ToString() + "': region '" + v.region +
-                                  "' is not this server's region; use " + accepted);
+      for (const std::string& other : other_regions) accepted += ", " + other;
+      return InvalidArgumentError(
+          "volume '" + v.ToString() + "': region '" + v.region +
+          "' is not one this server knows (docs/sovereignty.md); known: " + accepted);
     }
   }
   for (size_t i = 0; i < volumes.size(); ++i) {

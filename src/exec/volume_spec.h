@@ -8,7 +8,7 @@
 // docs/formats/volume-spec.md:
 //
 //   SOVAI_ASSIGN_OR_RETURN(VolumeSpec spec, ParseVolumeSpec(flag_value));
-//   SOVAI_RETURN_IF_ERROR(CheckVolumes(specs, server.region(), server.region_aliases()));
+//   SOVAI_RETURN_IF_ERROR(CheckVolumes(specs, server.region(), server.other_regions()));
 //
 // A VolumeSpec that ParseVolumeSpec returned is valid on its own (bucket name, region syntax,
 // normalized prefix and mount path); CheckVolumes adds the rules that need context (the server's
@@ -68,11 +68,13 @@ struct VolumeSpec {
 base::Result<VolumeSpec> ParseVolumeSpec(std::string_view text);
 
 // Checks a job's volumes together. Errors (InvalidArgument): more than kMaxVolumesPerJob volumes;
-// a region that is neither `server_region` nor one of `region_aliases` (case-insensitively),
-// naming the accepted ones; two volumes on the same mount path or one inside the other
-// ("/data" and "/data/raw"), naming both specs.
+// a region that is neither `server_region` nor one of `other_regions` (the other regions the
+// server knows, `sovai server --regions`; case-insensitively), naming the known ones; two
+// volumes on the same mount path or one inside the other ("/data" and "/data/raw"), naming both
+// specs. Whether a project may mount another known region is decided at admission
+// (control/regions.h), not here.
 base::Status CheckVolumes(const std::vector<VolumeSpec>& volumes, std::string_view server_region,
-                          const std::vector<std::string>& region_aliases = {});
+                          const std::vector<std::string>& other_regions = {});
 
 // Where an object of the volume goes, relative to the volume's directory: `key` minus
 // spec.KeyPrefix(). Errors (InvalidArgument, saying why), for keys that must not become files:

@@ -171,23 +171,24 @@ VolumeSpec Spec(const std::string& text) {
   return spec.value_or(VolumeSpec{});
 }
 
-TEST(CheckVolumesTest, AcceptsDistinctMountsInTheServerRegionOrAnAlias) {
-  std::vector<VolumeSpec> volumes = {
-      Spec("data@EU-WEST-LOCAL/ds:/workspace/data"), Spec("out@eu-west-local:/workspace/output:rw"),
-      Spec("models@EU-WEST:/workspace/data2:ro:cache"), Spec("data@EU-WEST-LOCAL/other:/opt/x")};
-  EXPECT_TRUE(CheckVolumes(volumes, "EU-WEST-LOCAL", {"EU-WEST"}).ok());
+TEST(CheckVolumesTest, AcceptsDistinctMountsInTheServerRegionOrAnotherKnownOne) {
+  std::vector<VolumeSpec> volumes = {Spec("data@EU-WEST-LOCAL/ds:/workspace/data"),
+                                     Spec("out@eu-west-local:/workspace/output:rw"),
+                                     Spec("models@EU-CENTRAL-2:/workspace/data2:ro:cache"),
+                                     Spec("data@EU-WEST-LOCAL/other:/opt/x")};
+  EXPECT_TRUE(CheckVolumes(volumes, "EU-WEST-LOCAL", {"EU-CENTRAL-2"}).ok());
   EXPECT_TRUE(CheckVolumes({}, "EU-WEST-LOCAL").ok());
 }
 
-TEST(CheckVolumesTest, RefusesAnotherRegion) {
-  Status st = CheckVolumes({Spec("data@US-EAST:/mnt")}, "EU-WEST-LOCAL", {"EU-WEST"});
+TEST(CheckVolumesTest, RefusesARegionTheServerDoesNotKnow) {
+  Status st = CheckVolumes({Spec("data@US-EAST:/mnt")}, "EU-WEST-LOCAL", {"EU-CENTRAL-2"});
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("region 'US-EAST' is not this server's region; use EU-WEST-LOCAL, "
-                              "EU-WEST"),
+  EXPECT_NE(st.message().find("region 'US-EAST' is not one this server knows "
+                              "(docs/sovereignty.md); known: EU-WEST-LOCAL, EU-CENTRAL-2"),
             std::string::npos)
       << st.message();
-  // An alias is not accepted unless it is registered.
-  EXPECT_FALSE(CheckVolumes({Spec("data@EU-WEST:/mnt")}, "EU-WEST-LOCAL").ok());
+  // Another region is known only when it is given.
+  EXPECT_FALSE(CheckVolumes({Spec("data@EU-CENTRAL-2:/mnt")}, "EU-WEST-LOCAL").ok());
 }
 
 TEST(CheckVolumesTest, RefusesSameOrNestedMountPaths) {

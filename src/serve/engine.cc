@@ -185,7 +185,18 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
   const int64_t block_bytes = model::KvCache::BytesPerToken(dir.config) * options.block_size;
   const int64_t num_blocks = options.kv_cache_bytes / std::max<int64_t>(block_bytes, 1);
   const int64_t needed = (engine->max_model_len_ + options.block_size - 1) / options.block_size;
-  if (num_blocks < needed) {
+  if (num_blocks < needed && options.max_model_len == 0 && num_blocks > 0) {
+    // The model's own context (32k for Mistral v0.3) does not fit the cache, and no context
+    // length was asked for: serve the context that fits, as llama.cpp does with its default
+    // n_ctx, rather than refusing to start. A context asked for with --max-model-len is kept or
+    // refused below.
+    const int64_t fits = num_blocks * options.block_size;
+    SOVAI_LOG(WARNING) << "the model's context length " << engine->max_model_len_
+                       << " does not fit a KV cache of " << (options.kv_cache_bytes >> 20)
+                       << " MiB; serving a context of " << fits
+                       << " tokens (--kv-cache-mb or --max-model-len to choose)";
+    engine->max_model_len_ = fits;
+  } else if (num_blocks < needed) {
     return Status(StatusCode::kInvalidArgument,
                   "a KV cache of " + std::to_string(options.kv_cache_bytes >> 20) + " MiB holds " +
                       std::to_string(num_blocks * options.block_size) +

@@ -192,6 +192,22 @@ class ServeOpenAiTest(unittest.TestCase):
         finally:
             small.stop()
 
+    def test_a_context_longer_than_the_cache_is_cut_unless_asked_for(self):
+        # The tiny model's 1,024 positions need 4 MiB of f32 KV cache; 1 MiB holds 256 tokens.
+        small = ServeProcess("--kv-cache-mb", "1")
+        try:
+            status, body = small.get("/v1/models")
+            self.assertEqual(status, 200, body)
+            self.assertEqual(json.loads(body)["data"][0]["max_model_len"], 256)
+        finally:
+            small.stop()
+        refused = subprocess.run(
+            [os.environ["SOVAI_ENGINE"], "serve", "--model", MODEL_DIR, "--listen", "127.0.0.1:0",
+             "--kv-cache-mb", "1", "--max-model-len", "1024"],
+            capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(refused.returncode, 0)
+        self.assertIn("a KV cache of 1 MiB holds 256 tokens", refused.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,5 +1,5 @@
 // sovai token create|list|revoke, sovai user list|create|delete,
-// sovai project list|create|members|add-member|remove-member.
+// sovai project list|create|update|members|add-member|remove-member.
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
@@ -262,14 +262,67 @@ int RunUserDelete(CommandContext& ctx, const std::vector<std::string>& args) {
 
 // --- project ----------------------------------------------------------------------------------
 
+// "EU-CENTRAL-2, EU-NORTH-1": a project's allowed_regions.
+std::string AllowedRegions(const Json& project) {
+  std::string out;
+  const Json& regions = At(project, "allowed_regions");
+  if (!regions.is_array()) return out;
+  for (const Json& r : regions) {
+    if (r.is_string()) out += (out.empty() ? "" : ", ") + r.get<std::string>();
+  }
+  return out;
+}
+
 int RunProjectList(CommandContext& ctx, const std::vector<std::string>& args) {
   return RunPlainList(ctx, args, "sovai project list",
                       "Lists projects (platform admins see all; others their own).", "/v1/projects",
-                      {"ID", "NAME", "DESCRIPTION", "SYSTEM", "CREATED"},
+                      {"ID", "NAME", "DESCRIPTION", "SYSTEM", "CREATED", "OTHER REGIONS"},
                       [](const Json& p) -> std::vector<std::string> {
-                        return {Str(p, "id"), Str(p, "name"), Or(Str(p, "description"), "-"),
-                                At(p, "system") == true ? "yes" : "no", ShortTime(p, "created_at")};
+                        return {Str(p, "id"),
+                                Str(p, "name"),
+                                Or(Str(p, "description"), "-"),
+                                At(p, "system") == true ? "yes" : "no",
+                                ShortTime(p, "created_at"),
+                                Or(AllowedRegions(p), "-")};
                       });
+}
+
+int RunProjectUpdate(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(ctx, "sovai project update",
+                  "Sets the regions besides this server's own whose buckets the project's jobs\n"
+                  "and apps may mount (data residency, docs/sovereignty.md; admins of the\n"
+                  "project). --allow-region replaces the list: name every region to allow.");
+  std::vector<std::string> allow;
+  bool no_other_regions = false;
+  cmd.flags().Positional("PROJECT (id or name)");
+  cmd.flags().StringList("allow-region", &allow,
+                         "a region the server knows (sovai server --regions); repeat for more",
+                         "REGION");
+  cmd.flags().Bool("no-other-regions", &no_other_regions,
+                   "allow only this server's own region again");
+  cmd.flags().HideDefault("no-other-regions");
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 1, 1)) return *code;
+  if (allow.empty() == !no_other_regions) {
+    return cmd.Usage("give --allow-region REGION (repeatable) or --no-other-regions");
+  }
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto id = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);
+  if (!id.ok()) return cmd.Fail(id.status());
+  auto project =
+      (*api)->Patch("/v1/projects/" + net::PercentEncode(*id), Json{{"allowed_regions", allow}});
+  if (!project.ok()) return cmd.Fail(project.status());
+  if (cmd.json()) {
+    cmd.PrintJson(*project);
+    return kExitOk;
+  }
+  const std::string regions = AllowedRegions(*project);
+  ctx.console.Out(
+      "Project " + Str(*project, "name") + " may mount buckets of " +
+      (regions.empty() ? "this server's region only" : "this server's region and " + regions) +
+      ".\n");
+  return kExitOk;
 }
 
 int RunProjectCreate(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -386,6 +439,7 @@ int RunProjectCommand(CommandContext& ctx, const std::vector<std::string>& args)
   static const std::vector<Subcommand> kSubcommands = {
       {"list", "list projects", &RunProjectList},
       {"create", "create a project", &RunProjectCreate},
+      {"update", "set the other regions a project may mount buckets of", &RunProjectUpdate},
       {"members", "list a project's members", &RunProjectMembers},
       {"add-member", "add a user to a project with a role", &RunProjectAddMember},
       {"remove-member", "remove a user from a project", &RunProjectRemoveMember},

@@ -32,7 +32,7 @@ constexpr TopCommand kCommands[] = {
     {"tco", "owning GPUs vs pay-as-you-go: monthly costs and break-even", &RunTcoCommand},
     {"token", "create, list and revoke API tokens", &RunTokenCommand},
     {"user", "list, create and delete users (platform admins)", &RunUserCommand},
-    {"project", "list and create projects, add members", &RunProjectCommand},
+    {"project", "list, create and update projects, add members", &RunProjectCommand},
 };
 
 }  // namespace

@@ -308,6 +308,18 @@ class FakeApi {
     }
     if (method == "POST" && path == "/v1/projects")
       return Ok({{"id", "prj_9"}, {"name", bodies_[path].value("name", "")}}, 201);
+    if (method == "PATCH" && path == "/v1/projects/prj_1") {
+      Json regions = bodies_[path].value("allowed_regions", Json::array());
+      if (regions == Json::array({"US-EAST-1"})) {
+        return Problem(400, "the request has 1 invalid field",
+                       Json::array({{{"field", "allowed_regions[0]"},
+                                     {"message",
+                                      "region 'US-EAST-1' is not one this server "
+                                      "knows (docs/sovereignty.md); known: "
+                                      "EU-WEST-LOCAL, EU-CENTRAL-2"}}}));
+      }
+      return Ok({{"id", "prj_1"}, {"name", "nlp"}, {"allowed_regions", regions}});
+    }
     if (method == "POST" && path == "/v1/projects/prj_1/members/usr_2") {
       return Ok(
           {{"project", "prj_1"}, {"user", "usr_2"}, {"role", bodies_[path].value("role", "")}},
@@ -1086,6 +1098,31 @@ TEST_F(CommandsTest, UsersAndProjectsByNameOrId) {
   EXPECT_EQ(api_->body("/v1/projects/prj_1/members/usr_2"), Json::parse(R"({"role": "operator"})"));
   EXPECT_EQ(Run({"project", "add-member", "nlp", "bob"}), kExitUsage);
   EXPECT_EQ(Run({"project", "add-member", "nlp", "bob", "--role", "owner"}), kExitUsage);
+}
+
+TEST_F(CommandsTest, ProjectUpdateSetsTheAllowedRegions) {
+  ASSERT_EQ(Login(), kExitOk);
+  ASSERT_EQ(Run({"project", "update", "nlp", "--allow-region", "EU-CENTRAL-2", "--allow-region",
+                 "EU-NORTH-1"}),
+            kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_->requests().back(), "PATCH /v1/projects/prj_1");
+  EXPECT_EQ(api_->body("/v1/projects/prj_1"),
+            Json::parse(R"({"allowed_regions": ["EU-CENTRAL-2", "EU-NORTH-1"]})"));
+  EXPECT_EQ(console_.out(),
+            "Project nlp may mount buckets of this server's region and EU-CENTRAL-2, "
+            "EU-NORTH-1.\n");
+  ASSERT_EQ(Run({"project", "update", "nlp", "--no-other-regions"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_->body("/v1/projects/prj_1"), Json::parse(R"({"allowed_regions": []})"));
+  EXPECT_EQ(console_.out(), "Project nlp may mount buckets of this server's region only.\n");
+  // Exactly one of the two forms.
+  EXPECT_EQ(Run({"project", "update", "nlp"}), kExitUsage);
+  EXPECT_EQ(Run({"project", "update", "nlp", "--allow-region", "X1", "--no-other-regions"}),
+            kExitUsage);
+  // The server's refusal names the region.
+  EXPECT_EQ(Run({"project", "update", "nlp", "--allow-region", "US-EAST-1"}), kExitFailure);
+  EXPECT_NE(console_.err().find("is not one this server knows"), std::string::npos)
+      << console_.err();
 }
 
 // --- buckets ----------------------------------------------------------------------------------
