@@ -44,6 +44,8 @@ if [[ -n ${DEMO_DIR:-} ]]; then
   remove_work=0
 else
   work=$(mktemp -d -t sovai-demo-XXXXXX)
+  # mktemp makes it 0700; the jobs' sandbox user must traverse it to reach their directories.
+  chmod 0711 "$work"
   remove_work=1
 fi
 data_dir=$work/server

@@ -38,8 +38,6 @@ GRAD_ACCUM=${GRAD_ACCUM:-16}
 EVAL_FRACTION=${EVAL_FRACTION:-0.05}
 EVAL_INTERVAL=${EVAL_INTERVAL:-200}
 CHECKPOINT_INTERVAL=${CHECKPOINT_INTERVAL:-50}
-# The context the app's replicas can serve (README.md, "Not yet"); 0 leaves config.json as it is.
-SERVE_MAX_LEN=${SERVE_MAX_LEN:-2048}
 # The client token, created once (mode 600) beside the CLI's config, out of any source tree.
 TOKEN_FILE=${TOKEN_FILE:-${XDG_CONFIG_HOME:-$HOME/.config}/sovai/$APP.token}
 QUESTION=${QUESTION:-Write a haiku about fine-tuning a language model.}
@@ -56,43 +54,11 @@ die() {
 }
 wants() { [[ ",$STEPS," == *",$1,"* ]]; }
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
 command -v "$SOVAI" >/dev/null || die "$SOVAI not found: install the sovai CLI or set SOVAI=/path/to/sovai"
 command -v python3 >/dev/null || die "python3 is needed to read JSON"
 run "$SOVAI" whoami >/dev/null
 
 # --- 1. upload ---------------------------------------------------------------------------------
-# Writes a config.json whose max_position_embeddings the app's default KV cache can hold (512 MiB
-# of f32 keys and values in 16-token blocks, as sovai-engine serve allocates it); prints "keep"
-# when the model's own context already fits, "patched A -> B" when tmp/config.json was written.
-serving_config() {
-  python3 - "$MODEL_DIR/config.json" "$SERVE_MAX_LEN" "$SEQ_LEN" "$tmp/config.json" <<'PY'
-import json, sys
-source, wanted, seq_len, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-config = json.load(open(source))
-heads = config["num_attention_heads"]
-kv_heads = config.get("num_key_value_heads") or heads
-head_dim = config.get("head_dim") or config["hidden_size"] // heads
-bytes_per_token = 2 * config["num_hidden_layers"] * kv_heads * head_dim * 4
-fits = (512 << 20) // (bytes_per_token * 16) * 16
-context = config.get("max_position_embeddings") or 0
-if wanted <= 0 or context <= fits:
-    print("keep")
-    sys.exit(0)
-if wanted > fits:
-    sys.exit(f"run.sh: SERVE_MAX_LEN={wanted}: the app's KV cache holds {fits} tokens of this model")
-if wanted < seq_len:
-    sys.exit(f"run.sh: SERVE_MAX_LEN={wanted} is below SEQ_LEN={seq_len}")
-config["max_position_embeddings"] = wanted
-with open(out, "w") as f:
-    json.dump(config, f, indent=2)
-    f.write("\n")
-print(f"patched {context} -> {wanted}")
-PY
-}
-
 upload() {
   note "1/4  Model and dataset into s3://$BUCKET"
   [[ -n $MODEL_DIR ]] || die "set MODEL_DIR to a Hugging Face model directory (MODEL_DIR=~/models/Meta-Llama-3-8B-Instruct)"
@@ -106,8 +72,6 @@ upload() {
     echo "run.sh: note: $MODEL_DIR/config.json is not a llama model; the recipe is sized for Llama 3 8B" >&2
   grep -q '"chat_template"' "$MODEL_DIR/tokenizer_config.json" 2>/dev/null ||
     echo "run.sh: note: no chat_template in tokenizer_config.json: the engine renders chats with ChatML (README.md)" >&2
-  local patched
-  patched=$(serving_config)
 
   if "$SOVAI" bucket ls "$BUCKET" >/dev/null 2>&1; then
     echo "bucket $BUCKET exists" >&2
@@ -129,10 +93,6 @@ upload() {
       "$MODEL_DIR"/model-*.safetensors; do
       if [[ -f $f ]]; then run "$SOVAI" bucket cp "$f" "s3://$BUCKET/model/"; fi
     done
-  fi
-  if [[ $patched != keep ]]; then
-    echo "run.sh: max_position_embeddings $patched in the bucket's copy of config.json, so that the app can start (README.md, \"Not yet\")" >&2
-    run "$SOVAI" bucket cp "$tmp/config.json" "s3://$BUCKET/model/config.json"
   fi
 
   if [[ -d $DATA ]]; then

@@ -74,6 +74,7 @@ class DemoTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="sovai-demo-test-")
+        os.chmod(cls.tmp.name, 0o711)  # the jobs' sandbox user traverses it
         cls.work = os.path.join(cls.tmp.name, "demo")
         run = subprocess.run(["bash", DEMO], env=demo_env(cls.work, keep_server=True),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
@@ -192,6 +193,7 @@ class DemoTest(unittest.TestCase):
 class DemoInterruptTest(unittest.TestCase):
     def test_ctrl_c_during_the_fine_tune_leaves_nothing_running(self):
         with tempfile.TemporaryDirectory(prefix="sovai-demo-int-") as tmp:
+            os.chmod(tmp, 0o711)
             work = os.path.join(tmp, "demo")
             demo = subprocess.Popen(["bash", DEMO], env=demo_env(work, keep_server=False),
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
