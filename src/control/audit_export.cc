@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/crypto.h"
+#include "base/duration.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -195,45 +196,14 @@ base::Result<AuditExportTarget> ParseAuditExportTarget(std::string_view text) {
 }
 
 base::Result<std::chrono::seconds> ParseAuditExportInterval(std::string_view text) {
-  const std::string usage = "'" + std::string(text) + "' is not a duration from " +
-                            std::to_string(kAuditExportMinInterval.count()) + "s to " +
-                            std::to_string(kAuditExportMaxInterval.count() / 86400) +
-                            "d: use e.g. 90s, 10m, 1h, 1d or 1h30m";
-  if (text.empty()) return InvalidArgumentError(usage);
-  int64_t total_s = 0;
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t start = i;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-    if (i == start || i - start > 9) return InvalidArgumentError(usage);
-    auto n = base::ParseInt64(text.substr(start, i - start));
-    if (!n.ok()) return InvalidArgumentError(usage);
-    int64_t unit_s = 1;
-    if (i == text.size()) {
-      if (start != 0) return InvalidArgumentError(usage);  // "1h30": a unit is missing
-    } else {
-      switch (text[i++]) {
-        case 's':
-          unit_s = 1;
-          break;
-        case 'm':
-          unit_s = 60;
-          break;
-        case 'h':
-          unit_s = 3600;
-          break;
-        case 'd':
-          unit_s = 86400;
-          break;
-        default:
-          return InvalidArgumentError(usage);
-      }
-    }
-    total_s += *n * unit_s;
-    if (total_s > kAuditExportMaxInterval.count()) return InvalidArgumentError(usage);
+  SOVAI_ASSIGN_OR_RETURN(int64_t seconds,
+                         base::ParseDurationSeconds(text, kAuditExportMaxInterval.count()));
+  if (seconds < kAuditExportMinInterval.count()) {
+    return InvalidArgumentError("'" + std::string(text) + "' is shorter than " +
+                                std::to_string(kAuditExportMinInterval.count()) +
+                                "s, the shortest interval between audit exports");
   }
-  if (total_s < kAuditExportMinInterval.count()) return InvalidArgumentError(usage);
-  return std::chrono::seconds(total_s);
+  return std::chrono::seconds(seconds);
 }
 
 base::Result<AuditExportBucket> AuditExportBucketInStore(objstore::Store& store,
