@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "base/crypto.h"
 #include "base/json.h"
@@ -128,6 +130,10 @@ struct PlatformServer::Impl {
   // before the control plane: it appends once `audit_ptr` is set.
   std::unique_ptr<control::AuditLog> audit;
   std::atomic<control::AuditLog*> audit_ptr{nullptr};
+  // S3KeyOwner's cache: access key id -> user id.
+  static constexpr size_t kMaxCachedS3KeyOwners = 4096;
+  std::mutex s3_key_owner_mu;
+  std::unordered_map<std::string, std::string> s3_key_owner;
   // Copies the audit log into a bucket (--audit-export); goes before `audit`, which it reads.
   std::unique_ptr<control::AuditExporter> audit_export;
   std::unique_ptr<control::FlavorCatalog> flavors;
@@ -235,6 +241,24 @@ struct PlatformServer::Impl {
   // The access key id a request claims (SigV4/SigV2 header or presigned query); the S3 API has
   // checked the signature, so for a 2xx it is the caller. Its principal is the key's project (or
   // the bootstrap admin).
+  // The user an S3 access key belongs to ("" for keys the control plane did not issue, such as
+  // the bootstrap admin's, or unknown ones). A key never changes owner, so answers are cached
+  // (bounded) to keep the database off the S3 request path.
+  std::string S3KeyOwner(const std::string& key) {
+    {
+      std::lock_guard lock(s3_key_owner_mu);
+      if (auto it = s3_key_owner.find(key); it != s3_key_owner.end()) return it->second;
+    }
+    std::string owner;
+    if (control) {
+      if (auto record = control->identity().GetS3Key(key); record.ok()) owner = record->user_id;
+    }
+    std::lock_guard lock(s3_key_owner_mu);
+    if (s3_key_owner.size() >= kMaxCachedS3KeyOwners) s3_key_owner.clear();
+    s3_key_owner.emplace(key, owner);
+    return owner;
+  }
+
   control::AuditEvent S3AuditEvent(const net::Request& request, int status) {
     std::string key;
     if (auto auth = request.header("Authorization")) {
@@ -258,6 +282,7 @@ struct PlatformServer::Impl {
                               .result = status};
     if (!key.empty()) {
       if (auto credential = store->LookupAccessKey(key)) event.project = credential->user_id;
+      event.actor_user = S3KeyOwner(key);
     }
     // Subresource names ("uploads", "acl", "delete"), never values: a presigned query carries
     // a signature.

@@ -242,6 +242,13 @@ class RestApi {
       } else {
         event.detail = principal.status().message();
       }
+      // A refused call says why: the problem's detail (RFC 9457 JSON, written by Problem()).
+      if (event.detail.empty() && response.status >= 400 && !response.body.empty()) {
+        if (auto problem = base::ParseJson(response.body);
+            problem.ok() && problem->is_object() && (*problem)["detail"].is_string()) {
+          event.detail = (*problem)["detail"].get<std::string>();
+        }
+      }
       audit->Append(std::move(event));
     }
     return response;
