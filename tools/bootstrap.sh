@@ -10,12 +10,14 @@ debian_packages=(
   bubblewrap
   ca-certificates
   ccache
+  chromium
   clang
   clang-format
   clang-tidy
   cmake
   curl
   g++
+  jupyter-notebook
   libboost-system1.74-dev
   libboost1.74-dev
   libclang-rt-14-dev

@@ -4,10 +4,16 @@
 // limit measured in the same run: a large square cblas_sgemm on all threads.
 //
 //   kernels_bench [--threads=N] [--runs=N] [--reference-runs=N] [--tokens=N] [--only=SUBSTRING]
+//   kernels_bench --q8_0 [--threads=N] [--runs=N] [--isa=avx512|avx2|baseline]
 //
 // Shapes (defaults): N=1024 tokens as B=2 sequences of T=512, C=512, F=1376, V=8192, H=8 query
 // heads, KV=4 key/value heads, D=64, LoRA rank 16. Prints medians over --runs (cpu, default 7) and
 // --reference-runs (reference, default 3: it takes seconds per op). Asserts nothing.
+//
+// --q8_0 instead times inference's products with Q8_0 weights, LinearForward on the MLP shapes of
+// Qwen2.5-0.5B (896 -> 4864 and 4864 -> 896) for N = 1, 8, 64 and 256 rows: f32 activations
+// against activations quantized to int8 (kernels/cpu/q8_0_int8.h), side by side with the ratio and
+// the GFLOP/s of each (2 N I O operations per product).
 #include <cblas.h>
 #include <time.h>
 
@@ -24,7 +30,10 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/q8_0_int8.h"
 #include "kernels/nf4.h"
+#include "kernels/q8_0.h"
 #include "kernels/rope.h"
 #include "tensor/dtype.h"
 
@@ -39,6 +48,8 @@ struct Options {
   int reference_runs = 3;
   int64_t tokens = 1024;
   std::string only;
+  bool q8_0 = false;
+  cpu::Isa isa = cpu::CpuIsa();
 };
 
 Options ParseOptions(int argc, char** argv) {
@@ -59,10 +70,19 @@ Options ParseOptions(int argc, char** argv) {
       options.tokens = std::max<int64_t>(2, std::atoll(v)) / 2 * 2;
     } else if (const char* v = value("--only=")) {
       options.only = v;
+    } else if (arg == "--q8_0") {
+      options.q8_0 = true;
+    } else if (const char* v = value("--isa=")) {
+      const std::string isa = v;
+      options.isa = isa == "avx512" ? cpu::Isa::kAvx512
+                    : isa == "avx2" ? cpu::Isa::kAvx2
+                                    : cpu::Isa::kBaseline;
     } else {
       std::fprintf(stderr,
                    "usage: kernels_bench [--threads=N] [--runs=N] [--reference-runs=N] "
-                   "[--tokens=N] [--only=SUBSTRING]\n");
+                   "[--tokens=N] [--only=SUBSTRING]\n"
+                   "       kernels_bench --q8_0 [--threads=N] [--runs=N] "
+                   "[--isa=avx512|avx2|baseline]\n");
       std::exit(2);
     }
   }
@@ -140,8 +160,91 @@ double PeakSgemmGflops(int threads, int64_t n, int runs) {
   return 2.0 * static_cast<double>(n * n * n) / seconds / 1e9;
 }
 
+const char* Int8KernelName(cpu::Int8Kernel kernel) {
+  switch (kernel) {
+    case cpu::Int8Kernel::kPlain:
+      return "plain C++";
+    case cpu::Int8Kernel::kAvx2:
+      return "AVX2";
+    case cpu::Int8Kernel::kAvx512Vnni:
+      return "AVX-512 VNNI";
+  }
+  return "?";
+}
+
+// LinearForward with Q8_0 weights: f32 activations against int8 activations, same weights, same
+// inputs, same threads, one after the other for each shape.
+int MainQ8_0(const Options& options) {
+  const int64_t hidden = 896;  // Qwen2.5-0.5B
+  const int64_t intermediate = 4864;
+  auto f32 = cpu::NewCpuBackendWithOptions(
+      options.threads, {.isa = options.isa, .q8_0_activations = cpu::Q8_0Activations::kF32});
+  auto int8 = cpu::NewCpuBackendWithOptions(
+      options.threads, {.isa = options.isa, .q8_0_activations = cpu::Q8_0Activations::kInt8});
+  const cpu::Isa isa = std::min(options.isa, cpu::CpuIsa());
+  std::printf(
+      "kernels_bench --q8_0: LinearForward, Q8_0 weights; cpu threads: %s; int8 kernel: "
+      "%s; medians of %d runs\n\n",
+      options.threads > 0 ? std::to_string(options.threads).c_str() : "all cores",
+      Int8KernelName(cpu::Int8KernelFor(isa)), options.runs);
+  std::printf("%-18s %5s %11s %11s %8s %11s %11s | %10s %10s %8s\n", "shape (I -> O)", "N",
+              "f32-act ms", "int8 ms", "ratio", "f32 GF/s", "int8 GF/s", "f32 cpu-ms",
+              "int8 cpu-ms", "ratio");
+  std::mt19937 rng(7);
+  struct Shape {
+    const char* name;
+    int64_t in, out;
+  };
+  for (const Shape shape : {Shape{"up 896 -> 4864", hidden, intermediate},
+                            Shape{"down 4864 -> 896", intermediate, hidden}}) {
+    const Vec w = Random(rng, static_cast<size_t>(shape.out * shape.in), 0.05f);
+    std::vector<uint8_t> bytes(Q8_0Bytes(w.size()));
+    QuantizeRowQ8_0(w, bytes);
+    const WeightRef weight{.format = WeightRef::Format::kQ8_0,
+                           .data = bytes.data(),
+                           .rows = shape.out,
+                           .cols = shape.in};
+    for (const int64_t n : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{256}}) {
+      const Vec x = Random(rng, static_cast<size_t>(n * shape.in));
+      Vec out(static_cast<size_t>(n * shape.out));
+      // The two paths alternate run by run, so that load from other processes hits both alike.
+      const auto f32_run = [&] { f32->LinearForward(out.data(), x.data(), weight, nullptr, n); };
+      const auto int8_run = [&] { int8->LinearForward(out.data(), x.data(), weight, nullptr, n); };
+      f32_run();
+      int8_run();
+      std::vector<Timing> slow_runs;
+      std::vector<Timing> fast_runs;
+      for (int r = 0; r < options.runs; ++r) {
+        slow_runs.push_back(Measure(1, f32_run, /*warm_up=*/false));
+        fast_runs.push_back(Measure(1, int8_run, /*warm_up=*/false));
+      }
+      const auto median = [](std::vector<Timing> runs) {
+        std::vector<double> walls;
+        std::vector<double> cpus;
+        for (const Timing& t : runs) {
+          walls.push_back(t.wall_s);
+          cpus.push_back(t.cpu_s);
+        }
+        std::sort(walls.begin(), walls.end());
+        std::sort(cpus.begin(), cpus.end());
+        return Timing{walls[walls.size() / 2], cpus[cpus.size() / 2]};
+      };
+      const Timing slow = median(slow_runs);
+      const Timing fast = median(fast_runs);
+      const double flops = 2.0 * static_cast<double>(n * shape.in * shape.out);
+      std::printf("%-18s %5lld %11.3f %11.3f %7.2fx %11.1f %11.1f | %10.3f %10.3f %7.2fx\n",
+                  shape.name, static_cast<long long>(n), slow.wall_s * 1e3, fast.wall_s * 1e3,
+                  slow.wall_s / fast.wall_s, flops / slow.wall_s / 1e9, flops / fast.wall_s / 1e9,
+                  slow.cpu_s * 1e3, fast.cpu_s * 1e3, slow.cpu_s / fast.cpu_s);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const Options options = ParseOptions(argc, argv);
+  if (options.q8_0) return MainQ8_0(options);
   std::unique_ptr<Backend> reference = NewReferenceBackend();
   std::unique_ptr<Backend> cpu = NewCpuBackend(options.threads);
   const int threads = options.threads > 0 ? options.threads : 0;

@@ -28,15 +28,18 @@
 #include "control/billing_service.h"
 #include "control/flavors.h"
 #include "control/jobs.h"
+#include "control/presign.h"
 #include "control/problem.h"
 #include "control/regions.h"
 #include "control/rest_api.h"
 #include "exec/resources.h"
 #include "exec/sandbox.h"
 #include "gateway/app_gateway.h"
+#include "gateway/notebook_gateway.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
+#include "panel/panel.h"
 
 namespace sovai::cli {
 namespace {
@@ -147,6 +150,9 @@ struct PlatformServer::Impl {
   std::unique_ptr<control::AppService> apps;
   std::unique_ptr<gateway::AppGateway> app_gateway;
   std::atomic<gateway::AppGateway*> gateway_ptr{nullptr};
+  // Notebooks (Jupyter jobs) and their gateway routes (docs/api/notebooks.md).
+  std::unique_ptr<control::NotebookService> notebooks;
+  std::unique_ptr<gateway::NotebookGateway> notebook_gateway;
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
   std::string api_url;
@@ -183,6 +189,7 @@ struct PlatformServer::Impl {
                  std::string text = RenderPrometheusMetrics(Version(), UptimeSeconds(), stats);
                  if (store) text += RenderObjectStoreMetrics(store->Stats(), s3_api->stats());
                  if (app_gateway) text += app_gateway->RenderMetrics();
+                 if (notebook_gateway) text += notebook_gateway->RenderMetrics();
                  if (audit_export) text += audit_export->RenderMetrics();
                  return net::Response::Text(200, std::move(text),
                                             "text/plain; version=0.0.4; charset=utf-8");
@@ -228,6 +235,8 @@ struct PlatformServer::Impl {
     router.SetFallback(
         [this](net::Request& request) {
           net::Response response = s3_api->Handle(request);
+          // The web panel's presigned requests come from the API's origin (presign.h).
+          control::ApplyPresignedCors(request, response);
           control::AuditLog* audit = audit_ptr.load();
           if (audit != nullptr && request.method() != "HEAD" && request.method() != "OPTIONS") {
             audit->Append(S3AuditEvent(request, response.status));
@@ -391,22 +400,7 @@ struct PlatformServer::Impl {
       if (!region.empty() && !base::EqualsIgnoreCase(region, config.region)) {
         return OtherRegionAccess(project, region);
       }
-      control::S3Access access{s3_url, S3RegionOf(config.region), "", "", s3_ca_file};
-      if (project == system_project) {
-        // The system project's buckets are the bootstrap admin's.
-        access.access_key = admin.access_key_id;
-        access.secret_key = admin.secret_access_key;
-        return access;
-      }
-      std::vector<objstore::Credential> keys = store->ListAccessKeys(project);
-      if (keys.empty()) {
-        auto key = store->CreateAccessKey(project);
-        if (!key.ok()) return base::UnavailableError("object store: " + key.error().ToString());
-        keys.push_back(*key);
-      }
-      access.access_key = keys.front().access_key;
-      access.secret_key = keys.front().secret_key;
-      return access;
+      return LocalS3Access(project, system_project, s3_ca_file);
     };
     o.s3_access = jobs_s3_access;
     o.admission_check = [this](const std::string& project, const control::JobSpec& spec) {
@@ -415,8 +409,32 @@ struct PlatformServer::Impl {
     SOVAI_ASSIGN_OR_RETURN(jobs, control::JobService::Start(control->db(), std::move(o)));
     control->AttachJobs(jobs.get(), &catalog);
     SOVAI_RETURN_IF_ERROR(StartApps(catalog, jobs_s3_access));
+    SOVAI_RETURN_IF_ERROR(StartNotebooks());
     billing->AttachWorkloads(jobs.get(), apps.get());
     return base::Status();
+  }
+
+  // The credentials that act as `project` in this server's object store: the bootstrap admin's
+  // for the system project (its buckets are the admin's), else the project's first S3 key,
+  // created on first use. Jobs, apps and the panel's presigned URLs share them.
+  base::Result<control::S3Access> LocalS3Access(const std::string& project,
+                                                const std::string& system_project,
+                                                const std::string& s3_ca_file) {
+    control::S3Access access{s3_url, S3RegionOf(config.region), "", "", s3_ca_file};
+    if (project == system_project) {
+      access.access_key = admin.access_key_id;
+      access.secret_key = admin.secret_access_key;
+      return access;
+    }
+    std::vector<objstore::Credential> keys = store->ListAccessKeys(project);
+    if (keys.empty()) {
+      auto key = store->CreateAccessKey(project);
+      if (!key.ok()) return base::UnavailableError("object store: " + key.error().ToString());
+      keys.push_back(*key);
+    }
+    access.access_key = keys.front().access_key;
+    access.secret_key = keys.front().secret_key;
+    return access;
   }
 
   // Credentials for a workload of `project` in another region (docs/sovereignty.md): only for a
@@ -574,6 +592,25 @@ struct PlatformServer::Impl {
     return base::Status();
   }
 
+  // Notebooks run Jupyter as jobs; the gateway routes /notebooks/<id>/ to them.
+  base::Status StartNotebooks() {
+    control::NotebookServiceOptions o;
+    o.jobs = jobs.get();
+    o.env = &env;
+    SOVAI_ASSIGN_OR_RETURN(notebooks, control::NotebookService::Start(control->db(), std::move(o)));
+    gateway::NotebookGatewayOptions g;
+    control::NotebookService* service = notebooks.get();
+    g.route = [service](const std::string& id) { return service->Route(id); };
+    g.note_activity = [service](const std::string& id) { service->NoteActivity(id); };
+    g.identity = &control->identity();
+    g.on_audit = [this](const control::AuditEvent& event) {
+      if (control::AuditLog* a = audit_ptr.load()) a->Append(event);
+    };
+    SOVAI_ASSIGN_OR_RETURN(notebook_gateway, gateway::NotebookGateway::Start(std::move(g)));
+    control->AttachNotebooks(notebooks.get());
+    return base::Status();
+  }
+
   base::Status WriteServerJson() {
     std::error_code ec;
     std::string absolute = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
@@ -664,11 +701,24 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
                                 .api_tls = !impl->config.tls_cert_file.empty(),
                                 .other_regions = control::NamesOf(impl->other_regions)});
   SOVAI_RETURN_IF_ERROR(impl->StartBilling());
+  SOVAI_ASSIGN_OR_RETURN(control::Project system_project,
+                         impl->control->identity().SystemProject());
+  impl->control->AttachS3Access(
+      [impl = impl.get(), system = system_project.id](const std::string& project) {
+        return impl->LocalS3Access(project, system, "");
+      });
   SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
 
   net::Router router = impl->ApiRouter();
   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *impl->control));
   if (impl->app_gateway) impl->app_gateway->Install(router);
+  if (impl->notebook_gateway) impl->notebook_gateway->Install(router);
+  // The web panel answers what no route does (src/panel/panel.h).
+  panel::InstallPanel(router, panel::EmbeddedAssets(),
+                      {.connect_origins = [impl = impl.get()](const net::Request& request) {
+                        return control::ReachableUrl(impl->s3_url,
+                                                     request.header("Host").value_or(""));
+                      }});
   impl->api = std::make_unique<net::Server>(std::move(router));
   net::ServerOptions api_options = impl->Options(impl->config.listen_api);
   api_options.error_renderer = control::RenderServerProblem;
@@ -693,6 +743,10 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->gateway_ptr.store(nullptr);
   impl_->app_gateway.reset();  // hands its last usage readings to the apps
   impl_->apps.reset();
+  // Notebooks before the jobs that run them (stopping those syncs their rw volumes up).
+  if (impl_->notebooks) impl_->notebooks->Shutdown();
+  impl_->notebook_gateway.reset();
+  impl_->notebooks.reset();
   impl_->jobs.reset();
   impl_->billing.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);

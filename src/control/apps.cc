@@ -50,9 +50,8 @@ int InitialDesired(const AppSpec& spec) {
   return spec.autoscaling ? std::max(spec.autoscaling->min_replicas, 1) : spec.replicas;
 }
 
-// A free TCP port of 127.0.0.1 for a replica. The kernel picks it; the replica binds it moments
-// later. Another process could take it in between: the replica then fails to start and is
-// replaced on another port.
+}  // namespace
+
 Result<uint16_t> FreeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return base::ErrnoToStatus(errno, "socket");
@@ -65,9 +64,11 @@ Result<uint16_t> FreeLoopbackPort() {
   if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int err = errno;
   ::close(fd);
-  if (rc != 0) return base::ErrnoToStatus(err, "choosing a port for a replica");
+  if (rc != 0) return base::ErrnoToStatus(err, "choosing a loopback port");
   return ntohs(addr.sin_port);
 }
+
+namespace {
 
 bool HttpProbe(uint16_t port, const std::string& path) {
   net::ClientOptions options;

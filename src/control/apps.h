@@ -177,6 +177,11 @@ struct AppServiceOptions {
   std::chrono::milliseconds drain_timeout = kReplicaDrainTimeout;
 };
 
+// A free TCP port of 127.0.0.1 for a workload that serves on loopback (an app replica, a
+// notebook). The kernel picks it; the workload binds it moments later. Another process could
+// take it in between: the workload then fails to start (a replica is replaced on another port).
+base::Result<uint16_t> FreeLoopbackPort();
+
 class AppService {
  public:
   static base::Result<std::unique_ptr<AppService>> Start(ControlDb& db, AppServiceOptions options);

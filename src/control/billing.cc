@@ -103,6 +103,8 @@ std::string_view LineKindName(LineKind kind) {
       return "job";
     case LineKind::kApp:
       return "app";
+    case LineKind::kNotebook:
+      return "notebook";
     case LineKind::kStorage:
       return "storage";
     case LineKind::kTokens:
@@ -192,8 +194,11 @@ std::vector<Line> ComputeJobLines(std::span<const BillableJob> jobs, const Flavo
         if (minutes == 0) continue;
         Line line;
         line.project = job.project;
-        line.kind = job.app.empty() ? LineKind::kJob : LineKind::kApp;
-        line.resource = job.app.empty() ? job.id : job.app;
+        // A replica's lines name its app, a notebook's job's lines the notebook.
+        line.kind = !job.app.empty()        ? LineKind::kApp
+                    : !job.notebook.empty() ? LineKind::kNotebook
+                                            : LineKind::kJob;
+        line.resource = !job.app.empty() ? job.app : !job.notebook.empty() ? job.notebook : job.id;
         line.flavor = job.flavor;
         line.units = job.units;
         line.start_unix_micros = std::max(start, day_from);

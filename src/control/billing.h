@@ -53,8 +53,9 @@ base::Result<Prices> ParsePrices(std::string_view json);
 std::string FormatEur(int64_t micro_eur);
 
 // --- Lines ---------------------------------------------------------------------------------
-enum class LineKind : uint8_t { kJob, kApp, kStorage, kTokens };
-std::string_view LineKindName(LineKind kind);  // "job", "app", "storage", "tokens"
+enum class LineKind : uint8_t { kJob, kApp, kNotebook, kStorage, kTokens };
+// "job", "app", "notebook", "storage", "tokens"
+std::string_view LineKindName(LineKind kind);
 
 // What storage lines name as their resource: all buckets of the project, sampled together.
 inline constexpr std::string_view kStorageResource = "buckets";
@@ -121,6 +122,7 @@ struct BillableJob {
   int units = 1;
   std::string app;  // the sovai.app label of a replica; "" for a job
   std::vector<JobTransition> history;
+  std::string notebook;  // the sovai.notebook label of a notebook's job; "" otherwise
 };
 
 // Compute lines: one per RUNNING interval per UTC day, in `window`, at the catalog's price per

@@ -32,6 +32,10 @@ Result<BillableJob> BillableJobFromRow(const base::Statement& st) {
     if (auto app = labels->find(kAppLabel); app != labels->end() && app->is_string()) {
       job.app = app->get<std::string>();
     }
+    // A notebook's starts are its jobs: their lines name the notebook (docs/billing.md).
+    if (auto nb = labels->find(kNotebookLabel); nb != labels->end() && nb->is_string()) {
+      job.notebook = nb->get<std::string>();
+    }
   }
   auto history = base::ParseJson(st.ColumnText(3));
   if (!history.ok() || !history->is_array()) {
@@ -55,8 +59,10 @@ void BindProject(base::Statement& st, int index, const std::optional<std::string
 
 std::string Describe(const JobSpec& spec, int64_t timeout_s) {
   const bool replica = spec.labels.contains(std::string(kAppLabel));
-  return std::string(replica ? "a replica of app " + spec.labels.at(std::string(kAppLabel))
-                             : std::string("this job")) +
+  const bool notebook = spec.labels.contains(std::string(kNotebookLabel));
+  return std::string(replica    ? "a replica of app " + spec.labels.at(std::string(kAppLabel))
+                     : notebook ? "notebook " + spec.labels.at(std::string(kNotebookLabel))
+                                : std::string("this job")) +
          " (flavor " + spec.flavor + " x" + std::to_string(spec.units) + ", timeout " +
          std::to_string(timeout_s) + " s)";
 }
@@ -328,7 +334,11 @@ Status BillingService::AdmissionCheck(const std::string& project, const JobSpec&
   int64_t timeout_s = spec.timeout_s > 0 ? spec.timeout_s : options_.default_timeout_s;
   // An app's replica runs until it is stopped: it is admitted for the next hour, and the cap
   // watcher stops the app at the cap.
-  if (spec.labels.contains(std::string(kAppLabel))) timeout_s = kAppAdmissionHorizonS;
+  // A notebook likewise runs until it is stopped (or idle).
+  if (spec.labels.contains(std::string(kAppLabel)) ||
+      spec.labels.contains(std::string(kNotebookLabel))) {
+    timeout_s = kAppAdmissionHorizonS;
+  }
   SOVAI_ASSIGN_OR_RETURN(DryRun run, Price(project, PricePerMinute(**flavor, spec.units), timeout_s,
                                            Describe(spec, timeout_s)));
   if (run.would_be_refused) return base::FailedPreconditionError(run.reason);
@@ -356,6 +366,16 @@ Result<DryRun> BillingService::DryRunApp(const std::string& project, const AppSp
                "app " + spec.name + " (" + std::to_string(replicas) + " replicas of flavor " +
                    spec.flavor + " x" + std::to_string(spec.units) + ", timeout " +
                    std::to_string(replica_timeout_s) + " s)");
+}
+
+Result<DryRun> BillingService::DryRunNotebook(const std::string& project,
+                                              const NotebookSpec& spec) {
+  SOVAI_ASSIGN_OR_RETURN(const Flavor* flavor, options_.flavors->Find(spec.flavor));
+  SOVAI_RETURN_IF_ERROR(RequestFor(*flavor, spec.units).status());
+  return Price(project, PricePerMinute(*flavor, spec.units), kAppAdmissionHorizonS,
+               "notebook" + (spec.name.empty() ? std::string() : " " + spec.name) + " (flavor " +
+                   spec.flavor + " x" + std::to_string(spec.units) + ", priced for " +
+                   std::to_string(kAppAdmissionHorizonS) + " s)");
 }
 
 // --- The threads -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@
 #include "control/flavors.h"
 #include "control/job_spec.h"
 #include "control/limits.h"
+#include "control/notebook_spec.h"
 
 namespace sovai::control {
 
@@ -120,6 +121,9 @@ class BillingService {
   base::Result<DryRun> DryRunJob(const std::string& project, const JobSpec& spec);
   base::Result<DryRun> DryRunApp(const std::string& project, const AppSpec& spec,
                                  int64_t replica_timeout_s);
+  // The dry run of POST /v1/notebooks: a notebook has no end, so it is priced (and admitted)
+  // like an app replica, for kAppAdmissionHorizonS.
+  base::Result<DryRun> DryRunNotebook(const std::string& project, const NotebookSpec& spec);
 
   // One round of the cap watcher (heartbeat, alerts, stops), and one storage sample; the threads
   // call these, tests may too.

@@ -94,6 +94,24 @@ inline constexpr size_t kMaxBillingLines = 100'000;
 // The longest window GET /v1/billing/usage accepts.
 inline constexpr int64_t kMaxBillingWindowDays = 366;
 
+// --- Notebooks (docs/api/notebooks.md) --------------------------------------------------------
+// No activity (kernel execution, API call, open connection) for this long stops a notebook, so a
+// forgotten one stops being billed; `idle_timeout_s` overrides it (0: never), up to the max.
+inline constexpr int64_t kDefaultNotebookIdleTimeoutS = 3600;
+inline constexpr int64_t kMaxNotebookIdleTimeoutS = 7 * 24 * 3600;
+// A notebook's job timeout: it bounds a notebook whose idle stop is off. Admission and the dry
+// run price a notebook as an app replica, for kAppAdmissionHorizonS.
+inline constexpr int64_t kNotebookJobTimeoutS = 30LL * 24 * 3600;
+// Jupyter must answer its probe this long after its job started RUNNING, else the notebook
+// FAILED (Jupyter starts in seconds; a missing package must not keep a GPU forever).
+inline constexpr std::chrono::milliseconds kNotebookStartTimeout{300'000};
+// How often a RUNNING notebook's Jupyter is asked for its activity (GET /api/status).
+inline constexpr std::chrono::milliseconds kNotebookActivityPollInterval{30'000};
+// State transitions kept in a notebook's status (oldest dropped first).
+inline constexpr size_t kMaxNotebookEvents = 32;
+// Notebooks per project that are not DELETED (each holds a row and, running, a job).
+inline constexpr int64_t kMaxNotebooksPerProject = 256;
+
 // --- Regions (docs/formats/regions.md, docs/sovereignty.md) -----------------------------------
 // A --regions file, and the other regions it may list.
 inline constexpr uint64_t kMaxRegionsFileBytes = 64 * 1024;

@@ -214,6 +214,29 @@ CREATE INDEX audit_log_by_project ON audit_log(project, seq);
 -- '' = only the server's own region.
 ALTER TABLE projects ADD COLUMN allowed_regions TEXT NOT NULL DEFAULT '';
 )sql"},
+    {"notebooks", R"sql(
+-- Notebooks (src/control/notebooks.h, docs/api/notebooks.md). `spec` is NotebookSpecToJson;
+-- `status` holds {recent_jobs, events, started_at, last_activity}. Each start is a row of `jobs`
+-- labelled sovai.notebook=<id>, running Jupyter on `port` with `jupyter_token` (the platform's
+-- secret, sent by the gateway, never shown). A DELETED notebook keeps its row, and frees its name.
+CREATE TABLE notebooks (
+  id             TEXT PRIMARY KEY,            -- nb_<ULID>
+  project        TEXT NOT NULL,
+  user           TEXT NOT NULL,
+  name           TEXT NOT NULL,               -- '' when unnamed
+  spec           TEXT NOT NULL,
+  state          TEXT NOT NULL,
+  reason         TEXT NOT NULL DEFAULT '',
+  job            TEXT NOT NULL DEFAULT '',
+  port           INTEGER NOT NULL DEFAULT 0,
+  jupyter_token  TEXT NOT NULL DEFAULT '',
+  status         TEXT NOT NULL,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX notebooks_by_name ON notebooks(project, name)
+  WHERE name != '' AND state != 'DELETED';
+)sql"},
 };
 
 }  // namespace

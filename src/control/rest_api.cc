@@ -1,5 +1,6 @@
 #include "control/rest_api.h"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -11,8 +12,10 @@
 #include "base/time.h"
 #include "control/billing.h"
 #include "control/limits.h"
+#include "control/presign.h"
 #include "control/problem.h"
 #include "control/regions.h"
+#include "control/tco_api.h"
 
 namespace sovai::control {
 
@@ -257,7 +260,9 @@ class RestApi {
   net::Response Dispatch(net::Request& request, const base::Result<Principal>& principal,
                          Method method) {
     if (!principal.ok()) return Problem(principal.status());
-    if (principal->role == Role::kRead && request.method() != "GET" && request.method() != "HEAD") {
+    // Presign is a POST that reads: a read token may presign GET and HEAD (the handler checks).
+    if (principal->role == Role::kRead && request.method() != "GET" && request.method() != "HEAD" &&
+        method != &RestApi::Presign) {
       return Problem(base::PermissionDeniedError("token " + principal->token.id +
                                                  " has role 'read', which allows only GET "
                                                  "requests"));
@@ -853,6 +858,46 @@ class RestApi {
         200, {{"region", info.region}, {"s3_url", info.s3_url}, {"version", info.version}});
   }
 
+  // POST /v1/presign (presign.h, docs/panel.md): one S3 request signed with the project's S3
+  // credentials. Buckets carry no labels, so a selector-limited token is refused; a read token
+  // may presign only GET and HEAD. The URL never outlives the token.
+  net::Response Presign(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "buckets"); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    // Before any other check: whatever else is wrong, a read token asking for more than a read
+    // is refused as such.
+    if (p.role == Role::kRead) {
+      auto method = body->find("method");
+      if (method == body->end() || !method->is_string() ||
+          (*method != "GET" && *method != "HEAD")) {
+        return FieldProblem(base::PermissionDeniedError("token " + p.token.id +
+                                                        " has role 'read', which may presign only "
+                                                        "GET and HEAD requests"),
+                            "method");
+      }
+    }
+    auto parsed = ParsePresignRequest(*body);
+    if (auto* errors = std::get_if<std::vector<FieldError>>(&parsed)) return Invalid(*errors);
+    PresignSpec spec = std::get<PresignSpec>(std::move(parsed));
+    if (!control_.s3_access()) {
+      return Problem(base::UnavailableError("presigned URLs are not available on this server"));
+    }
+    auto access = control_.s3_access()(p.project.id);
+    if (!access.ok()) return Problem(access.status());
+    const int64_t now = control_.env().NowUnixMicros();
+    if (p.token.expires_at_us) {
+      const int64_t left_s = (*p.token.expires_at_us - now) / 1'000'000;
+      spec.expires_s = std::max<int64_t>(1, std::min(spec.expires_s, left_s));
+    }
+    auto url = PresignUrl(spec, *access, request.header("Host").value_or(""), now);
+    if (!url.ok()) return Problem(url.status());
+    return JsonResponse(200,
+                        {{"url", *url},
+                         {"method", spec.method},
+                         {"expires_at", base::FormatRfc3339(now + spec.expires_s * 1'000'000)}});
+  }
+
   net::Response ListFlavors(net::Request&, const Principal&) {
     JobService* jobs = control_.jobs();
     const FlavorCatalog* flavors = control_.flavors();
@@ -1135,6 +1180,130 @@ class RestApi {
     return res;
   }
 
+  // --- Notebooks (docs/api/notebooks.md) ---------------------------------------------------------
+  net::Response CreateNotebook(net::Request& request, const Principal& p) {
+    bool dry_run = false;
+    if (auto bad = ParseDryRun(request, &dry_run)) return *bad;
+    const FlavorCatalog* flavors = dry_run && control_.billing() != nullptr
+                                       ? &control_.billing()->flavors()
+                                       : control_.flavors();
+    NotebookService* notebooks = control_.notebooks();
+    if (!dry_run && notebooks == nullptr) return Problem(NoJobs());
+    if (dry_run && control_.billing() == nullptr) return Problem(NoBilling());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto parsed = ParseNotebookSpec(*body, Spec(flavors));
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    NotebookSpec spec = std::get<NotebookSpec>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    JobSpec mounts;
+    mounts.volumes = spec.volumes;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(mounts))) return *refused;
+    if (dry_run) {
+      // A notebook runs until it is stopped: priced like an app replica, for an hour.
+      auto run = control_.billing()->DryRunNotebook(p.project.id, spec);
+      if (!run.ok()) {
+        return FieldProblem(
+            run.status(), run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
+      }
+      CheckFitsForDryRun(spec.flavor, spec.units, *run);
+      return JsonResponse(200, DryRunJson(*run));
+    }
+    std::string bad_field;
+    auto nb = notebooks->Create(p.project.id, p.user.id, std::move(spec), &bad_field);
+    if (!nb.ok()) {
+      return bad_field.empty() ? Problem(nb.status()) : FieldProblem(nb.status(), bad_field);
+    }
+    return JsonResponse(201, NotebookToJson(*nb, ApiBase(request)));
+  }
+
+  net::Response ListNotebooks(net::Request& request, const Principal& p) {
+    NotebookService* notebooks = control_.notebooks();
+    if (notebooks == nullptr) return Problem(NoJobs());
+    std::map<std::string, std::string> labels = p.token.selector.labels();
+    if (auto filter = request.query("labels")) {
+      auto selector = LabelSelector::Parse(*filter);
+      if (!selector.ok()) return FieldProblem(selector.status(), "labels");
+      if (!MergeFilter(selector->labels(), labels)) {
+        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
+      }
+    }
+    auto listed = notebooks->List(p.project.id, labels);
+    if (!listed.ok()) return Problem(listed.status());
+    Json items = Json::array();
+    for (const Notebook& nb : *listed) items.push_back(NotebookToJson(nb, ApiBase(request)));
+    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+  }
+
+  net::Response GetNotebook(net::Request& request, const Principal& p) {
+    auto nb = VisibleNotebook(request, p);
+    if (!nb.ok()) return Problem(nb.status());
+    return JsonResponse(200, NotebookToJson(*nb, ApiBase(request)));
+  }
+
+  // stop, start and delete: one call on the notebook, answered 202 with the notebook.
+  net::Response NotebookAction(
+      net::Request& request, const Principal& p,
+      base::Result<Notebook> (NotebookService::*action)(const std::string&, const std::string&)) {
+    auto nb = VisibleNotebook(request, p);
+    if (!nb.ok()) return Problem(nb.status());
+    auto done = (control_.notebooks()->*action)(p.project.id, nb->id);
+    if (!done.ok()) return Problem(done.status());
+    return JsonResponse(202, NotebookToJson(*done, ApiBase(request)));
+  }
+  net::Response StopNotebook(net::Request& request, const Principal& p) {
+    auto nb = VisibleNotebook(request, p);
+    if (!nb.ok()) return Problem(nb.status());
+    auto stopped = control_.notebooks()->Stop(p.project.id, nb->id);
+    if (!stopped.ok()) return Problem(stopped.status());
+    return JsonResponse(202, NotebookToJson(*stopped, ApiBase(request)));
+  }
+  net::Response StartNotebook(net::Request& request, const Principal& p) {
+    return NotebookAction(request, p, &NotebookService::StartNotebook);
+  }
+  net::Response DeleteNotebook(net::Request& request, const Principal& p) {
+    return NotebookAction(request, p, &NotebookService::Delete);
+  }
+
+  // The log of the notebook's current job (or ?job= one of its recent ones) from ?offset=.
+  net::Response NotebookLogs(net::Request& request, const Principal& p) {
+    auto nb = VisibleNotebook(request, p);
+    if (!nb.ok()) return Problem(nb.status());
+    uint64_t offset = 0;
+    if (auto text = request.query("offset")) {
+      auto n = base::ParseUint64(*text);
+      if (!n.ok()) {
+        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
+      }
+      offset = *n;
+    }
+    const std::string job(request.query("job").value_or(""));
+    auto chunk =
+        control_.notebooks()->ReadLog(p.project.id, nb->id, job, offset, kMaxLogChunkBytes);
+    if (!chunk.ok()) {
+      return FieldProblem(chunk.status(),
+                          chunk.status().code() == base::StatusCode::kNotFound ? "job" : "offset");
+    }
+    net::Response res = net::Response::Text(200, std::move(chunk->data));
+    res.headers.Set("X-Sovai-Log-Offset", std::to_string(chunk->next_offset));
+    return res;
+  }
+
+  // The notebook {id} (id or name) when this token may see it; NotFound otherwise.
+  base::Result<Notebook> VisibleNotebook(const net::Request& request, const Principal& p) {
+    NotebookService* notebooks = control_.notebooks();
+    if (notebooks == nullptr) return NoJobs();
+    const std::string id(request.param("id").value_or(""));
+    auto nb = notebooks->Get(p.project.id, id);
+    if (!nb.ok()) return nb.status();
+    if (!p.token.selector.Matches(nb->spec.labels)) {
+      return base::NotFoundError("notebook '" + id + "' does not exist in this project");
+    }
+    return nb;
+  }
+
   // --- The endpoints catalog -------------------------------------------------------------------
   net::Response CreateEndpoint(net::Request& request, const Principal& p) {
     AppService* apps = control_.apps();
@@ -1287,6 +1456,18 @@ class RestApi {
   // The caller's project's budget (docs/billing.md: `sovai budget get`).
   net::Response GetOwnBudget(net::Request&, const Principal& p) {
     return BudgetResponse(p.project.id);
+  }
+
+  // `sovai tco` for the caller's project (docs/tco.md, tco_api.h). A token limited to labels gets
+  // the comparison without the usage history, as the CLI does when the usage route refuses it.
+  net::Response Tco(net::Request& request, const Principal& p) {
+    if (control_.flavors() == nullptr) return Problem(NoJobs());
+    Status unlabeled = RequireUnlabeled(p, "billing lines");
+    return TcoApiResponse(request, {.flavors = control_.flavors(),
+                                    .billing = control_.billing(),
+                                    .project = p.project.id,
+                                    .history_refused = unlabeled.ok() ? "" : unlabeled.message(),
+                                    .now_unix_micros = control_.env().NowUnixMicros()});
   }
 
   // Everyone who sees the project may read its budget; its admins set it.
@@ -1714,6 +1895,7 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/tokens", &RestApi::CreateToken},
     {"DELETE", "/v1/tokens/{id}", &RestApi::RevokeToken},
     {"GET", "/v1/info", &RestApi::Info},
+    {"POST", "/v1/presign", &RestApi::Presign},
     {"GET", "/v1/flavors", &RestApi::ListFlavors},
     {"GET", "/v1/jobs", &RestApi::ListJobs},
     {"POST", "/v1/jobs", &RestApi::CreateJob},
@@ -1731,12 +1913,20 @@ constexpr Route kRoutes[] = {
     {"POST", "/v1/apps/{id}/stop", &RestApi::StopApp},
     {"POST", "/v1/apps/{id}/start", &RestApi::StartApp},
     {"GET", "/v1/apps/{id}/logs", &RestApi::AppLogs},
+    {"GET", "/v1/notebooks", &RestApi::ListNotebooks},
+    {"POST", "/v1/notebooks", &RestApi::CreateNotebook},
+    {"GET", "/v1/notebooks/{id}", &RestApi::GetNotebook},
+    {"DELETE", "/v1/notebooks/{id}", &RestApi::DeleteNotebook},
+    {"POST", "/v1/notebooks/{id}/stop", &RestApi::StopNotebook},
+    {"POST", "/v1/notebooks/{id}/start", &RestApi::StartNotebook},
+    {"GET", "/v1/notebooks/{id}/logs", &RestApi::NotebookLogs},
     {"GET", "/v1/endpoints", &RestApi::ListEndpoints},
     {"POST", "/v1/endpoints", &RestApi::CreateEndpoint},
     {"DELETE", "/v1/endpoints/{name}", &RestApi::DeleteEndpoint},
     {"GET", "/v1/billing/usage", &RestApi::BillingUsage},
     {"GET", "/v1/billing/statement", &RestApi::BillingStatement},
     {"GET", "/v1/billing/budget", &RestApi::GetOwnBudget},
+    {"GET", "/v1/tco", &RestApi::Tco},
     {"GET", "/v1/audit", &RestApi::ListAudit},
     {"GET", "/v1/audit/verify", &RestApi::VerifyAudit},
 };
@@ -1779,6 +1969,7 @@ base::Status RegisterRestApi(net::Router& router, ControlPlane& control) {
     // Job specs may carry a long environment; every other body is small.
     const bool job_spec = (route.method == "POST" && route.pattern == "/v1/jobs") ||
                           (route.method == "POST" && route.pattern == "/v1/apps") ||
+                          (route.method == "POST" && route.pattern == "/v1/notebooks") ||
                           (route.method == "PATCH" && route.pattern == "/v1/apps/{id}");
     options.max_body_bytes = job_spec ? kMaxJobSpecBytes : kMaxRequestBodyBytes;
     router.Add(

@@ -7,15 +7,15 @@
 //   net::Router router;
 //   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *control));
 //
-// Every /v1 route needs `Authorization: Bearer <token>` (401 problem+json otherwise). Roles:
-// `read` tokens may only GET; `operator` tokens may also manage their own tokens and S3 keys (and
-// later create/stop workloads of their project); `admin` tokens administer their project (members,
-// tokens of its members), and admins of the system project `default` administer everything
-// (users, projects, every token). A token never sees another project's resources: unknown and
-// invisible ids are both 404. A token with a label selector sees only resources carrying its
-// labels; users, projects, members and S3 keys carry none, so such a token is refused (403) on
-// those routes and sees only tokens at least as narrow as itself. A token can never mint a token
-// with more rights than its own: role, selector and expiry are checked.
+// Every /v1 route needs `Authorization: Bearer <token>` (401 problem+json otherwise). Roles: `read`
+// tokens may only GET (and presign S3 reads: POST /v1/presign); `operator` tokens may also manage
+// their own tokens and S3 keys (and later create/stop workloads of their project); `admin` tokens
+// administer their project (members, tokens of its members), and admins of the system project
+// `default` administer everything (users, projects, every token). A token never sees another
+// project's resources: unknown and invisible ids are both 404. A token with a label selector sees
+// only resources carrying its labels; users, projects, members and S3 keys carry none, so such a
+// token is refused (403) on those routes and sees only tokens at least as narrow as itself. A token
+// can never mint a token with more rights than its own: role, selector and expiry are checked.
 //
 // Bodies are JSON objects (at most kMaxRequestBodyBytes); unknown members are rejected. Errors are
 // problem+json (problem.h) whose `errors` name the bad field. Lists take ?limit= (1..kMaxPageSize,
@@ -27,6 +27,7 @@
 // ControlPlane, whose Identity/ControlDb are thread-safe, and the S3KeyIssuer, which must be.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,7 @@
 #include "control/db.h"
 #include "control/identity.h"
 #include "control/jobs.h"
+#include "control/notebooks.h"
 #include "net/http.h"
 
 namespace sovai::control {
@@ -115,6 +117,9 @@ class ControlPlane {
   // Not owned. Until AttachApps, the app and endpoint routes answer 503 (with the jobs' reason).
   void AttachApps(AppService* apps) { apps_ = apps; }
   AppService* apps() { return apps_; }
+  // Not owned. Until AttachNotebooks, the notebook routes answer 503 (with the jobs' reason).
+  void AttachNotebooks(NotebookService* notebooks) { notebooks_ = notebooks; }
+  NotebookService* notebooks() { return notebooks_; }
   const FlavorCatalog* flavors() { return flavors_; }
   // Not owned. Until AttachBilling, the billing and budget routes and ?dry_run=true answer 503.
   void AttachBilling(BillingService* billing) { billing_ = billing; }
@@ -123,6 +128,11 @@ class ControlPlane {
   // refused and unauthenticated ones), and GET /v1/audit answers; without it that answers 503.
   void AttachAudit(AuditLog* audit) { audit_ = audit; }
   AuditLog* audit() { return audit_; }
+  // The S3 credentials of a project in this server's object store (those its jobs use), for
+  // POST /v1/presign (presign.h). Until set, that route answers 503.
+  using ProjectS3Access = std::function<base::Result<S3Access>(const std::string& project)>;
+  void AttachS3Access(ProjectS3Access access) { s3_access_ = std::move(access); }
+  const ProjectS3Access& s3_access() const { return s3_access_; }
 
  private:
   ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
@@ -133,8 +143,10 @@ class ControlPlane {
   ServerInfo info_;
   JobService* jobs_ = nullptr;
   AppService* apps_ = nullptr;
+  NotebookService* notebooks_ = nullptr;
   BillingService* billing_ = nullptr;
   AuditLog* audit_ = nullptr;
+  ProjectS3Access s3_access_;
   std::string jobs_unavailable_ = "jobs are not enabled on this server";
   const FlavorCatalog* flavors_ = nullptr;
 };

@@ -78,4 +78,26 @@ inline constexpr size_t kMaxUsageLedgerRows = 100'000;
 inline constexpr int kDefaultMaxHeldRequestsPerApp = 64;
 inline constexpr std::chrono::milliseconds kDefaultHoldTimeout{60'000};
 
+// --- Websocket tunnels (websocket_tunnel.h) -----------------------------------------------------
+// Upgraded connections open at once through the gateway, over all notebooks; each holds two
+// threads and two sockets. Beyond, 503: a browser tab holds a handful (one per open kernel).
+inline constexpr size_t kDefaultMaxTunnels = 256;
+// A tunnel that carries no byte either way for this long is closed. Jupyter's kernels send no
+// heartbeat over the websocket by themselves, but a browser's notebook page polls every few
+// seconds while it is open, so this only closes forgotten connections.
+inline constexpr std::chrono::milliseconds kDefaultTunnelIdleTimeout{600'000};
+// The upstream's answer to the upgrade request: its head must arrive within this time, and be
+// at most this large; a refusal's body (a 403 or 404 page) is relayed up to this many bytes.
+inline constexpr std::chrono::milliseconds kDefaultTunnelHandshakeTimeout{30'000};
+inline constexpr size_t kMaxTunnelUpstreamHeadBytes = 16 * 1024;
+inline constexpr size_t kMaxTunnelRefusalBodyBytes = 64 * 1024;
+// One read or write of the splice loops.
+inline constexpr size_t kTunnelBufferBytes = 64 * 1024;
+
+// --- Notebooks (notebook_gateway.h)
+// --------------------------------------------------------------- A notebook's requests carry whole
+// files (the contents API sends a notebook as one JSON body, an upload as base64): larger than a
+// chat request.
+inline constexpr uint64_t kDefaultMaxNotebookRequestBodyBytes = 64 * 1024 * 1024;
+
 }  // namespace sovai::gateway

@@ -323,6 +323,10 @@ std::optional<Failure> SendToReplicas(Upstream& upstream, ReplicaSet& replicas,
 
 }  // namespace
 
+net::Headers ForwardedRequestHeaders(const net::Request& request) {
+  return UpstreamHeaders(request);
+}
+
 void RemoveHopByHopHeaders(net::Headers& headers) {
   std::vector<std::string> named;  // fields listed in Connection values
   for (std::string_view value : headers.GetAll("Connection")) {

@@ -108,6 +108,11 @@ net::Response ForwardBody(net::Request& request, std::string body, ReplicaSet& r
 // reads it.
 base::Result<std::string> ReadWholeBody(net::Request& request, uint64_t max_bytes);
 
+// The fields Forward sends upstream for `request`: its own less the hop-by-hop ones (see
+// RemoveHopByHopHeaders), Host, Content-Length and Expect, with X-Forwarded-For (appended to),
+// X-Forwarded-Proto and X-Forwarded-Host set. (The websocket tunnel sends the same.)
+net::Headers ForwardedRequestHeaders(const net::Request& request);
+
 // Removes the hop-by-hop fields of RFC 9110 §7.6.1 and RFC 9112: Connection, Keep-Alive,
 // Proxy-* (Proxy-Connection, Proxy-Authorization, ...), TE, Trailer, Transfer-Encoding,
 // Upgrade, and every field named in a Connection value ("Connection: close, X-Foo" removes

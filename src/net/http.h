@@ -221,6 +221,27 @@ class Request {
 };
 
 // ---------------------------------------------------------------------------------------------
+// The raw bytes of a connection that switched protocols (a 101 answer to `Upgrade: websocket`),
+// handed to Response::upgrade. One thread may Read while another Writes; Close may be called
+// from any thread. Valid only during the Response::upgrade call.
+class UpgradedStream {
+ public:
+  virtual ~UpgradedStream() = default;
+  // Reads up to `n` bytes the client sent (first those that arrived with the request head).
+  // Blocks until some arrive, with no timeout of its own (the owner bounds idleness and calls
+  // Close). Returns 0 once the client closed its side. Errors: Unavailable (reset, Close, the
+  // server's shutdown).
+  virtual base::Result<size_t> Read(char* buf, size_t n) = 0;
+  // Sends all of `data`. Errors: Unavailable (the client went away, Close), DeadlineExceeded
+  // (the client read nothing for write_timeout).
+  virtual base::Status Write(std::string_view data) = 0;
+  // Closes the connection: a Read or Write in progress on another thread fails at once.
+  // Idempotent.
+  virtual void Close() = 0;
+};
+using UpgradeFn = std::function<void(UpgradedStream&)>;
+
+// ---------------------------------------------------------------------------------------------
 // A streaming body producer. Runs on a worker thread after the status line and headers are
 // sent. Returning an error (or writing fewer bytes than a declared length) aborts the response:
 // the connection is closed without the final chunk, so the client sees a truncated body.
@@ -274,6 +295,11 @@ class Response {
   std::optional<uint64_t> stream_length;
   // Set by Error(): the server's error renderer builds the body from (status, error_message).
   std::optional<std::string> error_message;
+  // Taking over the connection: with status 101 (and the Connection and Upgrade fields the
+  // protocol needs), the server sends the head, then runs `upgrade` on a worker with the
+  // connection's byte stream, and closes the connection when it returns. A 101 without it, or
+  // one to an HTTP/1.0 request, is answered 500; with any other status it is ignored.
+  UpgradeFn upgrade;
 };
 
 // The HTTP status used for a Status code (NotFound→404, InvalidArgument→400,

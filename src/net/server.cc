@@ -474,11 +474,15 @@ class Connection final : public ConnectionBase,
   // Writes a streamed response (the body from res.stream on a worker). Returns false when the
   // connection must close.
   Task<bool> WriteStreamed(Response& res, bool keep_alive, bool head);
+  // Writes the 101 head of `res` and runs res.upgrade on a worker with the connection's bytes
+  // (BridgedStream). Returns when it returned; the connection is not reused afterwards.
+  Task<void> RunUpgraded(Response& res);
 
   // --- Requests.
   class BodyState;
   class BridgedReader;
   class BridgedWriter;
+  class BridgedStream;
   // Runs the handler of a request that has a body or runs on a worker (all but the inline,
   // bodyless fast path), reading the body as it goes. Returns false when the client vanished or
   // stalled mid-body: there is nobody to answer, and `drop_status` is 408 or 499.
@@ -675,6 +679,89 @@ class Connection<Stream>::BridgedWriter final : public BodyWriter {
   Status error_;
 };
 
+// UpgradedStream after a 101: each Read or Write posts one socket operation to the I/O thread and
+// waits, as BridgedReader and BridgedWriter do. A read and a write may be in flight at once (one
+// of each is what a socket, and an SSL stream, allow). Reads have no deadline (the owner bounds
+// idleness); writes have write_timeout through the watchdog.
+template <class Stream>
+class Connection<Stream>::BridgedStream final : public UpgradedStream {
+ public:
+  explicit BridgedStream(Connection& c) : c_(c) {}
+
+  Result<size_t> Read(char* buf, size_t n) override {
+    if (n == 0) return size_t{0};
+    Completion<std::pair<boost::system::error_code, size_t>> done;
+    asio::post(c_.executor(), [this, &done, buf, n] {
+      if (c_.buffer_.size() > 0) {
+        // Bytes the client sent right after the request head.
+        size_t k = asio::buffer_copy(asio::buffer(buf, n), c_.buffer_.data());
+        c_.buffer_.consume(k);
+        done.Set({boost::system::error_code(), k});
+        return;
+      }
+      c_.stream_.async_read_some(asio::buffer(buf, n),
+                                 [this, &done](boost::system::error_code ec, size_t got) {
+                                   c_.server_.bytes_in.fetch_add(got, std::memory_order_relaxed);
+                                   done.Set({ec, got});
+                                 });
+    });
+    auto [ec, got] = done.Wait();
+    if (got > 0) return got;
+    if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) return size_t{0};
+    if (ec) return StatusFromNetError(ec, "reading from the upgraded connection");
+    return size_t{0};
+  }
+
+  Status Write(std::string_view data) override {
+    if (data.empty()) return Status();
+    Completion<boost::system::error_code> done;
+    asio::post(c_.executor(), [this, &done, data] {
+      c_.ExpireAfter(c_.opts().write_timeout);
+      asio::async_write(c_.stream_, asio::buffer(data.data(), data.size()),
+                        [this, &done](boost::system::error_code ec, size_t n) {
+                          c_.Settle(ec);
+                          c_.server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+                          c_.req_bytes_out_ += n;
+                          done.Set(ec);
+                        });
+    });
+    boost::system::error_code ec = done.Wait();
+    if (ec) return StatusFromNetError(ec, "writing to the upgraded connection (client went away?)");
+    return Status();
+  }
+
+  void Close() override {
+    asio::post(c_.executor(),
+               [self = c_.shared_from_this()] { self->Lowest().close(self->ignored_); });
+  }
+
+ private:
+  Connection& c_;
+};
+
+template <class Stream>
+Task<void> Connection<Stream>::RunUpgraded(Response& res) {
+  head_.clear();
+  AppendResponseHead(11, 101, res.headers, opts().server_name, BodyFraming::kNone, 0,
+                     /*keep_alive=*/true, head_);
+  boost::system::error_code ec;
+  ExpireAfter(opts().write_timeout);
+  size_t n =
+      co_await asio::async_write(stream_, asio::buffer(head_.data(), head_.size()), Into(ec));
+  Settle(ec);
+  server_.bytes_out.fetch_add(n, std::memory_order_relaxed);
+  if (ec) co_return;
+  BridgedStream stream(*this);
+  co_await RunOnWorker(*server_.workers, [&] {
+    try {
+      res.upgrade(stream);
+    } catch (...) {
+      // The connection closes below either way.
+    }
+    res.upgrade = nullptr;  // release what it captured on the worker
+  });
+}
+
 template <class Stream>
 Task<void> Connection<Stream>::Run() {
   try {
@@ -800,9 +887,21 @@ Task<void> Connection<Stream>::Run() {
       }
 
       // 3. The response.
+      if (res.status == 101 && (!res.upgrade || req_.version() < 11 || head)) {
+        res = Response::Error(500,
+                              "the handler answered 101 without taking over the connection"
+                              " (or to a request that cannot switch protocols)");
+      }
       const int status = res.status;  // what the stats count, even if invalid (then sent as 500)
       keep_alive = keep_alive && !closing_;
       Normalize(&req_, res);
+      if (res.status == 101) {
+        // The connection now carries another protocol; it is closed when that ends.
+        co_await RunUpgraded(res);
+        linger_ = false;
+        Finish(slot, status, start);
+        break;
+      }
       bool ok = true;
       if (!res.stream) {
         ResponseBuffers buffers = PrepareFixed(req_.version(), res, keep_alive, head);

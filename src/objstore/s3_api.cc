@@ -244,6 +244,21 @@ class S3Api::Call {
   net::Response Empty(int status);
   std::optional<std::string_view> Query(std::string_view name) const { return req_.query(name); }
   bool HasQuery(std::string_view name) const { return req_.query(name).has_value(); }
+  // The first query parameter that names a subresource, or nullptr: presigned URLs carry their
+  // signature as parameters (X-Amz-* for SigV4; AWSAccessKeyId, Signature, Expires for SigV2),
+  // and, as on S3, parameters starting with "x-" are the caller's own and ignored (the panel's
+  // x-sovai-origin). So a presigned CreateBucket or DeleteBucket is not "PUT ?X-Amz-Algorithm".
+  const std::string* FirstSubresource() const {
+    for (const auto& param : req_.query_params()) {
+      const std::string& name = param.first;
+      if (base::EqualsIgnoreCase(std::string_view(name).substr(0, 2), "x-") ||
+          name == "AWSAccessKeyId" || name == "Signature" || name == "Expires") {
+        continue;
+      }
+      return &name;
+    }
+    return nullptr;
+  }
   std::string Header(std::string_view name) const {
     return std::string(req_.header(name).value_or(""));
   }
@@ -608,9 +623,8 @@ net::Response S3Api::Call::Dispatch() {
       if (HasQuery("tagging")) return BucketConfig("tagging");
       if (HasQuery("policy")) return BucketConfig("policy");
       if (HasQuery("acl")) return Acl(false);
-      if (!req_.query_params().empty()) {
-        return Error(S3Error(S3Code::kNotImplemented,
-                             "PUT ?" + req_.query_params()[0].first + " is not implemented"));
+      if (const std::string* name = FirstSubresource()) {
+        return Error(S3Error(S3Code::kNotImplemented, "PUT ?" + *name + " is not implemented"));
       }
       return CreateBucket();
     }
@@ -618,9 +632,8 @@ net::Response S3Api::Call::Dispatch() {
       if (HasQuery("cors")) return BucketConfig("cors");
       if (HasQuery("tagging")) return BucketConfig("tagging");
       if (HasQuery("policy")) return BucketConfig("policy");
-      if (!req_.query_params().empty()) {
-        return Error(S3Error(S3Code::kNotImplemented,
-                             "DELETE ?" + req_.query_params()[0].first + " is not implemented"));
+      if (const std::string* name = FirstSubresource()) {
+        return Error(S3Error(S3Code::kNotImplemented, "DELETE ?" + *name + " is not implemented"));
       }
       return DeleteBucket();
     }

@@ -97,5 +97,6 @@ int RunUserCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunProjectCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunAppCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunEndpointCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunNotebookCommand(CommandContext& ctx, const std::vector<std::string>& args);
 
 }  // namespace sovai::cli::client

@@ -25,6 +25,7 @@ constexpr TopCommand kCommands[] = {
     {"flavor", "list the machine flavors jobs can ask for", &RunFlavorCommand},
     {"app", "serve models (or HTTP images) behind the gateway", &RunAppCommand},
     {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
+    {"notebook", "Jupyter notebooks with buckets mounted, behind the gateway", &RunNotebookCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
     {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},
     {"audit", "the audit log: list entries, verify the hash chain", &RunAuditCommand},

@@ -37,6 +37,8 @@ inline constexpr std::chrono::milliseconds kAppWaitPollInterval{2'000};
 inline constexpr char kDefaultAppWaitTimeout[] = "10m";
 // `app get` shows the newest scaling events only (the server keeps more).
 inline constexpr size_t kShownScalingEvents = 5;
+// `notebook get` shows the newest events only (the server keeps more).
+inline constexpr size_t kShownNotebookEvents = 10;
 // Files one `bucket cp -r` / `bucket sync` walks locally.
 inline constexpr size_t kMaxLocalFiles = 1'000'000;
 

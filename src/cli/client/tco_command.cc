@@ -9,6 +9,7 @@
 #include "cli/client/command_util.h"
 #include "cli/client/table.h"
 #include "cli/client/tco.h"
+#include "control/tco.h"
 #include "net/http.h"
 
 namespace sovai::cli::client {
@@ -16,60 +17,46 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A decimal flag: its text (the default shown by --help), where it goes, and its bound.
+using control::ComputeTco;
+using control::DeriveUsageHistory;
+using control::FormatCents;
+using control::FormatPpmPercent;
+using control::kTcoDecimalInputs;
+using control::kTcoHistoryDays;
+using control::kTcoHoursPerMonth;
+using control::kTcoMicro;
+using control::OwningCost;
+using control::ParseTcoDecimal;
+using control::RenderTcoSvg;
+using control::TcoCatalogPrice;
+using control::TcoContext;
+using control::TcoDecimalInput;
+using control::TcoInputs;
+using control::TcoReport;
+using control::TcoScenario;
+using control::UsageHistory;
+using control::ValidateTcoInputs;
+
+// A decimal flag: its text (the default shown by --help) and the table row it fills.
 struct DecimalFlag {
-  std::string name;
+  const TcoDecimalInput* input;
   std::string text;
-  int64_t* target;
-  int64_t max_units;
-  std::string help;
 };
 
-// The catalog's price of one GPU-minute of `gpu_model`, from the GPU flavor of that model with
-// the fewest GPUs per unit (h100-1-gpu for H100).
-struct CatalogPrice {
-  std::string flavor;
-  int64_t gpus_per_unit = 1;
-  int64_t price_per_gpu_minute_micro_eur = 0;
-};
-
-base::Result<CatalogPrice> FindCatalogPrice(const Json& flavors, std::string_view gpu_model) {
+// The catalog's price of one GPU-minute of `gpu_model` (control::FindTcoCatalogPrice), from the
+// answer of GET /v1/flavors.
+base::Result<TcoCatalogPrice> FindCatalogPrice(const Json& flavors, std::string_view gpu_model) {
   const Json& items = At(flavors, "items");
-  std::optional<CatalogPrice> best;
-  std::vector<std::string> models;
+  std::vector<control::TcoFlavor> gpu_flavors;
   if (items.is_array()) {
     for (const Json& f : items) {
       if (Str(f, "kind") != "gpu") continue;
-      models.push_back(Str(f, "gpu_model"));
-      if (!base::EqualsIgnoreCase(Str(f, "gpu_model"), gpu_model)) continue;
-      const int64_t gpus = Int(f, "gpus_per_unit", 1);
       auto price = ParseEurMicros(Str(f, "price_per_minute_eur"));
-      if (gpus < 1 || !price.ok() || *price <= 0) continue;
-      if (best && (best->gpus_per_unit < gpus ||
-                   (best->gpus_per_unit == gpus && best->flavor < Str(f, "id")))) {
-        continue;
-      }
-      // A flavor of k GPUs per unit costs k GPU-minutes a minute; rounded half up to the µ€.
-      best = CatalogPrice{Str(f, "id"), gpus, (*price + gpus / 2) / gpus};
+      gpu_flavors.push_back(
+          {Str(f, "id"), Str(f, "gpu_model"), Int(f, "gpus_per_unit", 1), price.ok() ? *price : 0});
     }
   }
-  if (!best) {
-    return base::NotFoundError("no GPU flavor of model '" + std::string(gpu_model) +
-                               "' in the catalog (models: " + base::Join(models, ", ") +
-                               "); pick one with --gpu-model or give --price-per-gpu-minute-eur");
-  }
-  return *best;
-}
-
-Json ScenarioJson(const TcoScenario& s) {
-  return {{"utilisation_ppm", s.utilisation_ppm},
-          {"utilisation_percent", FormatPpmPercent(s.utilisation_ppm)},
-          {"gpu_minutes_per_month", s.gpu_minutes_per_month},
-          {"pay_as_you_go_cents", s.pay_as_you_go_cents},
-          {"owning_cents", s.owning_cents},
-          {"cheaper", s.owning_cheaper() ? "owning" : "pay-as-you-go"},
-          {"months_to_break_even",
-           s.months_to_break_even ? Json(*s.months_to_break_even) : Json(nullptr)}};
+  return control::FindTcoCatalogPrice(gpu_flavors, gpu_model);
 }
 
 // GPU-minutes as hours with one decimal ("3504.0"), exact to the tenth (rounded half up).
@@ -96,29 +83,16 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string output = "table";
   std::string svg_path;
   bool no_history = false;
-  std::vector<DecimalFlag> decimals = {
-      {"price-per-gpu-minute-eur", "", &in.price_per_gpu_minute_micro_eur,
-       kTcoMaxPricePerGpuMinuteEur, "the price of one GPU-minute; the catalog's when logged in"},
-      {"purchase-eur", "200000", &in.purchase_micro_eur, kTcoMaxEur,
-       "what the server costs to buy"},
-      {"power-kw", "10.2", &in.power_micro_kw, kTcoMaxPowerKw, "the server's draw, in kW"},
-      {"eur-per-kwh", "0.25", &in.micro_eur_per_kwh, kTcoMaxEurPerKwh, "the price of energy"},
-      {"cooling-overhead", "0.4", &in.cooling_overhead_ppm, kTcoMaxCoolingOverhead,
-       "cooling as a fraction of the server's power (PUE - 1)"},
-      {"rack-eur-per-month", "1500", &in.rack_micro_eur_per_month, kTcoMaxEur,
-       "rack space / colocation"},
-      {"maintenance-eur-per-year", "20000", &in.maintenance_micro_eur_per_year, kTcoMaxEur,
-       "the maintenance contract"},
-      {"staff-eur-per-year", "90000", &in.staff_micro_eur_per_year, kTcoMaxEur,
-       "the yearly cost of the engineer who runs it"},
-      {"staff-fraction", "0.5", &in.staff_fraction_ppm, 1, "the share of that engineer's time"},
-      {"utilisation", "0.6", &in.utilisation_ppm, 1,
-       "the fraction of the hours the GPUs are busy (0..1)"},
-  };
+  std::vector<DecimalFlag> decimals;
+  for (const TcoDecimalInput& d : kTcoDecimalInputs) {
+    decimals.push_back({&d, std::string(d.default_text)});
+  }
   FlagSet& f = cmd.flags();
   f.Int("gpus", &in.gpus, "how many GPUs the server holds");
   f.String("gpu-model", &gpu_model, "the GPU model whose catalog price to use", "MODEL");
-  for (DecimalFlag& d : decimals) f.String(d.name, &d.text, d.help, "NUMBER");
+  for (DecimalFlag& d : decimals) {
+    f.String(std::string(d.input->name), &d.text, std::string(d.input->help), "NUMBER");
+  }
   f.HideDefault("price-per-gpu-minute-eur");
   f.Int("depreciation-months", &in.depreciation_months, "the months the purchase is spread over");
   f.Bool("no-history", &no_history, "do not read the project's usage history");
@@ -131,10 +105,11 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
   }
   if (f.WasSet("svg") && svg_path.empty()) return cmd.Usage("--svg needs a file name");
   for (DecimalFlag& d : decimals) {
-    if (d.text.empty() && !f.WasSet(d.name)) continue;  // the price, when not given
-    auto parsed = ParseTcoDecimal("--" + d.name, d.text, d.max_units);
+    const std::string name(d.input->name);
+    if (d.text.empty() && !f.WasSet(name)) continue;  // the price, when not given
+    auto parsed = ParseTcoDecimal("--" + name, d.text, d.input->max_units);
     if (!parsed.ok()) return cmd.Usage(parsed.status().message());
-    *d.target = *parsed;
+    in.*d.input->member = *parsed;
   }
   const bool price_given = f.WasSet("price-per-gpu-minute-eur");
   {
@@ -153,7 +128,7 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
         (config.ok() ? std::string() : " (" + config.status().message() + ")"));
   }
 
-  std::optional<CatalogPrice> catalog;
+  std::optional<TcoCatalogPrice> catalog;
   std::optional<UsageHistory> history;
   int64_t history_from = 0;
   int64_t history_to = 0;
@@ -217,40 +192,15 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
     ctx.console.Out(svg);
     return kExitOk;
   }
-  const OwningCost& o = report.owning;
   if (output == "json") {
-    Json actual = nullptr;
-    if (report.actual) {
-      actual = ScenarioJson(*report.actual);
-      actual["flavor"] = history->flavor;
-      actual["from"] = FormatQueryTime(history_from);
-      actual["to"] = FormatQueryTime(history_to);
-      actual["gpu_minutes"] = history->gpu_minutes;
-    }
-    cmd.PrintJson(
-        {{"gpus", in.gpus},
-         {"gpu_model", gpu_model},
-         {"flavor", catalog ? Json(catalog->flavor) : Json(nullptr)},
-         {"price_source", price_given ? "flag" : "catalog"},
-         {"price_per_gpu_minute_micro_eur", in.price_per_gpu_minute_micro_eur},
-         {"hours_per_month", kTcoHoursPerMonth},
-         {"owning",
-          {{"depreciation_cents", o.depreciation_cents},
-           {"power_cents", o.power_cents},
-           {"cooling_cents", o.cooling_cents},
-           {"rack_cents", o.rack_cents},
-           {"maintenance_cents", o.maintenance_cents},
-           {"staff_cents", o.staff_cents},
-           {"running_cents", o.running_cents()},
-           {"total_cents", o.total_cents()}}},
-         {"pay_as_you_go_full_cents", report.pay_as_you_go_full_cents},
-         {"break_even_utilisation_ppm", report.break_even_utilisation_ppm},
-         {"break_even_utilisation_percent", FormatPpmPercent(report.break_even_utilisation_ppm)},
-         {"assumed", ScenarioJson(report.assumed)},
-         {"actual", actual}});
+    TcoContext json_ctx{.gpu_model = gpu_model, .price_given = price_given, .history = history};
+    if (catalog) json_ctx.flavor = catalog->flavor;
+    json_ctx.history_from = FormatQueryTime(history_from);
+    json_ctx.history_to = FormatQueryTime(history_to);
+    cmd.PrintJson(control::TcoReportJson(in, report, json_ctx));
     return kExitOk;
   }
-
+  const OwningCost& o = report.owning;
   std::string out =
       std::to_string(in.gpus) + " x " + gpu_model + " at " +
       FormatMicroUnits(in.price_per_gpu_minute_micro_eur, 2) + " EUR per GPU-minute (" +

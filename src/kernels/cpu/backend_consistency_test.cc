@@ -134,8 +134,13 @@ struct Case {
 
 class ConsistencyTest : public ::testing::Test {
  protected:
+  // Q8_0 products with f32 activations, which the reference computes (the int8 default quantizes
+  // the activations: kernels_q8_0_int8_test measures it against this path).
   ConsistencyTest() {
-    for (int threads : {1, 2, 3}) cpu_.push_back(NewCpuBackend(threads));
+    for (int threads : {1, 2, 3}) {
+      cpu_.push_back(
+          cpu::NewCpuBackendWithOptions(threads, {.q8_0_activations = cpu::Q8_0Activations::kF32}));
+    }
   }
 
   // Runs `c` on the reference and on every cpu backend and compares every output.
@@ -303,14 +308,19 @@ TEST_F(ConsistencyTest, Embedding) {
   }
 }
 
-// The serving engine's promise (kernels/cpu/inference.h): a row's Q8_0 product is bit-identical
-// whatever the other rows of the batch and wherever the row sits in it.
+// The serving engine's promise (kernels/cpu/inference.h, q8_0_int8.h): a row's Q8_0 product is
+// bit-identical whatever the other rows of the batch and wherever the row sits in it, with f32
+// and with int8 activations.
 TEST_F(ConsistencyTest, Q8_0ProductIsBatchInvariant) {
   Rng rng(21);
   const int64_t in = 96, out = 70, n = 13;
   const tensor::Tensor w =
       MakeWeight(WeightRef::Format::kQ8_0, rng.Normal(static_cast<size_t>(out * in)), out, in);
   const Vec x = rng.Normal(static_cast<size_t>(n * in));
+  for (int threads : {1, 2, 3}) {
+    cpu_.push_back(
+        cpu::NewCpuBackendWithOptions(threads, {.q8_0_activations = cpu::Q8_0Activations::kInt8}));
+  }
   for (auto& backend : cpu_) {
     Vec all(static_cast<size_t>(n * out));
     backend->LinearForward(all.data(), x.data(), WeightOf(w), nullptr, n);

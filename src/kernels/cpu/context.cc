@@ -46,7 +46,8 @@ CBLAS_TRANSPOSE Trans(bool transposed) { return transposed ? CblasTrans : CblasN
 
 }  // namespace
 
-Context::Context(int threads, Isa isa) : isa_(std::min(isa, CpuIsa())) {
+Context::Context(int threads, Isa isa, Q8_0Activations q8_0_activations)
+    : isa_(std::min(isa, CpuIsa())), q8_0_activations_(q8_0_activations) {
   if (threads <= 0) threads = omp_get_num_procs();
   threads_ = std::clamp(threads, 1, kMaxThreads);
   thread_scratch_.resize(static_cast<size_t>(threads_));

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/options.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace sovai::kernels::cpu {
@@ -35,10 +36,12 @@ class Context {
   // threads <= 0: every processor this process may run on (at most kMaxThreads). isa: the widest
   // instruction set hand-specialized kernels may use (lowered to what the CPU supports; tests pass
   // a lower one to run the other variants).
-  explicit Context(int threads, Isa isa = CpuIsa());
+  explicit Context(int threads, Isa isa = CpuIsa(),
+                   Q8_0Activations q8_0_activations = Q8_0Activations::kInt8);
 
   int threads() const { return threads_; }
   Isa isa() const { return isa_; }
+  Q8_0Activations q8_0_activations() const { return q8_0_activations_; }
 
   // Makes ThreadScratch(t) hold at least `floats` floats for every thread t.
   void ReserveThreadScratch(size_t floats);
@@ -47,12 +50,14 @@ class Context {
 
   // A shared buffer of at least `floats` floats; `slot` tells apart buffers that one op needs at
   // the same time. The pointer is valid until the next call with the same slot.
-  enum class Slot : uint8_t { kA, kB, kC, kCount };
+  // kD: the int8 Q8_0 product's quantized activations.
+  enum class Slot : uint8_t { kA, kB, kC, kD, kCount };
   float* Shared(Slot slot, size_t floats);
 
  private:
   int threads_;
   Isa isa_;
+  Q8_0Activations q8_0_activations_;
   std::vector<std::vector<float>> thread_scratch_;
   std::vector<float> shared_[static_cast<int>(Slot::kCount)];
 };

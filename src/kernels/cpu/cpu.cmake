@@ -12,6 +12,7 @@ add_library(sovai_kernels_cpu STATIC
   ${CMAKE_CURRENT_LIST_DIR}/context.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu_backend.cc
   ${CMAKE_CURRENT_LIST_DIR}/inference.cc
+  ${CMAKE_CURRENT_LIST_DIR}/q8_0_int8.cc
   ${CMAKE_CURRENT_LIST_DIR}/weights.cc
 )
 target_link_libraries(sovai_kernels_cpu
@@ -41,10 +42,20 @@ if(NOT SOVAI_FUZZ)
     DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT OMP_WAIT_POLICY=passive
     TEST_PREFIX "kernels_cpu_consistency_test.")
+
+  # The int8 Q8_0 product: every kernel this CPU runs against a plain reference, bit for bit.
+  add_executable(kernels_q8_0_int8_test ${CMAKE_CURRENT_LIST_DIR}/q8_0_int8_test.cc)
+  target_link_libraries(kernels_q8_0_int8_test PRIVATE sovai_kernels_cpu OpenMP::OpenMP_CXX
+    GTest::gtest GTest::gtest_main)
+  target_compile_options(kernels_q8_0_int8_test PRIVATE -ffp-contract=off)
+  gtest_discover_tests(kernels_q8_0_int8_test
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT OMP_WAIT_POLICY=passive
+    TEST_PREFIX "kernels_q8_0_int8_test.")
 endif()
 
 # Micro-benchmark (bench/kernels/README.md): reference vs cpu per op, and sgemm against its peak.
 # Defined here because it belongs with the backend it measures; bench/CMakeLists.txt may take it.
 add_executable(kernels_bench ${PROJECT_SOURCE_DIR}/bench/kernels/kernels_bench.cc)
 target_link_libraries(kernels_bench PRIVATE sovai_kernels_cpu sovai_kernels_reference
-  PkgConfig::OPENBLAS)
+  PkgConfig::OPENBLAS OpenMP::OpenMP_CXX)

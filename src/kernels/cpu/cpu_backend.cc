@@ -15,8 +15,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 
+#include "base/log.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/context.h"
@@ -275,7 +278,8 @@ SOVAI_CPU_CLONES void ApplyDropout(float* out, const float* x, int64_t begin, in
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, cpu::Isa isa) : context_(threads, isa) {}
+  CpuBackend(int threads, const cpu::CpuOptions& options)
+      : context_(threads, options.isa, options.q8_0_activations) {}
 
   std::string_view name() const override { return "cpu"; }
   bool Supports(Op op) const override { return op != Op::kCount; }
@@ -627,11 +631,28 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> NewCpuBackend(int threads) {
-  return std::make_unique<CpuBackend>(threads, cpu::CpuIsa());
+  return std::make_unique<CpuBackend>(
+      threads, cpu::CpuOptions{.q8_0_activations = cpu::Q8_0ActivationsFromEnvironment()});
 }
 
 std::unique_ptr<Backend> cpu::NewCpuBackendWithIsa(int threads, Isa isa) {
-  return std::make_unique<CpuBackend>(threads, isa);
+  return std::make_unique<CpuBackend>(threads, CpuOptions{.isa = isa});
+}
+
+std::unique_ptr<Backend> cpu::NewCpuBackendWithOptions(int threads, const CpuOptions& options) {
+  return std::make_unique<CpuBackend>(threads, options);
+}
+
+cpu::Q8_0Activations cpu::Q8_0ActivationsFromEnvironment() {
+  const char* value = std::getenv("SOVAI_Q8_0_ACTIVATIONS");
+  if (value == nullptr || std::strcmp(value, "int8") == 0) return Q8_0Activations::kInt8;
+  if (std::strcmp(value, "f32") == 0) return Q8_0Activations::kF32;
+  static std::once_flag warned;
+  std::call_once(warned, [value] {
+    SOVAI_LOG(WARNING).With("SOVAI_Q8_0_ACTIVATIONS", value)
+        << "SOVAI_Q8_0_ACTIVATIONS must be int8 or f32; using int8";
+  });
+  return Q8_0Activations::kInt8;
 }
 
 }  // namespace sovai::kernels

@@ -4,7 +4,9 @@
 // Decode multiplies one to a few token rows with every weight of the model, so its speed is the
 // rate at which the weights stream from memory. Q8_0 halves those bytes against bf16 (a quarter of
 // f32). Q8_0Product widens each weight block to f32 in registers once for a group of
-// kQ8_0RowGroup rows and never writes the dequantized weight anywhere.
+// kQ8_0RowGroup rows and never writes the dequantized weight anywhere. It keeps the activations in
+// f32 (Q8_0Activations::kF32); the default quantizes them and multiplies in integers
+// (q8_0_int8.h), which is many times faster on prefill.
 //
 // Batch invariance: every row of a Q8_0 product is computed by the same operations in the same
 // order, whatever the number of rows and whichever group the row falls in (each row has its own

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/inference.h"
+#include "kernels/cpu/q8_0_int8.h"
 #include "kernels/nf4.h"
 #include "tensor/dtype.h"
 
@@ -84,8 +85,12 @@ void LinearForward(Context& context, float* out, const float* x, const WeightRef
   }
   const float beta = bias != nullptr ? 1.0f : 0.0f;
   if (w.format == WeightRef::Format::kQ8_0) {
-    // Its own kernel at every row count, so that each row's result is the same in any batch.
-    Q8_0Product(context, out, x, w, n, beta);
+    // Its own kernels at every row count, so that each row's result is the same in any batch.
+    if (context.q8_0_activations() == Q8_0Activations::kInt8) {
+      Q8_0ProductInt8(context, out, x, w, n, beta);
+    } else {
+      Q8_0Product(context, out, x, w, n, beta);
+    }
     return;
   }
   if (w.format == WeightRef::Format::kF32) {

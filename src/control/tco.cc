@@ -1,10 +1,13 @@
-// The arithmetic of `sovai tco`: integers of millionths in, whole cents out (docs/tco.md).
-#include "cli/client/tco.h"
+// The arithmetic of `sovai tco` and GET /v1/tco: integers of millionths in, whole cents out
+// (docs/tco.md).
+#include "control/tco.h"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace sovai::cli::client {
+#include "base/strings.h"
+
+namespace sovai::control {
 namespace {
 
 using Json = nlohmann::json;
@@ -17,13 +20,6 @@ int64_t RoundDiv(I128 num, I128 den) { return static_cast<int64_t>((num + den / 
 
 base::Status OutOfRange(std::string_view flag, std::string_view rule) {
   return base::InvalidArgumentError(std::string(flag) + " must be " + std::string(rule));
-}
-
-// Checks a millionths value against [min, max_units] (max in whole units).
-base::Status CheckMicros(std::string_view flag, int64_t value, int64_t min, int64_t max_units,
-                         std::string_view rule) {
-  if (value < min || value > max_units * kTcoMicro) return OutOfRange(flag, rule);
-  return base::Status::Ok();
 }
 
 std::string XmlEscape(std::string_view text) {
@@ -51,38 +47,64 @@ std::string XmlEscape(std::string_view text) {
 
 }  // namespace
 
-base::Status ValidateTcoInputs(const TcoInputs& in) {
-  const std::string max_eur = "at most " + std::to_string(kTcoMaxEur);
+const TcoDecimalInput kTcoDecimalInputs[10] = {
+    {"price-per-gpu-minute-eur", "", &TcoInputs::price_per_gpu_minute_micro_eur,
+     kTcoMaxPricePerGpuMinuteEur, "the price of one GPU-minute; the catalog's when logged in"},
+    {"purchase-eur", "200000", &TcoInputs::purchase_micro_eur, kTcoMaxEur,
+     "what the server costs to buy"},
+    {"power-kw", "10.2", &TcoInputs::power_micro_kw, kTcoMaxPowerKw, "the server's draw, in kW"},
+    {"eur-per-kwh", "0.25", &TcoInputs::micro_eur_per_kwh, kTcoMaxEurPerKwh, "the price of energy"},
+    {"cooling-overhead", "0.4", &TcoInputs::cooling_overhead_ppm, kTcoMaxCoolingOverhead,
+     "cooling as a fraction of the server's power (PUE - 1)"},
+    {"rack-eur-per-month", "1500", &TcoInputs::rack_micro_eur_per_month, kTcoMaxEur,
+     "rack space / colocation"},
+    {"maintenance-eur-per-year", "20000", &TcoInputs::maintenance_micro_eur_per_year, kTcoMaxEur,
+     "the maintenance contract"},
+    {"staff-eur-per-year", "90000", &TcoInputs::staff_micro_eur_per_year, kTcoMaxEur,
+     "the yearly cost of the engineer who runs it"},
+    {"staff-fraction", "0.5", &TcoInputs::staff_fraction_ppm, 1,
+     "the share of that engineer's time"},
+    {"utilisation", "0.6", &TcoInputs::utilisation_ppm, 1,
+     "the fraction of the hours the GPUs are busy (0..1)"},
+};
+
+std::string TcoInputName(std::string_view name, TcoNames names) {
+  if (names == TcoNames::kFlags) return "--" + std::string(name);
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '-', '_');
+  return out;
+}
+
+base::Status ValidateTcoInputs(const TcoInputs& in, TcoNames names, std::string* bad_input) {
+  const auto out_of_range = [&](std::string_view name, std::string_view rule) {
+    if (bad_input != nullptr) *bad_input = std::string(name);
+    return OutOfRange(TcoInputName(name, names), rule);
+  };
   if (in.gpus < 1 || in.gpus > kTcoMaxGpus) {
-    return OutOfRange("--gpus", "between 1 and " + std::to_string(kTcoMaxGpus));
+    return out_of_range(kTcoGpusInput, "between 1 and " + std::to_string(kTcoMaxGpus));
   }
   if (in.depreciation_months < 1 || in.depreciation_months > kTcoMaxDepreciationMonths) {
-    return OutOfRange("--depreciation-months",
-                      "between 1 and " + std::to_string(kTcoMaxDepreciationMonths));
+    return out_of_range(kTcoDepreciationMonthsInput,
+                        "between 1 and " + std::to_string(kTcoMaxDepreciationMonths));
   }
-  SOVAI_RETURN_IF_ERROR(
-      CheckMicros("--price-per-gpu-minute-eur", in.price_per_gpu_minute_micro_eur, 1,
-                  kTcoMaxPricePerGpuMinuteEur,
-                  "more than 0 and at most " + std::to_string(kTcoMaxPricePerGpuMinuteEur)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--purchase-eur", in.purchase_micro_eur, 1, kTcoMaxEur,
-                                    "more than 0 and " + max_eur));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--power-kw", in.power_micro_kw, 0, kTcoMaxPowerKw,
-                                    "between 0 and " + std::to_string(kTcoMaxPowerKw)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--eur-per-kwh", in.micro_eur_per_kwh, 0, kTcoMaxEurPerKwh,
-                                    "between 0 and " + std::to_string(kTcoMaxEurPerKwh)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--cooling-overhead", in.cooling_overhead_ppm, 0,
-                                    kTcoMaxCoolingOverhead,
-                                    "between 0 and " + std::to_string(kTcoMaxCoolingOverhead)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--rack-eur-per-month", in.rack_micro_eur_per_month, 0,
-                                    kTcoMaxEur, "between 0 and " + std::to_string(kTcoMaxEur)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--maintenance-eur-per-year", in.maintenance_micro_eur_per_year,
-                                    0, kTcoMaxEur, "between 0 and " + std::to_string(kTcoMaxEur)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--staff-eur-per-year", in.staff_micro_eur_per_year, 0,
-                                    kTcoMaxEur, "between 0 and " + std::to_string(kTcoMaxEur)));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--staff-fraction", in.staff_fraction_ppm, 0, 1,
-                                    "between 0 and 1 (a fraction of one engineer's time)"));
-  SOVAI_RETURN_IF_ERROR(CheckMicros("--utilisation", in.utilisation_ppm, 0, 1,
-                                    "between 0 and 1 (0.6 is 60 % of the hours)"));
+  for (const TcoDecimalInput& d : kTcoDecimalInputs) {
+    const int64_t value = in.*d.member;
+    const std::string max = std::to_string(d.max_units);
+    std::string rule;
+    int64_t min = 0;
+    if (d.member == &TcoInputs::price_per_gpu_minute_micro_eur ||
+        d.member == &TcoInputs::purchase_micro_eur) {
+      min = 1;
+      rule = "more than 0 and at most " + max;
+    } else if (d.member == &TcoInputs::staff_fraction_ppm) {
+      rule = "between 0 and 1 (a fraction of one engineer's time)";
+    } else if (d.member == &TcoInputs::utilisation_ppm) {
+      rule = "between 0 and 1 (0.6 is 60 % of the hours)";
+    } else {
+      rule = "between 0 and " + max;
+    }
+    if (value < min || value > d.max_units * kTcoMicro) return out_of_range(d.name, rule);
+  }
   return base::Status::Ok();
 }
 
@@ -364,4 +386,91 @@ std::string RenderTcoSvg(const TcoReport& report, std::string_view title) {
   return s;
 }
 
-}  // namespace sovai::cli::client
+base::Result<TcoCatalogPrice> FindTcoCatalogPrice(const std::vector<TcoFlavor>& gpu_flavors,
+                                                  std::string_view gpu_model, TcoNames names) {
+  std::optional<TcoCatalogPrice> best;
+  std::vector<std::string> models;
+  for (const TcoFlavor& f : gpu_flavors) {
+    models.push_back(f.gpu_model);
+    if (!base::EqualsIgnoreCase(f.gpu_model, gpu_model)) continue;
+    if (f.gpus_per_unit < 1 || f.price_micro_eur_per_minute <= 0) continue;
+    if (best && (best->gpus_per_unit < f.gpus_per_unit ||
+                 (best->gpus_per_unit == f.gpus_per_unit && best->flavor < f.id))) {
+      continue;
+    }
+    // A flavor of k GPUs per unit costs k GPU-minutes a minute; rounded half up to the µ€.
+    best = TcoCatalogPrice{f.id, f.gpus_per_unit,
+                           (f.price_micro_eur_per_minute + f.gpus_per_unit / 2) / f.gpus_per_unit};
+  }
+  if (!best) {
+    return base::NotFoundError("no GPU flavor of model '" + std::string(gpu_model) +
+                               "' in the catalog (models: " + base::Join(models, ", ") +
+                               "); pick one with " + TcoInputName("gpu-model", names) +
+                               " or give " + TcoInputName("price-per-gpu-minute-eur", names));
+  }
+  return *best;
+}
+
+namespace {
+
+Json ScenarioJson(const TcoScenario& s) {
+  return {{"utilisation_ppm", s.utilisation_ppm},
+          {"utilisation_percent", FormatPpmPercent(s.utilisation_ppm)},
+          {"gpu_minutes_per_month", s.gpu_minutes_per_month},
+          {"pay_as_you_go_cents", s.pay_as_you_go_cents},
+          {"owning_cents", s.owning_cents},
+          {"cheaper", s.owning_cheaper() ? "owning" : "pay-as-you-go"},
+          {"months_to_break_even",
+           s.months_to_break_even ? Json(*s.months_to_break_even) : Json(nullptr)}};
+}
+
+}  // namespace
+
+Json TcoReportJson(const TcoInputs& in, const TcoReport& report, const TcoContext& ctx) {
+  Json actual = nullptr;
+  if (report.actual) {
+    actual = ScenarioJson(*report.actual);
+    if (ctx.history) {
+      actual["flavor"] = ctx.history->flavor;
+      actual["gpu_minutes"] = ctx.history->gpu_minutes;
+    }
+    actual["from"] = ctx.history_from;
+    actual["to"] = ctx.history_to;
+  }
+  const OwningCost& o = report.owning;
+  return {{"gpus", in.gpus},
+          {"gpu_model", ctx.gpu_model},
+          {"flavor", ctx.flavor ? Json(*ctx.flavor) : Json(nullptr)},
+          {"price_source", ctx.price_given ? "flag" : "catalog"},
+          {"price_per_gpu_minute_micro_eur", in.price_per_gpu_minute_micro_eur},
+          {"hours_per_month", kTcoHoursPerMonth},
+          {"owning",
+           {{"depreciation_cents", o.depreciation_cents},
+            {"power_cents", o.power_cents},
+            {"cooling_cents", o.cooling_cents},
+            {"rack_cents", o.rack_cents},
+            {"maintenance_cents", o.maintenance_cents},
+            {"staff_cents", o.staff_cents},
+            {"running_cents", o.running_cents()},
+            {"total_cents", o.total_cents()}}},
+          {"pay_as_you_go_full_cents", report.pay_as_you_go_full_cents},
+          {"break_even_utilisation_ppm", report.break_even_utilisation_ppm},
+          {"break_even_utilisation_percent", FormatPpmPercent(report.break_even_utilisation_ppm)},
+          {"assumed", ScenarioJson(report.assumed)},
+          {"actual", actual}};
+}
+
+std::vector<TcoCurvePoint> TcoCurves(const TcoInputs& in, const TcoReport& report,
+                                     int64_t step_ppm) {
+  step_ppm = std::clamp<int64_t>(step_ppm, 1'000, kTcoMicro);  // 0.1 %..100 %: ≤ 1 001 points
+  std::vector<TcoCurvePoint> out;
+  for (int64_t u = 0;; u = std::min(u + step_ppm, kTcoMicro)) {
+    out.push_back(
+        {u, report.owning.total_cents(),
+         PayAsYouGoCents(GpuMinutesPerMonth(in.gpus, u), in.price_per_gpu_minute_micro_eur)});
+    if (u == kTcoMicro) break;
+  }
+  return out;
+}
+
+}  // namespace sovai::control

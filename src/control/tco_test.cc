@@ -1,9 +1,9 @@
-// The arithmetic of `sovai tco` against hand-computed cases (docs/tco.md).
-#include "cli/client/tco.h"
+// The arithmetic of `sovai tco` and GET /v1/tco against hand-computed cases (docs/tco.md).
+#include "control/tco.h"
 
 #include <gtest/gtest.h>
 
-namespace sovai::cli::client {
+namespace sovai::control {
 namespace {
 
 using Json = nlohmann::json;
@@ -284,5 +284,82 @@ TEST(TcoTest, SvgHasBothLinesTheBreakEvenAndTheAxes) {
   EXPECT_NE(never.find("no break-even"), std::string::npos);
 }
 
+TEST(TcoTest, ValidateNamesTheQueryParameterForTheApi) {
+  TcoInputs in = Defaults();
+  in.staff_fraction_ppm = 2 * kTcoMicro;
+  std::string bad;
+  const base::Status s = ValidateTcoInputs(in, TcoNames::kQuery, &bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(bad, "staff-fraction");
+  EXPECT_EQ(s.message().rfind("staff_fraction must be", 0), 0u) << s.message();
+  EXPECT_EQ(TcoInputName("price-per-gpu-minute-eur", TcoNames::kQuery), "price_per_gpu_minute_eur");
+  EXPECT_EQ(TcoInputName("gpus", TcoNames::kFlags), "--gpus");
+  in = Defaults();
+  in.gpus = 0;
+  EXPECT_FALSE(ValidateTcoInputs(in, TcoNames::kQuery, &bad).ok());
+  EXPECT_EQ(bad, "gpus");
+}
+
+TEST(TcoTest, TheInputTableHoldsTheDefaults) {
+  // Parsing every default text gives the defaults of TcoInputs: the CLI's --help and the API's
+  // defaults cannot drift apart.
+  TcoInputs parsed;
+  const TcoInputs defaults;
+  for (const TcoDecimalInput& d : kTcoDecimalInputs) {
+    if (d.default_text.empty()) continue;
+    auto value = ParseTcoDecimal(d.name, d.default_text, d.max_units);
+    ASSERT_TRUE(value.ok()) << d.name;
+    parsed.*d.member = *value;
+    EXPECT_EQ(parsed.*d.member, defaults.*d.member) << d.name;
+  }
+}
+
+TEST(TcoTest, CatalogPriceIsTheFlavorWithTheFewestGpusPerUnit) {
+  const std::vector<TcoFlavor> flavors = {{"h100-2-gpu", "H100", 2, 80'000},
+                                          {"h100-1-gpu", "H100", 1, 46'700},
+                                          {"l4-1-gpu", "L4", 1, 13'800},
+                                          {"free-gpu", "A100", 1, 0}};
+  auto price = FindTcoCatalogPrice(flavors, "h100");
+  ASSERT_TRUE(price.ok()) << price.status();
+  EXPECT_EQ(price->flavor, "h100-1-gpu");
+  EXPECT_EQ(price->price_per_gpu_minute_micro_eur, 46'700);
+  // Only the 2-GPU flavor: its price per GPU (half up).
+  auto two = FindTcoCatalogPrice({{"x-2-gpu", "X", 2, 80'001}}, "X");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->price_per_gpu_minute_micro_eur, 40'001);
+  EXPECT_EQ(two->gpus_per_unit, 2);
+  auto missing = FindTcoCatalogPrice(flavors, "A100");  // priced at 0: skipped
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), base::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("H100, H100, L4, A100"), std::string::npos)
+      << missing.status().message();
+}
+
+TEST(TcoTest, CurvesAndJson) {
+  const TcoInputs in = Defaults();
+  const TcoReport r = ComputeTco(in, std::nullopt);
+  const std::vector<TcoCurvePoint> curves = TcoCurves(in, r);
+  ASSERT_EQ(curves.size(), 21u);
+  EXPECT_EQ(curves.front().utilisation_ppm, 0);
+  EXPECT_EQ(curves.front().pay_as_you_go_cents, 0);
+  EXPECT_EQ(curves.back().utilisation_ppm, kTcoMicro);
+  EXPECT_EQ(curves.back().pay_as_you_go_cents, r.pay_as_you_go_full_cents);
+  EXPECT_EQ(curves[12].utilisation_ppm, 600'000);
+  EXPECT_EQ(curves[12].pay_as_you_go_cents, r.assumed.pay_as_you_go_cents);
+  for (const TcoCurvePoint& p : curves) EXPECT_EQ(p.owning_cents, 1'507'833);
+  // A step that does not divide 100 % still ends at 100 %.
+  const auto odd = TcoCurves(in, r, 300'000);
+  ASSERT_EQ(odd.size(), 5u);
+  EXPECT_EQ(odd.back().utilisation_ppm, kTcoMicro);
+
+  const Json j = TcoReportJson(in, r, {.gpu_model = "H100", .flavor = "h100-1-gpu"});
+  EXPECT_EQ(j["owning"]["total_cents"], 1'507'833);
+  EXPECT_EQ(j["break_even_utilisation_percent"], "92.15%");
+  EXPECT_EQ(j["assumed"]["cheaper"], "pay-as-you-go");
+  EXPECT_EQ(j["price_source"], "catalog");
+  EXPECT_TRUE(j["actual"].is_null());
+  EXPECT_TRUE(j["assumed"]["months_to_break_even"].is_null());
+}
+
 }  // namespace
-}  // namespace sovai::cli::client
+}  // namespace sovai::control

@@ -1,0 +1,64 @@
+#include "cli/client/notebook_args.h"
+
+#include "cli/client/app_args.h"
+#include "cli/client/job_args.h"
+#include "control/notebook_spec.h"
+
+namespace sovai::cli::client {
+
+using base::InvalidArgumentError;
+using Json = nlohmann::json;
+
+std::string_view VscodeUnavailableMessage() { return control::kVscodeRefusal; }
+
+base::Result<Json> BuildNotebookSpec(const NotebookRunArgs& args, const EnvVars& local_env) {
+  Json spec = Json::object();
+  if (!args.name.empty()) {
+    SOVAI_RETURN_IF_ERROR(CheckAppName(args.name, "--name"));
+    spec["name"] = args.name;
+  }
+  if (args.editor == "vscode") {
+    return InvalidArgumentError("--editor vscode: " + std::string(VscodeUnavailableMessage()));
+  }
+  if (args.editor != "jupyter") {
+    return InvalidArgumentError("--editor '" + args.editor +
+                                "' is not one this server runs; use "
+                                "--editor jupyter");
+  }
+  spec["editor"] = args.editor;
+  // The flavor, units, volume, env and label rules are job run's: checked on a placeholder job,
+  // so `notebook run` and `job run` accept and refuse exactly the same values.
+  JobRunArgs job;
+  job.flavor = args.flavor;
+  job.gpu_units = args.gpu_units;
+  job.cpu_units = args.cpu_units;
+  job.volumes = args.volumes;
+  job.labels = args.labels;
+  job.env = args.env;
+  job.image = "sovai/shell";
+  job.command = {"jupyter-notebook"};
+  SOVAI_ASSIGN_OR_RETURN(Json checked, BuildJobSpec(job, local_env));
+  for (const char* field : {"flavor", "units", "volumes", "labels", "env"}) {
+    if (auto it = checked.find(field); it != checked.end()) spec[field] = *it;
+  }
+  if (!args.idle_timeout.empty()) {
+    if (args.idle_timeout == "0" || args.idle_timeout == "never") {
+      spec["idle_timeout_s"] = 0;
+    } else {
+      auto seconds = ParseDuration(args.idle_timeout);
+      if (!seconds.ok()) return seconds.status().WithContext("--idle-timeout");
+      if (*seconds > control::kMaxNotebookIdleTimeoutS) {
+        return InvalidArgumentError("--idle-timeout must be at most 7d (or 0 for never)");
+      }
+      spec["idle_timeout_s"] = *seconds;
+    }
+  }
+  return spec;
+}
+
+bool IsNotebookSettledState(std::string_view state) {
+  return state == "STOPPED" || state == "FAILED" || state == "ERROR" || state == "STOPPING" ||
+         state == "DELETING" || state == "DELETED";
+}
+
+}  // namespace sovai::cli::client

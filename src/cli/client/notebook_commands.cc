@@ -1,0 +1,362 @@
+// sovai notebook run|list|get|logs|stop|start|delete: the notebooks API of
+// docs/api/notebooks.md.
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "base/strings.h"
+#include "cli/client/billing_commands.h"
+#include "cli/client/command_util.h"
+#include "cli/client/job_args.h"
+#include "cli/client/limits.h"
+#include "cli/client/log_stream.h"
+#include "cli/client/notebook_args.h"
+#include "cli/client/table.h"
+
+namespace sovai::cli::client {
+namespace {
+
+using base::Status;
+using Json = nlohmann::json;
+
+std::string NotebookPath(std::string_view ref) {
+  return "/v1/notebooks/" + net::PercentEncode(ref);
+}
+
+std::string FlavorOf(const Json& nb) {
+  const Json& spec = At(nb, "spec");
+  return Str(spec, "flavor") + " x" + std::to_string(Int(spec, "units", 1));
+}
+
+std::string IdleText(const Json& spec) {
+  const int64_t s = Int(spec, "idle_timeout_s", -1);
+  if (s < 0) return "-";
+  if (s == 0) return "never";
+  return std::to_string(s) + "s";
+}
+
+bool IsTransient(const Status& status) {
+  return status.code() == base::StatusCode::kUnavailable ||
+         status.code() == base::StatusCode::kDeadlineExceeded;
+}
+
+void BrowserHint(CommandLine& cmd, const Json& nb) {
+  cmd.ctx().console.Err("Open " + Str(nb, "url") +
+                        "?sovai_token=<API token> in a browser once (a cookie keeps it), or send "
+                        "'Authorization: Bearer <API token>'.\n");
+}
+
+// Polls the notebook until it is RUNNING; prints each new state on stderr. Errors:
+// FailedPrecondition when it settled elsewhere (FAILED, ERROR, STOPPED, ...: with its reason);
+// DeadlineExceeded after `timeout_s`; the API's errors, except transient ones, which are retried
+// until the deadline.
+base::Result<Json> WaitForRunning(CommandLine& cmd, ApiClient& api, Json nb, int64_t timeout_s) {
+  base::Env& env = cmd.ctx().env;
+  const std::string id = Str(nb, "id");
+  const int64_t deadline = env.NowMonotonicMicros() + timeout_s * 1'000'000;
+  const int64_t poll_micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(kAppWaitPollInterval).count();
+  std::string shown = Str(nb, "state");
+  for (;;) {
+    const std::string state = Str(nb, "state");
+    if (state != shown) {
+      cmd.ctx().console.Err("notebook " + id + ": " + state + "\n");
+      shown = state;
+    }
+    if (state == "RUNNING") return nb;
+    if (IsNotebookSettledState(state)) {
+      const std::string reason = Str(nb, "reason");
+      return base::FailedPreconditionError("notebook " + id + " is " + state +
+                                           (reason.empty() ? "" : ": " + reason));
+    }
+    if (env.NowMonotonicMicros() >= deadline) {
+      return base::DeadlineExceededError("notebook " + id + " is still " + state + " after " +
+                                         std::to_string(timeout_s) +
+                                         "s; it goes on starting: see 'sovai notebook get " + id +
+                                         "' and 'sovai notebook logs " + id + "'");
+    }
+    env.SleepForMicros(poll_micros);
+    auto polled = api.Get(NotebookPath(id));
+    if (polled.ok()) {
+      nb = std::move(*polled);
+    } else if (!IsTransient(polled.status())) {
+      return polled.status();
+    }
+  }
+}
+
+int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(
+      ctx, "sovai notebook run",
+      "Starts a notebook (POST /v1/notebooks): Jupyter in the sandbox with the volumes\n"
+      "mounted (under /workspace, where it opens), served by the gateway at\n"
+      "<api-url>/notebooks/<id>/. Stopping it syncs the rw volumes back; after\n"
+      "--idle-timeout without activity it stops by itself (and its billing with it).\n"
+      "With --dry-run, prices it and checks the budget instead; nothing is created.\n\n"
+      "  sovai notebook run --name explore --cpu 2 \\\n"
+      "    --volume data@EU-WEST-LOCAL/work:/workspace/work:rw --wait");
+  NotebookRunArgs run;
+  int64_t gpu = 0;
+  int64_t cpu = 0;
+  bool wait = false;
+  bool dry_run = false;
+  std::string timeout = kDefaultAppWaitTimeout;
+  FlagSet& f = cmd.flags();
+  f.String("name", &run.name, "a name (a-z 0-9 -), unique in the project; optional", "NAME");
+  f.String("editor", &run.editor, "jupyter (vscode is not available on this server)", "EDITOR");
+  f.String("flavor", &run.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",
+           "FLAVOR");
+  f.Int("gpu", &gpu, "GPU flavor units (needs --flavor)");
+  f.Int("cpu", &cpu, "CPU flavor units");
+  f.StringList("volume", &run.volumes, "bucket@REGION/prefix:/workspace/dir[:ro|rw|rwd]", "SPEC");
+  f.StringList("label", &run.labels, "a label (tokens reach notebooks their selector matches)",
+               "K=V");
+  f.StringList("env", &run.env, "environment variable; NAME alone passes this shell's value",
+               "K=V");
+  f.String("idle-timeout", &run.idle_timeout,
+           "stop after this long without activity (default 1h; 0 = never)", "DURATION");
+  f.Bool("wait", &wait, "wait until Jupyter answers (fail if the notebook FAILED)");
+  f.String("timeout", &timeout, "with --wait: give up after this long", "DURATION");
+  f.Bool("dry-run", &dry_run, "print the price per minute and the budget left; create nothing");
+  f.HideDefault("gpu");
+  f.HideDefault("cpu");
+  f.Short('v', "volume");
+  f.Short('e', "env");
+  f.Short('l', "label");
+  f.Short('w', "wait");
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 0, 0)) return *code;
+  if (f.WasSet("gpu")) run.gpu_units = gpu;
+  if (f.WasSet("cpu")) run.cpu_units = cpu;
+  auto spec = BuildNotebookSpec(run, ctx.vars);
+  if (!spec.ok()) return cmd.Usage(spec.status().message());
+  if (f.WasSet("timeout") && !wait) return cmd.Usage("--timeout needs --wait");
+  auto timeout_s = ParseDuration(timeout);
+  if (!timeout_s.ok()) return cmd.Usage(timeout_s.status().WithContext("--timeout").message());
+  if (dry_run) {
+    if (wait) return cmd.Usage("--dry-run creates no notebook to --wait for");
+    return RunDryRun(cmd, "/v1/notebooks", *spec);
+  }
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto nb = (*api)->Post("/v1/notebooks", *spec);
+  if (!nb.ok()) return cmd.Fail(nb.status());
+  const std::string line =
+      Str(*nb, "id") + "  " + Str(*nb, "state") + "  " + Str(*nb, "url") + "\n";
+  if (!wait) {
+    if (cmd.json()) {
+      cmd.PrintJson(*nb);
+    } else {
+      ctx.console.Out(line);
+      BrowserHint(cmd, *nb);
+    }
+    return kExitOk;
+  }
+  if (!cmd.json()) ctx.console.Out(line);
+  auto running = WaitForRunning(cmd, **api, *nb, *timeout_s);
+  if (!running.ok()) return cmd.Fail(running.status());
+  if (cmd.json()) {
+    cmd.PrintJson(*running);
+  } else {
+    BrowserHint(cmd, *running);
+  }
+  return kExitOk;
+}
+
+int RunNotebookList(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(ctx, "sovai notebook list",
+                  "Lists the notebooks of the token's project (GET /v1/notebooks).");
+  std::vector<std::string> labels;
+  int64_t limit = 0;
+  cmd.flags().StringList("label", &labels, "only notebooks with this label", "K=V");
+  cmd.flags().Short('l', "label");
+  cmd.AddLimitFlag(&limit);
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 0, 0)) return *code;
+  std::string path = "/v1/notebooks";
+  if (!labels.empty()) {
+    auto selector = ParseSelector(base::Join(labels, ","), "--label");
+    if (!selector.ok()) return cmd.Usage(selector.status().message());
+    path = AddQuery(path, "labels", *selector);
+  }
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto listed = (*api)->List(path, limit);
+  if (!listed.ok()) return cmd.Fail(listed.status());
+  if (cmd.json()) {
+    cmd.PrintJson(Json(listed->items));
+    return kExitOk;
+  }
+  Table table({"ID", "NAME", "STATE", "FLAVOR", "URL"});
+  for (const Json& nb : listed->items) {
+    table.AddRow({Str(nb, "id"), Str(nb, "name").empty() ? "-" : Str(nb, "name"), Str(nb, "state"),
+                  FlavorOf(nb), Str(nb, "url")});
+  }
+  ctx.console.Out(table.Render());
+  if (listed->truncated) ctx.console.Err("(more notebooks exist; raise --limit to see them)\n");
+  return kExitOk;
+}
+
+int RunNotebookGet(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(ctx, "sovai notebook get",
+                  "Shows a notebook: spec, state, its job and its last events.");
+  cmd.flags().Positional("NOTEBOOK");
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 1, 1)) return *code;
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto nb = (*api)->Get(NotebookPath(cmd.flags().positional()[0]));
+  if (!nb.ok()) return cmd.Fail(nb.status());
+  if (cmd.json()) {
+    cmd.PrintJson(*nb);
+    return kExitOk;
+  }
+  const Json& spec = At(*nb, "spec");
+  std::vector<std::pair<std::string, std::string>> rows = {{"ID", Str(*nb, "id")}};
+  if (!Str(*nb, "name").empty()) rows.emplace_back("Name", Str(*nb, "name"));
+  rows.emplace_back("State", Str(*nb, "state"));
+  if (!Str(*nb, "reason").empty()) rows.emplace_back("Reason", Str(*nb, "reason"));
+  rows.emplace_back("URL", Str(*nb, "url"));
+  rows.emplace_back("Editor", Str(spec, "editor"));
+  rows.emplace_back("Flavor", FlavorOf(*nb));
+  std::vector<std::string> volumes;
+  if (const Json& v = At(spec, "volumes"); v.is_array()) {
+    for (const Json& volume : v) {
+      if (volume.is_string()) volumes.push_back(volume.get<std::string>());
+    }
+  }
+  if (!volumes.empty()) rows.emplace_back("Volumes", base::Join(volumes, "\n"));
+  rows.emplace_back("Workdir", Str(*nb, "workdir"));
+  rows.emplace_back("Idle timeout", IdleText(spec));
+  std::vector<std::string> labels;
+  if (const Json& l = At(spec, "labels"); l.is_object()) {
+    for (const auto& [k, v] : l.items())
+      labels.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+  }
+  if (!labels.empty()) rows.emplace_back("Labels", base::Join(labels, ","));
+  if (!Str(*nb, "job").empty()) rows.emplace_back("Job", Str(*nb, "job"));
+  if (int64_t t = TimeMicros(*nb, "started_at"); t > 0) rows.emplace_back("Started", FormatTime(t));
+  if (int64_t t = TimeMicros(*nb, "last_activity_at"); t > 0) {
+    rows.emplace_back("Last activity", FormatTime(t));
+  }
+  rows.emplace_back("Created", FormatTime(TimeMicros(*nb, "created_at")));
+  const Json& events = At(*nb, "events");
+  if (events.is_array() && !events.empty()) {
+    std::vector<std::string> lines;
+    const size_t first =
+        events.size() > kShownNotebookEvents ? events.size() - kShownNotebookEvents : 0;
+    for (size_t i = first; i < events.size(); ++i) {
+      lines.push_back(FormatTime(TimeMicros(events[i], "at")) + "  " + Str(events[i], "what"));
+    }
+    rows.emplace_back("Events", base::Join(lines, "\n"));
+  }
+  ctx.console.Out(RenderKeyValues(rows));
+  return kExitOk;
+}
+
+int RunNotebookLogs(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(ctx, "sovai notebook logs",
+                  "Prints Jupyter's log (the notebook's current job unless --job), as 'job\n"
+                  "logs' does. With -f, keeps streaming until that job ends.");
+  std::string job;
+  bool follow = false;
+  bool timestamps = false;
+  int64_t offset = 0;
+  FlagSet& f = cmd.flags();
+  f.Positional("NOTEBOOK");
+  f.String("job", &job, "one of the notebook's recent jobs (sovai notebook get -o json)", "JOB");
+  f.Bool("follow", &follow, "stream new lines until the job ends");
+  f.Bool("timestamps", &timestamps,
+         "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");
+  f.Int("offset", &offset, "start at this byte offset of the log (a record boundary)");
+  f.Short('f', "follow");
+  f.Short('t', "timestamps");
+  if (auto code = cmd.Parse(args, 1, 1)) return *code;
+  if (offset < 0) return cmd.Usage("--offset must be 0 or more");
+  const std::string& ref = f.positional()[0];
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  if (follow && job.empty()) {
+    // Offsets belong to one job's log: pin the current job now.
+    auto nb = (*api)->Get(NotebookPath(ref));
+    if (!nb.ok()) return cmd.Fail(nb.status());
+    job = Str(*nb, "job");
+    if (job.empty()) {
+      return cmd.Fail(base::FailedPreconditionError("notebook " + ref + " has no job to follow"));
+    }
+  }
+  std::string path = NotebookPath(ref) + "/logs";
+  if (!job.empty()) path = AddQuery(path, "job", job);
+  LogStreamOptions options{.path = path,
+                           .offset = static_cast<uint64_t>(offset),
+                           .timestamps = timestamps,
+                           .follow = follow,
+                           .ended = [&]() -> base::Result<bool> {
+                             auto nb = (*api)->Get(NotebookPath(ref));
+                             if (!nb.ok() && nb.status().code() == base::StatusCode::kNotFound)
+                               return true;
+                             if (!nb.ok()) return nb.status();
+                             if (Str(*nb, "job") != job) return true;  // started again since
+                             const std::string state = Str(*nb, "state");
+                             return state == "STOPPED" || state == "FAILED" || state == "ERROR";
+                           }};
+  Status done = StreamLog(ctx, **api, options);
+  if (!done.ok()) return cmd.Fail(done);
+  return kExitOk;
+}
+
+// stop, start and delete: one POST or DELETE on the notebook.
+int RunNotebookAction(CommandContext& ctx, const std::vector<std::string>& args,
+                      std::string_view verb, std::string_view summary) {
+  CommandLine cmd(ctx, "sovai notebook " + std::string(verb), std::string(summary));
+  cmd.flags().Positional("NOTEBOOK");
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 1, 1)) return *code;
+  const std::string& ref = cmd.flags().positional()[0];
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  base::Result<Json> nb = verb == "delete"
+                              ? (*api)->Delete(NotebookPath(ref))
+                              : (*api)->Post(NotebookPath(ref) + "/" + std::string(verb), Json());
+  if (!nb.ok()) return cmd.Fail(nb.status());
+  if (nb->is_null()) *nb = Json{{"id", ref}, {"state", "DELETING"}};
+  if (cmd.json()) {
+    cmd.PrintJson(*nb);
+    return kExitOk;
+  }
+  ctx.console.Out(Str(*nb, "id") + "  " + Str(*nb, "state") + "\n");
+  return kExitOk;
+}
+
+int RunNotebookStop(CommandContext& ctx, const std::vector<std::string>& args) {
+  return RunNotebookAction(ctx, args, "stop",
+                           "Stops a notebook: Jupyter ends and its rw volumes are synced back\n"
+                           "(STOPPING, then STOPPED); 'sovai notebook start' runs it again.");
+}
+int RunNotebookStart(CommandContext& ctx, const std::vector<std::string>& args) {
+  return RunNotebookAction(ctx, args, "start",
+                           "Starts a STOPPED, FAILED or ERROR notebook again (STARTING).");
+}
+int RunNotebookDelete(CommandContext& ctx, const std::vector<std::string>& args) {
+  return RunNotebookAction(ctx, args, "delete",
+                           "Deletes a notebook: it stops (rw volumes synced) and disappears from "
+                           "lists.");
+}
+
+}  // namespace
+
+int RunNotebookCommand(CommandContext& ctx, const std::vector<std::string>& args) {
+  static const std::vector<Subcommand> kSubcommands = {
+      {"run", "start a Jupyter notebook with volumes", &RunNotebookRun},
+      {"list", "list the project's notebooks", &RunNotebookList},
+      {"get", "show a notebook and its events", &RunNotebookGet},
+      {"logs", "print (or follow with -f) Jupyter's log", &RunNotebookLogs},
+      {"stop", "stop a notebook (syncs its rw volumes)", &RunNotebookStop},
+      {"start", "start a stopped notebook", &RunNotebookStart},
+      {"delete", "delete a notebook", &RunNotebookDelete},
+  };
+  return RunGroup(ctx, "notebook",
+                  "Notebooks: Jupyter in the sandbox with buckets mounted, behind the gateway.",
+                  kSubcommands, args);
+}
+
+}  // namespace sovai::cli::client

@@ -1,0 +1,168 @@
+#include "control/notebook_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace sovai::control {
+namespace {
+
+using Json = nlohmann::json;
+
+SpecContext Context() { return {&FlavorCatalog::Default(), "EU-WEST-LOCAL"}; }
+
+NotebookSpec ParseOk(const Json& body) {
+  auto parsed = ParseNotebookSpec(body, Context());
+  if (auto* error = std::get_if<SpecError>(&parsed)) {
+    ADD_FAILURE() << error->status;
+    return {};
+  }
+  return std::get<NotebookSpec>(parsed);
+}
+
+SpecError ParseError(const Json& body) {
+  auto parsed = ParseNotebookSpec(body, Context());
+  if (auto* error = std::get_if<SpecError>(&parsed)) return *error;
+  ADD_FAILURE() << "parsed: " << body.dump();
+  return {};
+}
+
+std::vector<std::string> BadFields(const Json& body) {
+  std::vector<std::string> fields;
+  for (const FieldError& f : ParseError(body).fields) fields.push_back(f.field);
+  return fields;
+}
+
+bool Has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(NotebookSpecTest, OnlyTheFlavorIsRequired) {
+  NotebookSpec spec = ParseOk({{"flavor", "ai1-1-cpu"}});
+  EXPECT_EQ(spec.flavor, "ai1-1-cpu");
+  EXPECT_EQ(spec.editor, "jupyter");
+  EXPECT_EQ(spec.units, 1);
+  EXPECT_EQ(spec.idle_timeout_s, kDefaultNotebookIdleTimeoutS);
+  EXPECT_TRUE(spec.name.empty());
+  EXPECT_TRUE(spec.volumes.empty());
+  EXPECT_EQ(BadFields(Json::object()), std::vector<std::string>{"flavor"});
+}
+
+TEST(NotebookSpecTest, AFullSpecRoundTrips) {
+  Json body = {
+      {"name", "explore"},
+      {"editor", "jupyter"},
+      {"flavor", "ai1-1-cpu"},
+      {"units", 2},
+      {"volumes",
+       {"data@EU-WEST-LOCAL/ds:/workspace/data:ro", "data@EU-WEST-LOCAL/w:/workspace/w:rw"}},
+      {"labels", {{"team", "nlp"}}},
+      {"env", {{"HF_HUB_OFFLINE", "1"}}},
+      {"idle_timeout_s", 0}};
+  NotebookSpec spec = ParseOk(body);
+  EXPECT_EQ(spec.name, "explore");
+  EXPECT_EQ(spec.units, 2);
+  EXPECT_EQ(spec.volumes.size(), 2u);
+  EXPECT_EQ(spec.labels.at("team"), "nlp");
+  EXPECT_EQ(spec.env.at("HF_HUB_OFFLINE"), "1");
+  EXPECT_EQ(spec.idle_timeout_s, 0);
+  EXPECT_EQ(ParseOk(NotebookSpecToJson(spec)), spec);
+}
+
+TEST(NotebookSpecTest, VscodeIsRefusedSayingWhy) {
+  SpecError error = ParseError({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}});
+  EXPECT_EQ(error.status.code(), base::StatusCode::kInvalidArgument);
+  ASSERT_EQ(error.fields.size(), 1u);
+  EXPECT_EQ(error.fields[0].field, "editor");
+  EXPECT_EQ(error.fields[0].message, kVscodeRefusal);
+  EXPECT_NE(error.fields[0].message.find("code-server"), std::string::npos);
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"editor", "emacs"}}),
+            std::vector<std::string>{"editor"});
+}
+
+TEST(NotebookSpecTest, BadFieldsAreNamed) {
+  Json base = {{"flavor", "ai1-1-cpu"}};
+  auto with = [&](const char* key, Json value) {
+    Json body = base;
+    body[key] = std::move(value);
+    return BadFields(body);
+  };
+  EXPECT_TRUE(Has(with("name", "Not A Name"), "name"));
+  EXPECT_TRUE(Has(with("name", 7), "name"));
+  EXPECT_TRUE(Has(with("idle_timeout_s", -1), "idle_timeout_s"));
+  EXPECT_TRUE(Has(with("idle_timeout_s", kMaxNotebookIdleTimeoutS + 1), "idle_timeout_s"));
+  EXPECT_TRUE(Has(with("idle_timeout_s", "1h"), "idle_timeout_s"));
+  EXPECT_TRUE(Has(with("units", 0), "units"));
+  EXPECT_TRUE(Has(with("volumes", Json::array({"nope"})), "volumes[0]"));
+  EXPECT_TRUE(Has(with("volumes", Json::array({"data@EU-WEST-LOCAL/x:/tmp/x:rw"})), "volumes[0]"));
+  EXPECT_TRUE(Has(with("labels", {{"sovai.notebook", "x"}}), "labels.sovai.notebook"));
+  EXPECT_TRUE(Has(with("env", {{"JUPYTER_TOKEN", "x"}}), "env.JUPYTER_TOKEN"));
+  EXPECT_TRUE(Has(with("env", {{"PORT", "1"}}), "env.PORT"));
+  EXPECT_TRUE(Has(with("image", "sovai/shell"), "image"));  // not a notebook field
+  EXPECT_TRUE(Has(with("command", Json::array({"sh"})), "command"));
+  // Several problems are all reported.
+  Json body = {{"flavor", "ai1-1-cpu"}, {"name", "BAD"}, {"editor", "vim"}};
+  EXPECT_EQ(BadFields(body).size(), 2u);
+}
+
+TEST(NotebookSpecTest, AnUnknownFlavorIsNotFound) {
+  SpecError error = ParseError({{"flavor", "no-such-flavor"}});
+  EXPECT_EQ(error.status.code(), base::StatusCode::kNotFound);
+  ASSERT_FALSE(error.fields.empty());
+  EXPECT_EQ(error.fields[0].field, "flavor");
+}
+
+TEST(NotebookSpecTest, JupyterOpensInTheWorkspaceWhenVolumesAreThere) {
+  NotebookSpec spec;
+  EXPECT_EQ(NotebookDirOf(spec), "/tmp");
+  spec.volumes = {"data@EU-WEST-LOCAL/x:/data:ro"};
+  EXPECT_EQ(NotebookDirOf(spec), "/tmp");
+  spec.volumes.push_back("data@EU-WEST-LOCAL/w:/workspace/w:rw");
+  EXPECT_EQ(NotebookDirOf(spec), "/workspace");
+  spec.volumes = {"data@EU-WEST-LOCAL/w:/workspace:rw"};
+  EXPECT_EQ(NotebookDirOf(spec), "/workspace");
+  spec.volumes = {"data@EU-WEST-LOCAL/w:/workspacex:rw"};
+  EXPECT_EQ(NotebookDirOf(spec), "/tmp");
+}
+
+TEST(NotebookSpecTest, TheJobRunsJupyterWithThePlatformsToken) {
+  NotebookSpec spec = ParseOk({{"flavor", "ai1-1-cpu"},
+                               {"units", 2},
+                               {"volumes", {"data@EU-WEST-LOCAL/w:/workspace/w:rw"}},
+                               {"labels", {{"team", "nlp"}}},
+                               {"env", {{"A", "b"}}}});
+  JobSpec job = NotebookJobSpec("nb_1", spec, 41234, "s3cret");
+  EXPECT_EQ(job.image, kShellImage);
+  ASSERT_FALSE(job.command.empty());
+  EXPECT_EQ(job.command[0], "jupyter-notebook");
+  auto has_arg = [&](const std::string& arg) {
+    return std::find(job.command.begin(), job.command.end(), arg) != job.command.end();
+  };
+  EXPECT_TRUE(has_arg("--no-browser"));
+  EXPECT_TRUE(has_arg("--ip=127.0.0.1"));
+  EXPECT_TRUE(has_arg("--port=41234"));
+  EXPECT_TRUE(has_arg("--NotebookApp.base_url=/notebooks/nb_1/"));
+  EXPECT_TRUE(has_arg("--NotebookApp.notebook_dir=/workspace"));
+  for (const std::string& arg : job.command) {
+    EXPECT_EQ(arg.find("s3cret"), std::string::npos) << "the token is never on the command line";
+  }
+  EXPECT_EQ(job.env.at("JUPYTER_TOKEN"), "s3cret");
+  EXPECT_EQ(job.env.at("PORT"), "41234");
+  EXPECT_EQ(job.env.at("A"), "b");
+  EXPECT_EQ(job.env.at("JUPYTER_RUNTIME_DIR").rfind("/tmp/", 0), 0u);
+  EXPECT_EQ(job.labels.at("sovai.notebook"), "nb_1");
+  EXPECT_EQ(job.labels.at("team"), "nlp");
+  EXPECT_EQ(job.flavor, "ai1-1-cpu");
+  EXPECT_EQ(job.units, 2);
+  EXPECT_EQ(job.volumes, spec.volumes);
+  EXPECT_EQ(job.network, NetworkMode::kHost);
+  EXPECT_EQ(job.timeout_s, kNotebookJobTimeoutS);
+  // A stand-in program keeps Jupyter's flags after its own arguments.
+  JobSpec fake = NotebookJobSpec("nb_1", spec, 1, "t", {"python3", "fake.py"});
+  EXPECT_EQ(fake.command[0], "python3");
+  EXPECT_EQ(fake.command[1], "fake.py");
+  EXPECT_EQ(fake.command[2], "--no-browser");
+}
+
+}  // namespace
+}  // namespace sovai::control

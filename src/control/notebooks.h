@@ -1,0 +1,202 @@
+// Notebooks: the state machine of docs/api/notebooks.md. A notebook is one job of its project
+// (JobService) running Jupyter (`jupyter-notebook` of the host, image sovai/shell) on a port of
+// the host that the platform picks, with the notebook's volumes; a reconcile loop submits that
+// job, probes Jupyter until it answers, watches its activity and stops it after the idle timeout,
+// and follows the job to its end. The gateway (src/gateway/notebook_gateway.h) routes
+// /notebooks/<id>/ to it with Jupyter's token, which only the platform knows.
+//
+//   SOVAI_ASSIGN_OR_RETURN(auto notebooks, NotebookService::Start(db, options));
+//   SOVAI_ASSIGN_OR_RETURN(Notebook nb, notebooks->Create(project, user, spec));
+//   ... notebooks->Get(project, nb.id), notebooks->Stop(...), notebooks->StartNotebook(...) ...
+//
+// States: STARTING (the job is queued, syncing volumes down, or Jupyter is booting), RUNNING
+// (Jupyter answers), STOPPING (the job was asked to stop: SIGTERM, then its rw volumes are
+// synced up), STOPPED (the job ended after a stop, an idle stop, a budget stop, its timeout or a
+// server restart), FAILED (Jupyter exited by itself, or did not answer within the start timeout),
+// ERROR (the platform could not run it: admission refused, a volume could not sync, the sandbox
+// could not start), DELETING (stopping before the notebook goes), DELETED (gone from lists; the
+// row stays). STOPPED, FAILED and ERROR notebooks start again with StartNotebook (a new job).
+//
+// Restart: notebooks are rows of the control database; their jobs die with the server
+// (JobService marks them INTERRUPTED and syncs their outputs), so after a restart a notebook
+// that was STARTING, RUNNING or STOPPING is STOPPED ("the server restarted"): the kernels' state
+// is gone, and a notebook nobody uses must not start billing again by itself.
+//
+// Project isolation: every user-facing method takes the caller's project; a notebook of another
+// project is NotFound, exactly like a missing one.
+// Thread-safety: all methods may be called concurrently. `mu_` guards the table of notebooks;
+// the reconcile thread does its slow work (probes, job calls) without it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/env.h"
+#include "base/status.h"
+#include "base/ulid.h"
+#include "control/db.h"
+#include "control/jobs.h"
+#include "control/limits.h"
+#include "control/notebook_spec.h"
+
+namespace sovai::control {
+
+enum class NotebookState : uint8_t {
+  kStarting,
+  kRunning,
+  kStopping,
+  kStopped,
+  kFailed,
+  kError,
+  kDeleting,
+  kDeleted,
+};
+std::string_view NotebookStateName(NotebookState state);  // "STARTING", ...
+
+struct NotebookEvent {
+  int64_t at_unix_micros = 0;
+  std::string what;  // "state RUNNING", "job job_... started on port 41234", "idle for 3600 s"
+};
+
+struct Notebook {
+  std::string id;  // "nb_<ULID>"
+  std::string project;
+  std::string user;
+  NotebookSpec spec;
+  NotebookState state = NotebookState::kStarting;
+  std::string reason;
+  std::string job;  // the current (or last) job; "" before the first submission
+  uint16_t port = 0;
+  // Jupyter's token for the current job (new at each start). Never in the REST representation.
+  std::string jupyter_token;
+  std::vector<std::string> recent_jobs;  // newest last, bounded
+  std::vector<NotebookEvent> events;     // bounded by kMaxNotebookEvents
+  int64_t created_unix_micros = 0;
+  int64_t started_unix_micros = 0;        // of the current start
+  int64_t last_activity_unix_micros = 0;  // Jupyter's or the gateway's, whichever is later
+};
+
+// The REST representation (docs/api/notebooks.md); `api_url` makes the notebook's URL.
+nlohmann::json NotebookToJson(const Notebook& notebook, std::string_view api_url);
+
+// What the gateway needs to route a request to a notebook.
+struct NotebookRoute {
+  std::string id;
+  std::string project;
+  std::map<std::string, std::string> labels;
+  NotebookState state = NotebookState::kStarting;
+  uint16_t port = 0;
+  std::string jupyter_token;
+};
+
+// An answer of Jupyter's API: its status and body.
+struct JupyterAnswer {
+  int status = 0;
+  std::string body;
+};
+
+struct NotebookServiceOptions {
+  JobService* jobs = nullptr;  // not owned
+  base::Env* env = nullptr;    // nullptr = base::Env::Default()
+  // GET http://127.0.0.1:<port><path> with `Authorization: token <token>`; nullopt when nothing
+  // answered. nullptr: a real HTTP call (kProbeTimeout).
+  std::function<std::optional<JupyterAnswer>(uint16_t port, const std::string& path,
+                                             const std::string& token)>
+      fetch;
+  // The program and first arguments of the notebook's job (NotebookJobSpec); tests put a
+  // stand-in for Jupyter here.
+  std::vector<std::string> jupyter_command = {std::string(kJupyterProgram)};
+  std::chrono::milliseconds reconcile_interval{200};
+  std::chrono::milliseconds probe_interval{500};  // while STARTING
+  std::chrono::milliseconds activity_poll_interval = kNotebookActivityPollInterval;
+  std::chrono::milliseconds start_timeout = kNotebookStartTimeout;
+};
+
+class NotebookService {
+ public:
+  static base::Result<std::unique_ptr<NotebookService>> Start(ControlDb& db,
+                                                              NotebookServiceOptions options);
+  ~NotebookService();  // Shutdown()
+  NotebookService(const NotebookService&) = delete;
+  NotebookService& operator=(const NotebookService&) = delete;
+
+  // Creates a notebook (STARTING) and submits its job. Errors: AlreadyExists (the name is taken
+  // in the project), ResourceExhausted (kMaxNotebooksPerProject), FailedPrecondition (the flavor
+  // can never run here), and the job's admission errors (JobService::Submit: a missing bucket is
+  // NotFound naming "volumes[i]", a budget refusal FailedPrecondition, ...), after which nothing
+  // is left behind. `bad_field` receives the field an error is about.
+  base::Result<Notebook> Create(const std::string& project, const std::string& user,
+                                NotebookSpec spec, std::string* bad_field = nullptr);
+  // `notebook` is an id or a name. Deleted notebooks are NotFound.
+  base::Result<Notebook> Get(const std::string& project, const std::string& notebook);
+  // Notebooks carrying all `labels`, oldest first (at most kMaxPageSize).
+  base::Result<std::vector<Notebook>> List(const std::string& project,
+                                           const std::map<std::string, std::string>& labels);
+  // STOPPING (STOPPED at once without a job). A STOPPED, FAILED or ERROR notebook is returned as
+  // is. FailedPrecondition while DELETING. `reason` "" = "stopped by the user".
+  base::Result<Notebook> Stop(const std::string& project, const std::string& notebook,
+                              const std::string& reason = "");
+  // A STOPPED, FAILED or ERROR notebook starts again (STARTING, a new job with a new port and
+  // Jupyter token). The job's admission errors as for Create (the notebook stays as it was);
+  // FailedPrecondition in other states.
+  base::Result<Notebook> StartNotebook(const std::string& project, const std::string& notebook);
+  // DELETING (its job stopped, outputs synced), then DELETED (the name is free again at once).
+  base::Result<Notebook> Delete(const std::string& project, const std::string& notebook);
+  // The log of the notebook's current (or last) job, `job` "" = that one, else one of its
+  // recent jobs (NotFound otherwise).
+  base::Result<exec::LogChunk> ReadLog(const std::string& project, const std::string& notebook,
+                                       const std::string& job, uint64_t offset, size_t max_bytes);
+
+  // For the gateway: the notebook `id` (nullopt when it does not exist or was deleted), and a
+  // request that reached it (activity that holds off the idle stop).
+  std::optional<NotebookRoute> Route(const std::string& id);
+  void NoteActivity(const std::string& id);
+
+  // Runs one reconcile pass over every notebook now (tests; the loop does it every
+  // reconcile_interval).
+  void ReconcileAll();
+
+  // Stops the reconcile loop (notebooks' jobs are jobs: JobService::Shutdown stops them).
+  // Idempotent.
+  void Shutdown();
+
+ private:
+  struct Runtime;  // per-notebook state of the loop that is not persisted
+  NotebookService(ControlDb& db, NotebookServiceOptions options);
+  base::Status Load();
+  base::Status Save(const Notebook& notebook);
+  void Loop();
+  void Reconcile(const std::string& id);
+  base::Result<Notebook*> FindLocked(const std::string& project, const std::string& notebook);
+  void SetStateLocked(Notebook& notebook, NotebookState state, std::string reason = "");
+  void AddEventLocked(Notebook& notebook, std::string what);
+  // Picks a port and a token and submits the notebook's job; records both in `notebook`.
+  base::Status SubmitJob(Notebook& notebook, std::string* bad_field);
+  // When Jupyter last saw activity (its /api/status last_activity; now when a kernel is busy),
+  // nullopt when it did not answer.
+  std::optional<int64_t> JupyterActivity(const Notebook& notebook);
+
+  ControlDb& db_;
+  NotebookServiceOptions options_;
+  base::Env& env_;
+  base::UlidGenerator ulids_;
+
+  std::mutex mu_;  // guards notebooks_, runtime_, stopping_
+  std::condition_variable cv_;
+  std::map<std::string, Notebook> notebooks_;                // by id; deleted ones are dropped
+  std::map<std::string, std::shared_ptr<Runtime>> runtime_;  // by notebook id
+  bool stopping_ = false;
+  std::thread loop_;
+};
+
+}  // namespace sovai::control

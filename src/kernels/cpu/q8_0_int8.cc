@@ -1,0 +1,479 @@
+#include "kernels/cpu/q8_0_int8.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/check.h"
+#include "kernels/cpu/inference.h"
+#include "kernels/cpu/vec_math.h"
+#include "kernels/q8_0.h"
+#include "tensor/dtype.h"
+
+// The SIMD kernels are compiled for their instruction sets by target attributes (the rest of the
+// binary stays baseline x86-64) and only called after checking the CPU. Feature names rather than
+// x86-64 levels, so that clang compiles them too.
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define SOVAI_INT8_X86 1
+#define SOVAI_TARGET_INT8_AVX2 __attribute__((target("avx2,f16c")))
+#define SOVAI_TARGET_INT8_VNNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vnni")))
+#else
+#define SOVAI_INT8_X86 0
+#endif
+
+namespace sovai::kernels::cpu {
+namespace {
+
+constexpr int64_t kBlockValues = static_cast<int64_t>(kQ8_0BlockValues);
+constexpr int64_t kBlockBytes = static_cast<int64_t>(kQ8_0BlockBytes);
+// 4-byte groups per block: one integer instruction per group and tile.
+constexpr int64_t kGroups = kBlockValues / 4;
+constexpr int64_t kMaxTileRows = 16;
+constexpr int64_t kMaxTilesPerPass = 2;
+// Rows of x one thread quantizes at the least (a row of 896 values takes about a microsecond).
+constexpr int64_t kMinQuantizeRowsPerThread = 8;
+
+float BlockScale(const uint8_t* block) {
+  uint16_t bits;
+  std::memcpy(&bits, block, sizeof bits);
+  return tensor::F16ToFloat(bits);
+}
+
+// The quantized activations of one call, in the layout of one kernel: row r is lane r % L of tile
+// r / L. Tile t, block b: the bytes of 4-value group j of every lane together,
+// q[((t * blocks + b) * kGroups + j) * L * 4 + lane * 4 + k] = qx[r][b * 32 + 4 * j + k]
+// (plus 128 for VNNI), and d[(t * blocks + b) * L + lane] = dx[r][b]. For L = 1 that is simply
+// the rows one after the other. Lanes past the last row hold q = 0 and d = 0.
+struct PackedRows {
+  int64_t lanes = 1;
+  int64_t blocks = 0;
+  uint8_t* q = nullptr;
+  float* d = nullptr;
+
+  uint8_t* Q(int64_t tile) const { return q + tile * blocks * kBlockValues * lanes; }
+  float* D(int64_t tile) const { return d + tile * blocks * lanes; }
+};
+
+// Spreads one quantized row (q[blocks * 32], d[blocks]) into its lane of `packed`.
+void Interleave(const PackedRows& packed, int64_t row, const int8_t* q, const float* d,
+                bool plus_128) {
+  const int64_t lanes = packed.lanes;
+  const int64_t lane = row % lanes;
+  uint8_t* q_tile = packed.Q(row / lanes);
+  float* d_tile = packed.D(row / lanes);
+  const uint8_t flip = plus_128 ? 0x80 : 0x00;  // q + 128 as an unsigned byte
+  for (int64_t b = 0; b < packed.blocks; ++b) {
+    for (int64_t j = 0; j < kGroups; ++j) {
+      uint8_t* dst = q_tile + ((b * kGroups + j) * lanes + lane) * 4;
+      const int8_t* src = q + b * kBlockValues + j * 4;
+      for (int k = 0; k < 4; ++k) dst[k] = static_cast<uint8_t>(src[k]) ^ flip;
+    }
+    d_tile[b * lanes + lane] = d[b];
+  }
+}
+
+// --- plain C++: one (row, output) pair at a time -------------------------------------------------
+
+float DotPlain(const int8_t* qx, const float* dx, const uint8_t* w_row, const float* dw,
+               int64_t blocks) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const auto* qw = reinterpret_cast<const int8_t*>(w_row + b * kBlockBytes + 2);
+    const int8_t* q = qx + b * kBlockValues;
+    int32_t isum = 0;
+    for (int64_t k = 0; k < kBlockValues; ++k) {
+      isum += static_cast<int32_t>(qw[k]) * static_cast<int32_t>(q[k]);
+    }
+    sum = sum + static_cast<float>(isum) * (dx[b] * dw[b]);
+  }
+  return sum;
+}
+
+#if SOVAI_INT8_X86
+
+inline uint32_t LoadU32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// dw[b] = the half scale of block b of a weight row, widened by F16C (exact, as F16ToFloat; a
+// signaling NaN comes out quiet, which any product with it would do anyway). Decode converts every
+// scale of the model once per token, so this matters next to the products themselves.
+SOVAI_TARGET_INT8_AVX2 void BlockScalesF16c(const uint8_t* w_row, int64_t blocks, float* dw) {
+  int64_t b = 0;
+  for (; b + 8 <= blocks; b += 8) {
+    uint16_t halves[8];
+    for (int k = 0; k < 8; ++k) std::memcpy(&halves[k], w_row + (b + k) * kBlockBytes, 2);
+    _mm256_storeu_ps(dw + b,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves))));
+  }
+  for (; b < blocks; ++b) {
+    uint16_t half;
+    std::memcpy(&half, w_row + b * kBlockBytes, sizeof half);
+    dw[b] = _cvtsh_ss(half);
+  }
+}
+
+// --- AVX2: 8 rows per tile -----------------------------------------------------------------------
+
+// sums[g][lane] for outputs w_rows + g * row_bytes (g < G) and the 8 rows of one tile.
+template <int G>
+SOVAI_TARGET_INT8_AVX2 void TileAvx2(const uint8_t* q, const float* d, const uint8_t* w_rows,
+                                     int64_t row_bytes, const float* dw, int64_t blocks,
+                                     float (*sums)[kMaxTileRows]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 sum[G];
+  for (int g = 0; g < G; ++g) sum[g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i acc[G];
+    for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_si256();
+    const uint8_t* q_block = q + b * kGroups * 32;
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kGroups; ++j) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q_block + j * 32));
+      for (int g = 0; g < G; ++g) {
+        const __m256i w = _mm256_set1_epi32(
+            static_cast<int32_t>(LoadU32(w_rows + g * row_bytes + b * kBlockBytes + 2 + j * 4)));
+        // |w| (unsigned; 128 for -128) times x with w's sign: pairs of products fit int16.
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+        acc[g] = _mm256_add_epi32(acc[g], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+    const __m256 dx = _mm256_loadu_ps(d + b * 8);
+    for (int g = 0; g < G; ++g) {
+      const __m256 scale = _mm256_mul_ps(dx, _mm256_set1_ps(dw[g * blocks + b]));
+      sum[g] = _mm256_add_ps(sum[g], _mm256_mul_ps(_mm256_cvtepi32_ps(acc[g]), scale));
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_ps(sums[g], sum[g]);
+}
+
+// --- AVX-512 VNNI: 16 rows per tile --------------------------------------------------------------
+
+// GCC 12 warns about the deliberately undefined pass-through operand inside _mm512_cvtepi32_ps.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// neg[b] = -128 * (sum of the weight row's quants in block b): what vpdpbusd over q + 128 counts
+// in excess.
+SOVAI_TARGET_INT8_VNNI void NegatedCompensationVnni(const uint8_t* w_row, int64_t blocks,
+                                                    int32_t* neg) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256i biased = _mm256_xor_si256(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + b * kBlockBytes + 2)), flip);
+    const __m256i partial = _mm256_sad_epu8(biased, _mm256_setzero_si256());  // 4 x u64
+    __m128i total =
+        _mm_add_epi64(_mm256_castsi256_si128(partial), _mm256_extracti128_si256(partial, 1));
+    total = _mm_add_epi64(total, _mm_unpackhi_epi64(total, total));
+    const int32_t sum = _mm_cvtsi128_si32(total) - 128 * static_cast<int32_t>(kBlockValues);
+    neg[b] = -128 * sum;
+  }
+}
+
+// sums[t * G + g][lane] for T consecutive row tiles (T <= 2) and G outputs. Per 4-byte group, T
+// activation vectors and G weight broadcasts feed T * G independent accumulators (one vpdpbusd
+// each), so loads stay below one per vpdpbusd and no accumulator waits on its previous sum.
+template <int T, int G>
+SOVAI_TARGET_INT8_VNNI void TileVnni(const uint8_t* q, int64_t q_tile_bytes, const float* d,
+                                     int64_t d_tile_floats, const uint8_t* w_rows,
+                                     int64_t row_bytes, const float* dw, const int32_t* neg,
+                                     int64_t blocks, float (*sums)[kMaxTileRows]) {
+  __m512 sum[T][G];
+  for (int t = 0; t < T; ++t) {
+    for (int g = 0; g < G; ++g) sum[t][g] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i acc[T][G];
+    for (int g = 0; g < G; ++g) {
+      const __m512i start = _mm512_set1_epi32(neg[g * blocks + b]);
+      for (int t = 0; t < T; ++t) acc[t][g] = start;
+    }
+    const uint8_t* w_block = w_rows + b * kBlockBytes + 2;
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kGroups; ++j) {
+      __m512i x[T];
+      for (int t = 0; t < T; ++t) {
+        x[t] = _mm512_loadu_si512(q + t * q_tile_bytes + (b * kGroups + j) * 64);
+      }
+      for (int g = 0; g < G; ++g) {
+        const __m512i w =
+            _mm512_set1_epi32(static_cast<int32_t>(LoadU32(w_block + g * row_bytes + j * 4)));
+        for (int t = 0; t < T; ++t) acc[t][g] = _mm512_dpbusd_epi32(acc[t][g], x[t], w);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_loadu_ps(d + t * d_tile_floats + b * 16);
+      for (int g = 0; g < G; ++g) {
+        const __m512 scale = _mm512_mul_ps(dx, _mm512_set1_ps(dw[g * blocks + b]));
+        sum[t][g] = _mm512_add_ps(sum[t][g], _mm512_mul_ps(_mm512_cvtepi32_ps(acc[t][g]), scale));
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int g = 0; g < G; ++g) _mm512_storeu_ps(sums[t * G + g], sum[t][g]);
+  }
+}
+
+template <int T>
+void TileVnniAnyCount(int64_t count, const uint8_t* q, int64_t q_tile_bytes, const float* d,
+                      int64_t d_tile_floats, const uint8_t* w_rows, int64_t row_bytes,
+                      const float* dw, const int32_t* neg, int64_t blocks,
+                      float (*sums)[kMaxTileRows]) {
+  switch (count) {
+    case 1:
+      return TileVnni<T, 1>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
+                            sums);
+    case 2:
+      return TileVnni<T, 2>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
+                            sums);
+    case 3:
+      return TileVnni<T, 3>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
+                            sums);
+    default:
+      return TileVnni<T, 4>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
+                            sums);
+  }
+}
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // SOVAI_INT8_X86
+
+// Row tiles one pass of a kernel covers.
+int64_t TilesPerPass(Int8Kernel kernel) { return kernel == Int8Kernel::kAvx512Vnni ? 2 : 1; }
+
+// `tile_count` (1 to TilesPerPass) row tiles from `tile` on, times `count` (1 to
+// kInt8OutputGroup) outputs, into sums[t * count + g][lane].
+void TilesTimesOutputs(Int8Kernel kernel, const PackedRows& packed, int64_t tile,
+                       int64_t tile_count, const uint8_t* w_rows, int64_t row_bytes,
+                       const float* dw, const int32_t* neg, int64_t count,
+                       float (*sums)[kMaxTileRows]) {
+  static_assert(kInt8OutputGroup == 4);
+  const int64_t blocks = packed.blocks;
+  const uint8_t* q = packed.Q(tile);
+  const float* d = packed.D(tile);
+  switch (kernel) {
+    case Int8Kernel::kPlain:
+      for (int64_t g = 0; g < count; ++g) {
+        sums[g][0] = DotPlain(reinterpret_cast<const int8_t*>(q), d, w_rows + g * row_bytes,
+                              dw + g * blocks, blocks);
+      }
+      return;
+#if SOVAI_INT8_X86
+    case Int8Kernel::kAvx2:
+      switch (count) {
+        case 1:
+          return TileAvx2<1>(q, d, w_rows, row_bytes, dw, blocks, sums);
+        case 2:
+          return TileAvx2<2>(q, d, w_rows, row_bytes, dw, blocks, sums);
+        case 3:
+          return TileAvx2<3>(q, d, w_rows, row_bytes, dw, blocks, sums);
+        default:
+          return TileAvx2<4>(q, d, w_rows, row_bytes, dw, blocks, sums);
+      }
+    case Int8Kernel::kAvx512Vnni: {
+      const int64_t q_tile_bytes = packed.Q(1) - packed.Q(0);
+      const int64_t d_tile_floats = packed.D(1) - packed.D(0);
+      if (tile_count == 2) {
+        return TileVnniAnyCount<2>(count, q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw,
+                                   neg, blocks, sums);
+      }
+      return TileVnniAnyCount<1>(count, q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw,
+                                 neg, blocks, sums);
+    }
+#else
+    default:
+      SOVAI_CHECK(false) << "no SIMD int8 kernels in this build";
+#endif
+  }
+}
+
+#if SOVAI_INT8_X86
+// F16C by CPUID (clang 14's __builtin_cpu_supports does not know it).
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
+bool RunsHere(Int8Kernel kernel) {
+#if SOVAI_INT8_X86
+  static const bool f16c = CpuHasF16c();
+  switch (kernel) {
+    case Int8Kernel::kPlain:
+      return true;
+    case Int8Kernel::kAvx2:
+      return __builtin_cpu_supports("avx2") && f16c;
+    case Int8Kernel::kAvx512Vnni:
+      return f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return kernel == Int8Kernel::kPlain;
+#endif
+}
+
+}  // namespace
+
+Int8Kernel Int8KernelFor(Isa isa) {
+  // Context lowers its isa to what the CPU supports, so kAvx2 and kAvx512 are safe to trust.
+  if (isa == Isa::kAvx512 && RunsHere(Int8Kernel::kAvx512Vnni)) return Int8Kernel::kAvx512Vnni;
+  if (isa >= Isa::kAvx2 && RunsHere(Int8Kernel::kAvx2)) return Int8Kernel::kAvx2;
+  return Int8Kernel::kPlain;
+}
+
+int64_t Int8TileRows(Int8Kernel kernel) {
+  switch (kernel) {
+    case Int8Kernel::kPlain:
+      return 1;
+    case Int8Kernel::kAvx2:
+      return 8;
+    case Int8Kernel::kAvx512Vnni:
+      return 16;
+  }
+  return 1;
+}
+
+// Compiled per instruction set; every step is one correctly rounded f32 operation or an exact
+// integer one, so every version gives the same bytes.
+SOVAI_CPU_CLONES void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* d) {
+  const int64_t blocks = cols / kBlockValues;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* v = x + b * kBlockValues;
+    int8_t* out = q + b * kBlockValues;
+    // max |x| as QuantizeRowQ8_0 takes it for finite values; NaN is tracked apart (ggml's running
+    // maximum would drop a NaN that is followed by a larger value).
+    float amax = 0.0f;
+    int nan = 0;
+    for (int64_t k = 0; k < kBlockValues; ++k) {
+      const float magnitude = std::fabs(v[k]);
+      amax = magnitude > amax ? magnitude : amax;
+      nan |= v[k] != v[k];
+    }
+    const float scale = amax / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    for (int64_t k = 0; k < kBlockValues; ++k) {
+      const float scaled = v[k] * inverse;
+      // roundf(|scaled|) clamped to 127 (NaN to 0): truncate, then add 1 if the fraction (exact:
+      // a - trunc(a) for a < 2^23) is at least one half, which is round-half-away-from-zero.
+      float a = std::fabs(scaled);
+      a = a < 127.0f ? a : (a >= 127.0f ? 127.0f : 0.0f);
+      const int32_t whole = static_cast<int32_t>(a);
+      const int32_t rounded = whole + (a - static_cast<float>(whole) >= 0.5f ? 1 : 0);
+      out[k] = static_cast<int8_t>(scaled < 0.0f ? -rounded : rounded);
+    }
+    d[b] = nan != 0 ? std::numeric_limits<float>::quiet_NaN() : scale;
+  }
+}
+
+void Q8_0ProductInt8(Context& context, float* out, const float* x, const WeightRef& w, int64_t n,
+                     float beta) {
+  Q8_0ProductInt8With(Int8KernelFor(context.isa()), context, out, x, w, n, beta);
+}
+
+void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const float* x,
+                         const WeightRef& w, int64_t n, float beta) {
+  SOVAI_CHECK(RunsHere(kernel)) << "int8 kernel " << static_cast<int>(kernel)
+                                << " needs instructions this CPU lacks";
+  SOVAI_CHECK_EQ(w.cols % kBlockValues, int64_t{0}) << "Q8_0 rows are whole blocks of 32";
+  if (n <= 0 || w.rows <= 0) return;
+  const int64_t in = w.cols;
+  const int64_t out_features = w.rows;
+  const int64_t blocks = in / kBlockValues;
+  const int64_t row_bytes = blocks * kBlockBytes;
+  const auto* weights = static_cast<const uint8_t*>(w.data);
+  const bool plus_128 = kernel == Int8Kernel::kAvx512Vnni;
+
+  // x quantized once per call, in the kernel's layout: [tiles * L * blocks] scales, then the bytes.
+  PackedRows packed;
+  packed.lanes = Int8TileRows(kernel);
+  packed.blocks = blocks;
+  const int64_t tiles = (n + packed.lanes - 1) / packed.lanes;
+  const int64_t scale_count = tiles * packed.lanes * blocks;
+  const int64_t byte_count = tiles * packed.lanes * in;
+  float* shared =
+      context.Shared(Context::Slot::kD, static_cast<size_t>(scale_count + (byte_count + 3) / 4));
+  packed.d = shared;
+  packed.q = reinterpret_cast<uint8_t*>(shared + scale_count);
+  if (n % packed.lanes != 0) {
+    // The padding lanes: q = 0 (stored as 128 for VNNI) and d = 0, so their sums stay 0.
+    const int64_t last = tiles - 1;
+    std::memset(packed.Q(last), plus_128 ? 0x80 : 0, static_cast<size_t>(packed.lanes * in));
+    std::fill_n(packed.D(last), packed.lanes * blocks, 0.0f);
+  }
+
+  // Per-thread scratch: a row's q and d before interleaving, then a task's weight scales (f32)
+  // and VNNI's compensations (int32, in the same float buffer).
+  const int64_t row_floats = blocks + (in + 3) / 4;
+  const int64_t task_floats = 2 * kQ8_0OutputTile * blocks;
+  context.ReserveThreadScratch(static_cast<size_t>(std::max(row_floats, task_floats)));
+
+  ParallelRanges(
+      context, n, kMinQuantizeRowsPerThread, [&](int64_t begin, int64_t end, int thread) {
+        float* row_d = context.ThreadScratch(thread);
+        auto* row_q = reinterpret_cast<int8_t*>(row_d + blocks);
+        for (int64_t r = begin; r < end; ++r) {
+          if (packed.lanes == 1) {
+            QuantizeRowQ8(x + r * in, in, reinterpret_cast<int8_t*>(packed.Q(r)), packed.D(r));
+          } else {
+            QuantizeRowQ8(x + r * in, in, row_q, row_d);
+            Interleave(packed, r, row_q, row_d, plus_128);
+          }
+        }
+      });
+
+  // Tasks are tiles of kQ8_0OutputTile outputs, as Q8_0Product's: the tile's weights stay in
+  // cache while every row tile passes them.
+  const int64_t output_tiles = (out_features + kQ8_0OutputTile - 1) / kQ8_0OutputTile;
+  ParallelTasks(context, output_tiles, [&](int64_t task, int thread) {
+    const int64_t o0 = task * kQ8_0OutputTile;
+    const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
+    float* dw = context.ThreadScratch(thread);                              // [o1 - o0][blocks]
+    auto* neg = reinterpret_cast<int32_t*>(dw + kQ8_0OutputTile * blocks);  // [o1 - o0][blocks]
+    for (int64_t o = o0; o < o1; ++o) {
+      const uint8_t* row = weights + o * row_bytes;
+      float* row_dw = dw + (o - o0) * blocks;
+#if SOVAI_INT8_X86
+      if (kernel != Int8Kernel::kPlain) {
+        BlockScalesF16c(row, blocks, row_dw);
+        if (plus_128) NegatedCompensationVnni(row, blocks, neg + (o - o0) * blocks);
+        continue;
+      }
+#endif
+      for (int64_t b = 0; b < blocks; ++b) row_dw[b] = BlockScale(row + b * kBlockBytes);
+    }
+    float sums[kMaxTilesPerPass * kInt8OutputGroup][kMaxTileRows];
+    const int64_t pass = TilesPerPass(kernel);
+    for (int64_t tile = 0; tile < tiles; tile += pass) {
+      const int64_t tile_count = std::min(pass, tiles - tile);
+      for (int64_t og = o0; og < o1; og += kInt8OutputGroup) {
+        const int64_t count = std::min(kInt8OutputGroup, o1 - og);
+        TilesTimesOutputs(kernel, packed, tile, tile_count, weights + og * row_bytes, row_bytes,
+                          dw + (og - o0) * blocks, neg + (og - o0) * blocks, count, sums);
+        for (int64_t t = 0; t < tile_count; ++t) {
+          const int64_t first_row = (tile + t) * packed.lanes;
+          const int64_t rows = std::min(packed.lanes, n - first_row);
+          for (int64_t lane = 0; lane < rows; ++lane) {
+            float* dst = out + (first_row + lane) * out_features + og;
+            for (int64_t g = 0; g < count; ++g) {
+              const float value = sums[t * count + g][lane];
+              dst[g] = beta == 0 ? value : dst[g] + value;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace sovai::kernels::cpu

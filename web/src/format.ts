@@ -1,0 +1,42 @@
+// Formatting for tables and facts.
+
+export function bytes(n: number): string {
+  if (!isFinite(n)) return "";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+export function dateTime(date: Date): string {
+  return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+export function fromMicros(us: number): Date {
+  return new Date(us / 1000);
+}
+
+/** "45 s", "3 min 20 s", "2 h 5 min", "3 d 4 h". */
+export function duration(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86400)} d ${Math.floor((s % 86400) / 3600)} h`;
+}
+
+/** "just now", "5 min ago", or the date. */
+export function ago(date: Date, now = Date.now()): string {
+  const s = (now - date.getTime()) / 1000;
+  if (s < 10) return "just now";
+  if (s < 3600 * 24) return `${duration(s).split(" ").slice(0, 2).join(" ")} ago`;
+  return date.toLocaleDateString();
+}
+
+export function eur(text: string): string {
+  return `€${text}`;
+}
