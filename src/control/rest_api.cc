@@ -1,6 +1,7 @@
 #include "control/rest_api.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -1010,13 +1011,7 @@ class RestApi {
     auto job = VisibleJob(request, p);
     if (!job.ok()) return Problem(job.status());
     uint64_t offset = 0;
-    if (auto text = request.query("offset")) {
-      auto n = base::ParseUint64(*text);
-      if (!n.ok()) {
-        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
-      }
-      offset = *n;
-    }
+    if (auto bad = ParseLogOffset(request, &offset)) return *bad;
     const bool follow = request.query("follow").value_or("false") == "true";
     JobService* jobs = control_.jobs();
     const std::string project = p.project.id;
@@ -1070,21 +1065,7 @@ class RestApi {
   }
 
   net::Response ListApps(net::Request& request, const Principal& p) {
-    AppService* apps = control_.apps();
-    if (apps == nullptr) return Problem(NoJobs());
-    std::map<std::string, std::string> labels = p.token.selector.labels();
-    if (auto filter = request.query("labels")) {
-      auto selector = LabelSelector::Parse(*filter);
-      if (!selector.ok()) return FieldProblem(selector.status(), "labels");
-      if (!MergeFilter(selector->labels(), labels)) {
-        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
-      }
-    }
-    auto listed = apps->List(p.project.id, labels);
-    if (!listed.ok()) return Problem(listed.status());
-    Json items = Json::array();
-    for (const App& app : *listed) items.push_back(AppToJson(app, ApiBase(request)));
-    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+    return ListLabelled(request, p, control_.apps(), &AppToJson);
   }
 
   net::Response GetApp(net::Request& request, const Principal& p) {
@@ -1131,27 +1112,13 @@ class RestApi {
   }
 
   net::Response StopApp(net::Request& request, const Principal& p) {
-    auto app = VisibleApp(request, p);
-    if (!app.ok()) return Problem(app.status());
-    auto stopped = control_.apps()->Stop(p.project.id, app->id);
-    if (!stopped.ok()) return Problem(stopped.status());
-    return JsonResponse(202, AppToJson(*stopped, ApiBase(request)));
+    return Lifecycle(request, p, control_.apps(), "app", &AppService::Stop, &AppToJson);
   }
-
   net::Response StartApp(net::Request& request, const Principal& p) {
-    auto app = VisibleApp(request, p);
-    if (!app.ok()) return Problem(app.status());
-    auto started = control_.apps()->StartApp(p.project.id, app->id);
-    if (!started.ok()) return Problem(started.status());
-    return JsonResponse(202, AppToJson(*started, ApiBase(request)));
+    return Lifecycle(request, p, control_.apps(), "app", &AppService::StartApp, &AppToJson);
   }
-
   net::Response DeleteApp(net::Request& request, const Principal& p) {
-    auto app = VisibleApp(request, p);
-    if (!app.ok()) return Problem(app.status());
-    auto deleted = control_.apps()->Delete(p.project.id, app->id);
-    if (!deleted.ok()) return Problem(deleted.status());
-    return JsonResponse(202, AppToJson(*deleted, ApiBase(request)));
+    return Lifecycle(request, p, control_.apps(), "app", &AppService::Delete, &AppToJson);
   }
 
   // A replica's log from ?offset=, as GET /v1/jobs/{id}/logs answers it (no follow: the CLI
@@ -1160,13 +1127,7 @@ class RestApi {
     auto app = VisibleApp(request, p);
     if (!app.ok()) return Problem(app.status());
     uint64_t offset = 0;
-    if (auto text = request.query("offset")) {
-      auto n = base::ParseUint64(*text);
-      if (!n.ok()) {
-        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
-      }
-      offset = *n;
-    }
+    if (auto bad = ParseLogOffset(request, &offset)) return *bad;
     const std::string replica(request.query("replica").value_or(""));
     auto chunk =
         control_.apps()->ReadLog(p.project.id, app->id, replica, offset, kMaxLogChunkBytes);
@@ -1220,21 +1181,7 @@ class RestApi {
   }
 
   net::Response ListNotebooks(net::Request& request, const Principal& p) {
-    NotebookService* notebooks = control_.notebooks();
-    if (notebooks == nullptr) return Problem(NoJobs());
-    std::map<std::string, std::string> labels = p.token.selector.labels();
-    if (auto filter = request.query("labels")) {
-      auto selector = LabelSelector::Parse(*filter);
-      if (!selector.ok()) return FieldProblem(selector.status(), "labels");
-      if (!MergeFilter(selector->labels(), labels)) {
-        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
-      }
-    }
-    auto listed = notebooks->List(p.project.id, labels);
-    if (!listed.ok()) return Problem(listed.status());
-    Json items = Json::array();
-    for (const Notebook& nb : *listed) items.push_back(NotebookToJson(nb, ApiBase(request)));
-    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+    return ListLabelled(request, p, control_.notebooks(), &NotebookToJson);
   }
 
   net::Response GetNotebook(net::Request& request, const Principal& p) {
@@ -1243,28 +1190,20 @@ class RestApi {
     return JsonResponse(200, NotebookToJson(*nb, ApiBase(request)));
   }
 
-  // stop, start and delete: one call on the notebook, answered 202 with the notebook.
-  net::Response NotebookAction(
-      net::Request& request, const Principal& p,
-      base::Result<Notebook> (NotebookService::*action)(const std::string&, const std::string&)) {
-    auto nb = VisibleNotebook(request, p);
-    if (!nb.ok()) return Problem(nb.status());
-    auto done = (control_.notebooks()->*action)(p.project.id, nb->id);
-    if (!done.ok()) return Problem(done.status());
-    return JsonResponse(202, NotebookToJson(*done, ApiBase(request)));
-  }
   net::Response StopNotebook(net::Request& request, const Principal& p) {
-    auto nb = VisibleNotebook(request, p);
-    if (!nb.ok()) return Problem(nb.status());
-    auto stopped = control_.notebooks()->Stop(p.project.id, nb->id);
-    if (!stopped.ok()) return Problem(stopped.status());
-    return JsonResponse(202, NotebookToJson(*stopped, ApiBase(request)));
+    // Stop's reason defaults to "stopped by the user"; a member pointer cannot carry a default.
+    auto stop = [](NotebookService& notebooks, const std::string& project, const std::string& id) {
+      return notebooks.Stop(project, id);
+    };
+    return Lifecycle(request, p, control_.notebooks(), "notebook", stop, &NotebookToJson);
   }
   net::Response StartNotebook(net::Request& request, const Principal& p) {
-    return NotebookAction(request, p, &NotebookService::StartNotebook);
+    return Lifecycle(request, p, control_.notebooks(), "notebook", &NotebookService::StartNotebook,
+                     &NotebookToJson);
   }
   net::Response DeleteNotebook(net::Request& request, const Principal& p) {
-    return NotebookAction(request, p, &NotebookService::Delete);
+    return Lifecycle(request, p, control_.notebooks(), "notebook", &NotebookService::Delete,
+                     &NotebookToJson);
   }
 
   // The log of the notebook's current job (or ?job= one of its recent ones) from ?offset=.
@@ -1272,13 +1211,7 @@ class RestApi {
     auto nb = VisibleNotebook(request, p);
     if (!nb.ok()) return Problem(nb.status());
     uint64_t offset = 0;
-    if (auto text = request.query("offset")) {
-      auto n = base::ParseUint64(*text);
-      if (!n.ok()) {
-        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
-      }
-      offset = *n;
-    }
+    if (auto bad = ParseLogOffset(request, &offset)) return *bad;
     const std::string job(request.query("job").value_or(""));
     auto chunk =
         control_.notebooks()->ReadLog(p.project.id, nb->id, job, offset, kMaxLogChunkBytes);
@@ -1293,15 +1226,7 @@ class RestApi {
 
   // The notebook {id} (id or name) when this token may see it; NotFound otherwise.
   base::Result<Notebook> VisibleNotebook(const net::Request& request, const Principal& p) {
-    NotebookService* notebooks = control_.notebooks();
-    if (notebooks == nullptr) return NoJobs();
-    const std::string id(request.param("id").value_or(""));
-    auto nb = notebooks->Get(p.project.id, id);
-    if (!nb.ok()) return nb.status();
-    if (!p.token.selector.Matches(nb->spec.labels)) {
-      return base::NotFoundError("notebook '" + id + "' does not exist in this project");
-    }
-    return nb;
+    return Visible(request, p, control_.notebooks(), "notebook");
   }
 
   // --- The endpoints catalog -------------------------------------------------------------------
@@ -1835,29 +1760,77 @@ class RestApi {
 
   // The app {id} (id or name) when this token may see it; NotFound otherwise.
   base::Result<App> VisibleApp(const net::Request& request, const Principal& p) {
-    AppService* apps = control_.apps();
-    if (apps == nullptr) return NoJobs();
-    const std::string id(request.param("id").value_or(""));
-    auto app = apps->Get(p.project.id, id);
-    if (!app.ok()) return app.status();
-    if (!p.token.selector.Matches(app->spec.labels)) {
-      return base::NotFoundError("app '" + id + "' does not exist in this project");
-    }
-    return app;
+    return Visible(request, p, control_.apps(), "app");
   }
 
-  // The job of {id} when this token may see it: its project, and its labels match the token's
-  // selector. NotFound otherwise, exactly like a missing job.
+  // The job of {id} when this token may see it; NotFound otherwise.
   base::Result<Job> VisibleJob(const net::Request& request, const Principal& p) {
-    JobService* jobs = control_.jobs();
-    if (jobs == nullptr) return NoJobs();
+    return Visible(request, p, control_.jobs(), "job");
+  }
+
+  // The {id} of `service` (a job, an app or a notebook) when this token may see it: its project,
+  // and its labels match the token's selector. NotFound otherwise, exactly like a missing one;
+  // NoJobs() when the server runs no such service.
+  template <typename Service>
+  auto Visible(const net::Request& request, const Principal& p, Service* service,
+               std::string_view kind) -> decltype(service->Get(p.project.id, std::string())) {
+    if (service == nullptr) return NoJobs();
     const std::string id(request.param("id").value_or(""));
-    auto job = jobs->Get(p.project.id, id);
-    if (!job.ok()) return job.status();
-    if (!p.token.selector.Matches(job->spec.labels)) {
-      return base::NotFoundError("job '" + id + "' does not exist in this project");
+    auto found = service->Get(p.project.id, id);
+    if (!found.ok()) return found.status();
+    if (!p.token.selector.Matches(found->spec.labels)) {
+      return base::NotFoundError(std::string(kind) + " '" + id +
+                                 "' does not exist in this project");
     }
-    return job;
+    return found;
+  }
+
+  // stop, start and delete of an app or a notebook: `action(service, project, id)` on the {id}
+  // this token may see (Visible; `kind` names it in NotFound), answered 202 with what it returns.
+  template <typename Service, typename Action, typename T>
+  net::Response Lifecycle(const net::Request& request, const Principal& p, Service* service,
+                          std::string_view kind, Action action,
+                          Json (*to_json)(const T&, std::string_view)) {
+    auto found = Visible(request, p, service, kind);
+    if (!found.ok()) return Problem(found.status());
+    base::Result<T> done = std::invoke(action, *service, p.project.id, found->id);
+    if (!done.ok()) return Problem(done.status());
+    return JsonResponse(202, to_json(*done, ApiBase(request)));
+  }
+
+  // GET of a project's apps or notebooks: those whose labels match the token's selector and the
+  // ?labels= filter (bad: 400 on "labels"), one page of at most kMaxPageSize.
+  template <typename Service, typename T>
+  net::Response ListLabelled(const net::Request& request, const Principal& p, Service* service,
+                             Json (*to_json)(const T&, std::string_view)) {
+    if (service == nullptr) return Problem(NoJobs());
+    std::map<std::string, std::string> labels = p.token.selector.labels();
+    if (auto filter = request.query("labels")) {
+      auto selector = LabelSelector::Parse(*filter);
+      if (!selector.ok()) return FieldProblem(selector.status(), "labels");
+      if (!MergeFilter(selector->labels(), labels)) {
+        return JsonResponse(200, {{"items", Json::array()}, {"next_cursor", nullptr}});
+      }
+    }
+    auto listed = service->List(p.project.id, labels);
+    if (!listed.ok()) return Problem(listed.status());
+    Json items = Json::array();
+    for (const T& item : *listed) items.push_back(to_json(item, ApiBase(request)));
+    return JsonResponse(200, {{"items", std::move(items)}, {"next_cursor", nullptr}});
+  }
+
+  // ?offset= of a log request into `offset` (unchanged when absent); a 400 on "offset" when it is
+  // not a byte offset.
+  static std::optional<net::Response> ParseLogOffset(const net::Request& request,
+                                                     uint64_t* offset) {
+    if (auto text = request.query("offset")) {
+      auto n = base::ParseUint64(*text);
+      if (!n.ok()) {
+        return FieldProblem(base::InvalidArgumentError("offset must be a byte offset"), "offset");
+      }
+      *offset = *n;
+    }
+    return std::nullopt;
   }
 
   ControlPlane& control_;

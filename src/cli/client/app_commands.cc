@@ -112,52 +112,38 @@ struct ScalingFlags {
   }
 };
 
-bool IsTransient(const Status& status) {
-  return status.code() == base::StatusCode::kUnavailable ||
-         status.code() == base::StatusCode::kDeadlineExceeded;
-}
-
-// Polls the app until it is RUNNING and returns it; prints each new state on stderr. Errors:
-// FailedPrecondition when it FAILED (with its reason) or settled elsewhere (stopped, deleted);
-// DeadlineExceeded after `timeout_s`; the API's errors, except transient ones, which are retried
-// until the deadline (a server restart does not end the wait).
-base::Result<Json> WaitForRunning(CommandLine& cmd, ApiClient& api, Json app, int64_t timeout_s) {
-  base::Env& env = cmd.ctx().env;
+// Polls the app until it is RUNNING (WaitForRunning); prints each new state on stderr.
+// FailedPrecondition when it FAILED (with its reason) or settled elsewhere (stopped, deleted).
+base::Result<Json> WaitForApp(CommandLine& cmd, ApiClient& api, const Json& app,
+                              int64_t timeout_s) {
   const std::string id = Str(app, "id");
-  const int64_t deadline = env.NowMonotonicMicros() + timeout_s * 1'000'000;
-  const int64_t poll_micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(kAppWaitPollInterval).count();
-  std::string shown = Str(app, "state");
-  for (;;) {
-    const std::string state = Str(app, "state");
-    if (state != shown) {
-      cmd.ctx().console.Err("app " + id + ": " + state + " (" + ReadyOf(app) + " ready)\n");
-      shown = state;
-    }
-    if (state == "RUNNING") return app;
-    if (state == "FAILED") {
-      const std::string reason = Str(app, "reason");
-      return base::FailedPreconditionError("app " + id + " FAILED" +
-                                           (reason.empty() ? "" : ": " + reason));
-    }
-    if (IsAppSettledState(state)) {
-      return base::FailedPreconditionError("app " + id + " is " + state +
-                                           " and will not become RUNNING");
-    }
-    if (env.NowMonotonicMicros() >= deadline) {
-      return base::DeadlineExceededError("app " + id + " is still " + state + " (" + ReadyOf(app) +
-                                         " ready) after " + std::to_string(timeout_s) +
-                                         "s; it goes on starting: see 'sovai app get " + id +
-                                         "' and 'sovai app logs " + id + "'");
-    }
-    env.SleepForMicros(poll_micros);
-    auto polled = api.Get(AppPath(id));
-    if (polled.ok()) {
-      app = std::move(*polled);
-    } else if (!IsTransient(polled.status())) {
-      return polled.status();
-    }
-  }
+  RunningWait wait{
+      .path = AppPath(id),
+      .change =
+          [&](const Json& now) {
+            return "app " + id + ": " + Str(now, "state") + " (" + ReadyOf(now) + " ready)\n";
+          },
+      .settled = [&](const Json& now) -> Status {
+        const std::string state = Str(now, "state");
+        if (state == "FAILED") {
+          const std::string reason = Str(now, "reason");
+          return base::FailedPreconditionError("app " + id + " FAILED" +
+                                               (reason.empty() ? "" : ": " + reason));
+        }
+        if (IsAppSettledState(state)) {
+          return base::FailedPreconditionError("app " + id + " is " + state +
+                                               " and will not become RUNNING");
+        }
+        return Status();
+      },
+      .late = [&](const Json& now) -> Status {
+        return base::DeadlineExceededError("app " + id + " is still " + Str(now, "state") + " (" +
+                                           ReadyOf(now) + " ready) after " +
+                                           std::to_string(timeout_s) +
+                                           "s; it goes on starting: see 'sovai app get " + id +
+                                           "' and 'sovai app logs " + id + "'");
+      }};
+  return WaitForRunning(cmd, api, app, timeout_s, wait);
 }
 
 int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -246,43 +232,23 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
   // Waiting: the id comes first on stdout (a script has it even if the wait fails); state
   // changes go to stderr. With -o json, stdout is the running App alone.
   if (!cmd.json()) ctx.console.Out(line);
-  auto running = WaitForRunning(cmd, **api, *app, *timeout_s);
+  auto running = WaitForApp(cmd, **api, *app, *timeout_s);
   if (!running.ok()) return cmd.Fail(running.status());
   if (cmd.json()) cmd.PrintJson(*running);
   return kExitOk;
 }
 
 int RunAppList(CommandContext& ctx, const std::vector<std::string>& args) {
-  CommandLine cmd(ctx, "sovai app list", "Lists the apps of the token's project (GET /v1/apps).");
-  std::vector<std::string> labels;
-  int64_t limit = 0;
-  cmd.flags().StringList("label", &labels, "only apps with this label", "K=V");
-  cmd.flags().Short('l', "label");
-  cmd.AddLimitFlag(&limit);
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  std::string path = "/v1/apps";
-  if (!labels.empty()) {
-    auto selector = ParseSelector(base::Join(labels, ","), "--label");
-    if (!selector.ok()) return cmd.Usage(selector.status().message());
-    path = AddQuery(path, "labels", *selector);
-  }
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  auto apps = (*api)->List(path, limit);
-  if (!apps.ok()) return cmd.Fail(apps.status());
-  if (cmd.json()) {
-    cmd.PrintJson(Json(apps->items));
-    return kExitOk;
-  }
-  Table table({"ID", "NAME", "STATE", "READY/DESIRED", "URL"});
-  for (const Json& app : apps->items) {
-    table.AddRow(
-        {Str(app, "id"), Str(app, "name"), Str(app, "state"), ReadyOf(app), Str(app, "url")});
-  }
-  ctx.console.Out(table.Render());
-  if (apps->truncated) ctx.console.Err("(more apps exist; raise --limit to see them)\n");
-  return kExitOk;
+  return RunLabelledList(ctx, args, "sovai app list",
+                         "Lists the apps of the token's project (GET /v1/apps).", "/v1/apps",
+                         "apps", [&](const std::vector<Json>& items) {
+                           Table table({"ID", "NAME", "STATE", "READY/DESIRED", "URL"});
+                           for (const Json& app : items) {
+                             table.AddRow({Str(app, "id"), Str(app, "name"), Str(app, "state"),
+                                           ReadyOf(app), Str(app, "url")});
+                           }
+                           ctx.console.Out(table.Render());
+                         });
 }
 
 int RunAppGet(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -370,24 +336,17 @@ int RunAppLogs(CommandContext& ctx, const std::vector<std::string>& args) {
                   "Prints the log of one of an app's replicas (the newest unless --replica),\n"
                   "as 'job logs' does. With -f, keeps streaming until that replica ends.");
   std::string replica;
-  bool follow = false;
-  bool timestamps = false;
-  int64_t offset = 0;
+  LogFlags log;
   FlagSet& f = cmd.flags();
   f.Positional("APP");
   f.String("replica", &replica, "the replica's job id (sovai app get APP)", "JOB");
-  f.Bool("follow", &follow, "stream new lines until the replica ends");
-  f.Bool("timestamps", &timestamps,
-         "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");
-  f.Int("offset", &offset, "start at this byte offset of the log (a record boundary)");
-  f.Short('f', "follow");
-  f.Short('t', "timestamps");
+  log.Register(f, "stream new lines until the replica ends");
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  if (offset < 0) return cmd.Usage("--offset must be 0 or more");
+  if (auto code = log.Check(cmd)) return *code;
   const std::string& app_ref = f.positional()[0];
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  if (follow && replica.empty()) {
+  if (log.follow && replica.empty()) {
     // Offsets belong to one replica's log: pin the newest now, so that a replica started while
     // following does not switch logs under the offset.
     auto app = (*api)->Get(AppPath(app_ref));
@@ -404,9 +363,9 @@ int RunAppLogs(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string path = AppPath(app_ref) + "/logs";
   if (!replica.empty()) path = AddQuery(path, "replica", replica);
   LogStreamOptions options{.path = path,
-                           .offset = static_cast<uint64_t>(offset),
-                           .timestamps = timestamps,
-                           .follow = follow,
+                           .offset = static_cast<uint64_t>(log.offset),
+                           .timestamps = log.timestamps,
+                           .follow = log.follow,
                            .ended = [&]() -> base::Result<bool> {
                              auto app = (*api)->Get(AppPath(app_ref));
                              // A deleted app's replicas have ended; what is left of the log is read
@@ -498,25 +457,8 @@ int RunAppUpdate(CommandContext& ctx, const std::vector<std::string>& args) {
 // stop, start and delete: one POST or DELETE on the app.
 int RunAppAction(CommandContext& ctx, const std::vector<std::string>& args, std::string_view verb,
                  std::string_view summary) {
-  CommandLine cmd(ctx, "sovai app " + std::string(verb), std::string(summary));
-  cmd.flags().Positional("APP");
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  const std::string& ref = cmd.flags().positional()[0];
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  base::Result<Json> app = verb == "delete"
-                               ? (*api)->Delete(AppPath(ref))
-                               : (*api)->Post(AppPath(ref) + "/" + std::string(verb), Json());
-  if (!app.ok()) return cmd.Fail(app.status());
-  // A server may answer the DELETE without a body: the app is DELETING all the same.
-  if (app->is_null()) *app = Json{{"id", ref}, {"state", "DELETING"}};
-  if (cmd.json()) {
-    cmd.PrintJson(*app);
-    return kExitOk;
-  }
-  ctx.console.Out(Str(*app, "id") + "  " + Str(*app, "state") + "\n");
-  return kExitOk;
+  return RunResourceAction(ctx, args, "sovai app " + std::string(verb), std::string(summary), "APP",
+                           &AppPath, verb, &PrintIdAndState);
 }
 
 int RunAppStop(CommandContext& ctx, const std::vector<std::string>& args) {

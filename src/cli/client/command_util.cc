@@ -1,7 +1,11 @@
 #include "cli/client/command_util.h"
 
+#include <chrono>
+
 #include "base/json.h"
+#include "base/strings.h"
 #include "base/time.h"
+#include "cli/client/job_args.h"
 #include "cli/client/limits.h"
 
 namespace sovai::cli::client {
@@ -142,6 +146,117 @@ int64_t TimeMicros(const Json& object, std::string_view field) {
   std::string text = Str(object, field);
   if (text.empty()) return 0;
   return base::ParseRfc3339(text).value_or(0);
+}
+
+void LogFlags::Register(FlagSet& f, std::string_view follow_help) {
+  f.Bool("follow", &follow, std::string(follow_help));
+  f.Bool("timestamps", &timestamps,
+         "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");
+  f.Int("offset", &offset, "start at this byte offset of the log (a record boundary)");
+  f.Short('f', "follow");
+  f.Short('t', "timestamps");
+}
+
+std::optional<int> LogFlags::Check(CommandLine& cmd) const {
+  if (offset < 0) return cmd.Usage("--offset must be 0 or more");
+  return std::nullopt;
+}
+
+int RunLabelledList(CommandContext& ctx, const std::vector<std::string>& args, std::string command,
+                    std::string summary, std::string_view collection, std::string_view noun,
+                    const std::function<void(const std::vector<Json>& items)>& print_table) {
+  CommandLine cmd(ctx, std::move(command), std::move(summary));
+  std::vector<std::string> labels;
+  int64_t limit = 0;
+  cmd.flags().StringList("label", &labels, "only " + std::string(noun) + " with this label", "K=V");
+  cmd.flags().Short('l', "label");
+  cmd.AddLimitFlag(&limit);
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 0, 0)) return *code;
+  std::string path(collection);
+  if (!labels.empty()) {
+    auto selector = ParseSelector(base::Join(labels, ","), "--label");
+    if (!selector.ok()) return cmd.Usage(selector.status().message());
+    path = AddQuery(path, "labels", *selector);
+  }
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  auto listed = (*api)->List(path, limit);
+  if (!listed.ok()) return cmd.Fail(listed.status());
+  if (cmd.json()) {
+    cmd.PrintJson(Json(listed->items));
+    return kExitOk;
+  }
+  print_table(listed->items);
+  if (listed->truncated) {
+    ctx.console.Err("(more " + std::string(noun) + " exist; raise --limit to see them)\n");
+  }
+  return kExitOk;
+}
+
+int RunResourceAction(
+    CommandContext& ctx, const std::vector<std::string>& args, std::string command,
+    std::string summary, std::string_view positional, std::string (*path)(std::string_view ref),
+    std::string_view verb,
+    const std::function<int(CommandLine& cmd, const std::string& ref, Json& answer)>& print) {
+  CommandLine cmd(ctx, std::move(command), std::move(summary));
+  cmd.flags().Positional(std::string(positional));
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 1, 1)) return *code;
+  const std::string& ref = cmd.flags().positional()[0];
+  auto api = cmd.Connect();
+  if (!api.ok()) return cmd.Fail(api.status());
+  base::Result<Json> answer = verb == "delete"
+                                  ? (*api)->Delete(path(ref))
+                                  : (*api)->Post(path(ref) + "/" + std::string(verb), Json());
+  if (!answer.ok()) return cmd.Fail(answer.status());
+  return print(cmd, ref, *answer);
+}
+
+int PrintIdAndState(CommandLine& cmd, const std::string& ref, Json& answer) {
+  // A server may answer the DELETE without a body: the resource is DELETING all the same.
+  if (answer.is_null()) answer = Json{{"id", ref}, {"state", "DELETING"}};
+  if (cmd.json()) {
+    cmd.PrintJson(answer);
+    return kExitOk;
+  }
+  cmd.ctx().console.Out(Str(answer, "id") + "  " + Str(answer, "state") + "\n");
+  return kExitOk;
+}
+
+namespace {
+
+bool IsTransient(const base::Status& status) {
+  return status.code() == base::StatusCode::kUnavailable ||
+         status.code() == base::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+base::Result<Json> WaitForRunning(CommandLine& cmd, ApiClient& api, Json resource,
+                                  int64_t timeout_s, const RunningWait& wait) {
+  base::Env& env = cmd.ctx().env;
+  const int64_t deadline = env.NowMonotonicMicros() + timeout_s * 1'000'000;
+  const int64_t poll_micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(kAppWaitPollInterval).count();
+  std::string shown = Str(resource, "state");
+  for (;;) {
+    const std::string state = Str(resource, "state");
+    if (state != shown) {
+      cmd.ctx().console.Err(wait.change(resource));
+      shown = state;
+    }
+    if (state == "RUNNING") return resource;
+    if (base::Status settled = wait.settled(resource); !settled.ok()) return settled;
+    if (env.NowMonotonicMicros() >= deadline) return wait.late(resource);
+    env.SleepForMicros(poll_micros);
+    auto polled = api.Get(wait.path);
+    if (polled.ok()) {
+      resource = std::move(*polled);
+    } else if (!IsTransient(polled.status())) {
+      return polled.status();
+    }
+  }
 }
 
 int RunGroup(CommandContext& ctx, std::string_view group, std::string_view summary,

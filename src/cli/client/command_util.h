@@ -2,6 +2,7 @@
 // the `-o` flag, error printing, and connecting with the config. Private to src/cli/client.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,55 @@ int64_t Int(const nlohmann::json& object, std::string_view field, int64_t fallba
 const nlohmann::json& At(const nlohmann::json& object, std::string_view dotted_path);
 // An RFC 3339 member as micros, 0 when missing or malformed.
 int64_t TimeMicros(const nlohmann::json& object, std::string_view field);
+
+// --follow (-f), --timestamps (-t) and --offset, the flags every `logs` subcommand has.
+struct LogFlags {
+  bool follow = false;
+  bool timestamps = false;
+  int64_t offset = 0;
+
+  // Registers them; `follow_help` says until when -f streams.
+  void Register(FlagSet& f, std::string_view follow_help);
+  // After Parse: the exit code when --offset is negative (printed), nullopt to go on.
+  std::optional<int> Check(CommandLine& cmd) const;
+};
+
+// `sovai <group> list`: --label K=V (-l, repeated), --limit and -o. GETs `collection` filtered by
+// the labels, at most --limit items; with -o json prints them, else `print_table(items)` and, when
+// more exist, "(more <noun> exist; raise --limit to see them)" on stderr.
+int RunLabelledList(
+    CommandContext& ctx, const std::vector<std::string>& args, std::string command,
+    std::string summary, std::string_view collection, std::string_view noun,
+    const std::function<void(const std::vector<nlohmann::json>& items)>& print_table);
+
+// `sovai <group> <verb> REF [-o]` (stop, start, delete, ...): DELETE path(REF) for "delete", else
+// POST path(REF)/<verb> with no body. `positional` names REF in the usage. The answer (null when
+// the server sent no body) goes to `print(cmd, REF, answer)`, whose exit code is returned.
+int RunResourceAction(CommandContext& ctx, const std::vector<std::string>& args,
+                      std::string command, std::string summary, std::string_view positional,
+                      std::string (*path)(std::string_view ref), std::string_view verb,
+                      const std::function<int(CommandLine& cmd, const std::string& ref,
+                                              nlohmann::json& answer)>& print);
+// The `print` of the app and notebook actions: the resource (a body-less DELETE answer reads as
+// {"id": REF, "state": "DELETING"}) as JSON with -o json, else "<id>  <state>".
+int PrintIdAndState(CommandLine& cmd, const std::string& ref, nlohmann::json& answer);
+
+// How WaitForRunning speaks of one kind of resource (an app, a notebook).
+struct RunningWait {
+  std::string path;                                          // the resource's GET path
+  std::function<std::string(const nlohmann::json&)> change;  // stderr line on a new state
+  // Non-OK once it has settled short of RUNNING (FAILED, STOPPED, ...): the wait ends with it.
+  std::function<base::Status(const nlohmann::json&)> settled;
+  // The DeadlineExceeded error after `timeout_s`.
+  std::function<base::Status(const nlohmann::json&)> late;
+};
+// Polls `wait.path` every kAppWaitPollInterval from `resource` until its "state" is RUNNING and
+// returns it. Errors: wait.settled's, wait.late's after `timeout_s`; the API's errors, except
+// transient ones (Unavailable, DeadlineExceeded), which are retried until the deadline (a server
+// restart does not end the wait).
+base::Result<nlohmann::json> WaitForRunning(CommandLine& cmd, ApiClient& api,
+                                            nlohmann::json resource, int64_t timeout_s,
+                                            const RunningWait& wait);
 
 // One group's subcommands (`sovai job run`, ...), dispatched by name.
 struct Subcommand {

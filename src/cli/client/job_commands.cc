@@ -15,7 +15,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-std::string JobPath(const std::string& id) { return "/v1/jobs/" + net::PercentEncode(id); }
+std::string JobPath(std::string_view id) { return "/v1/jobs/" + net::PercentEncode(id); }
 
 std::string StateOf(const Json& job) { return Str(At(job, "status"), "state"); }
 
@@ -171,40 +171,19 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
 }
 
 int RunJobList(CommandContext& ctx, const std::vector<std::string>& args) {
-  CommandLine cmd(ctx, "sovai job list",
-                  "Lists the jobs of the token's project, newest first (GET /v1/jobs).");
-  std::vector<std::string> labels;
-  int64_t limit = 0;
-  cmd.flags().StringList("label", &labels, "only jobs with this label", "K=V");
-  cmd.AddLimitFlag(&limit);
-  cmd.flags().Short('l', "label");
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  std::string path = "/v1/jobs";
-  if (!labels.empty()) {
-    auto selector = ParseSelector(base::Join(labels, ","), "--label");
-    if (!selector.ok()) return cmd.Usage(selector.status().message());
-    path = AddQuery(path, "labels", *selector);
-  }
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  auto jobs = (*api)->List(path, limit);
-  if (!jobs.ok()) return cmd.Fail(jobs.status());
-  if (cmd.json()) {
-    cmd.PrintJson(Json(jobs->items));
-    return kExitOk;
-  }
-  Table table({"ID", "NAME", "STATE", "FLAVOR", "IMAGE", "AGE"});
-  const int64_t now = ctx.env.NowUnixMicros();
-  for (const Json& job : jobs->items) {
-    table.AddRow({Str(job, "id"), Str(At(job, "spec"), "name"), StateWithExit(job), FlavorOf(job),
-                  Str(At(job, "spec"), "image"), FormatAge(now, Int(job, "created_unix_micros"))});
-  }
-  ctx.console.Out(table.Render());
-  if (jobs->truncated) {
-    ctx.console.Err("(more jobs exist; raise --limit to see them)\n");
-  }
-  return kExitOk;
+  return RunLabelledList(
+      ctx, args, "sovai job list",
+      "Lists the jobs of the token's project, newest first (GET /v1/jobs).", "/v1/jobs", "jobs",
+      [&](const std::vector<Json>& items) {
+        Table table({"ID", "NAME", "STATE", "FLAVOR", "IMAGE", "AGE"});
+        const int64_t now = ctx.env.NowUnixMicros();
+        for (const Json& job : items) {
+          table.AddRow({Str(job, "id"), Str(At(job, "spec"), "name"), StateWithExit(job),
+                        FlavorOf(job), Str(At(job, "spec"), "image"),
+                        FormatAge(now, Int(job, "created_unix_micros"))});
+        }
+        ctx.console.Out(table.Render());
+      });
 }
 
 int RunJobGet(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -278,22 +257,15 @@ int RunJobLogs(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai job logs",
                   "Prints a job's log (stdout, stderr and the platform's notes, in order). With\n"
                   "-f, keeps streaming until the job ends.");
-  bool follow = false;
-  bool timestamps = false;
-  int64_t offset = 0;
+  LogFlags log;
   cmd.flags().Positional("JOB_ID");
-  cmd.flags().Bool("follow", &follow, "stream new lines until the job ends");
-  cmd.flags().Bool("timestamps", &timestamps,
-                   "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");
-  cmd.flags().Int("offset", &offset, "start at this byte offset of the log (a record boundary)");
-  cmd.flags().Short('f', "follow");
-  cmd.flags().Short('t', "timestamps");
+  log.Register(cmd.flags(), "stream new lines until the job ends");
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  if (offset < 0) return cmd.Usage("--offset must be 0 or more");
+  if (auto code = log.Check(cmd)) return *code;
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto done = StreamLogs(cmd, **api, cmd.flags().positional()[0], static_cast<uint64_t>(offset),
-                         timestamps, follow);
+  auto done = StreamLogs(cmd, **api, cmd.flags().positional()[0], static_cast<uint64_t>(log.offset),
+                         log.timestamps, log.follow);
   if (!done.ok()) return cmd.Fail(done.status());
   return kExitOk;
 }
@@ -301,29 +273,22 @@ int RunJobLogs(CommandContext& ctx, const std::vector<std::string>& args) {
 // stop, delete and push-data: one POST or DELETE on the job.
 int RunJobAction(CommandContext& ctx, const std::vector<std::string>& args, std::string_view verb,
                  std::string_view summary) {
-  CommandLine cmd(ctx, "sovai job " + std::string(verb), std::string(summary));
-  cmd.flags().Positional("JOB_ID");
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  const std::string& id = cmd.flags().positional()[0];
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  base::Result<Json> answer = verb == "delete"
-                                  ? (*api)->Delete(JobPath(id))
-                                  : (*api)->Post(JobPath(id) + "/" + std::string(verb), Json());
-  if (!answer.ok()) return cmd.Fail(answer.status());
-  if (cmd.json()) {
-    cmd.PrintJson(answer->is_null() ? Json{{"id", id}, {"deleted", true}} : *answer);
-    return kExitOk;
-  }
-  if (verb == "stop") {
-    ctx.console.Out(id + "  " + StateOf(*answer) + " (stopping: outputs are still synced)\n");
-  } else if (verb == "delete") {
-    ctx.console.Out("Deleted " + id + ".\n");
-  } else {
-    ctx.console.Out("Pushed the writable volumes of " + id + " to their buckets.\n");
-  }
-  return kExitOk;
+  return RunResourceAction(
+      ctx, args, "sovai job " + std::string(verb), std::string(summary), "JOB_ID", &JobPath, verb,
+      [&](CommandLine& cmd, const std::string& id, Json& answer) {
+        if (cmd.json()) {
+          cmd.PrintJson(answer.is_null() ? Json{{"id", id}, {"deleted", true}} : answer);
+          return kExitOk;
+        }
+        if (verb == "stop") {
+          ctx.console.Out(id + "  " + StateOf(answer) + " (stopping: outputs are still synced)\n");
+        } else if (verb == "delete") {
+          ctx.console.Out("Deleted " + id + ".\n");
+        } else {
+          ctx.console.Out("Pushed the writable volumes of " + id + " to their buckets.\n");
+        }
+        return kExitOk;
+      });
 }
 
 int RunJobStop(CommandContext& ctx, const std::vector<std::string>& args) {

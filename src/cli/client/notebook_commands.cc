@@ -34,54 +34,34 @@ std::string IdleText(const Json& spec) {
   return std::to_string(s) + "s";
 }
 
-bool IsTransient(const Status& status) {
-  return status.code() == base::StatusCode::kUnavailable ||
-         status.code() == base::StatusCode::kDeadlineExceeded;
-}
-
 void BrowserHint(CommandLine& cmd, const Json& nb) {
   cmd.ctx().console.Err("Open " + Str(nb, "url") +
                         "?sovai_token=<API token> in a browser once (a cookie keeps it), or send "
                         "'Authorization: Bearer <API token>'.\n");
 }
 
-// Polls the notebook until it is RUNNING; prints each new state on stderr. Errors:
-// FailedPrecondition when it settled elsewhere (FAILED, ERROR, STOPPED, ...: with its reason);
-// DeadlineExceeded after `timeout_s`; the API's errors, except transient ones, which are retried
-// until the deadline.
-base::Result<Json> WaitForRunning(CommandLine& cmd, ApiClient& api, Json nb, int64_t timeout_s) {
-  base::Env& env = cmd.ctx().env;
+// Polls the notebook until it is RUNNING (WaitForRunning); prints each new state on stderr.
+// FailedPrecondition when it settled elsewhere (FAILED, ERROR, STOPPED, ...: with its reason).
+base::Result<Json> WaitForNotebook(CommandLine& cmd, ApiClient& api, const Json& nb,
+                                   int64_t timeout_s) {
   const std::string id = Str(nb, "id");
-  const int64_t deadline = env.NowMonotonicMicros() + timeout_s * 1'000'000;
-  const int64_t poll_micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(kAppWaitPollInterval).count();
-  std::string shown = Str(nb, "state");
-  for (;;) {
-    const std::string state = Str(nb, "state");
-    if (state != shown) {
-      cmd.ctx().console.Err("notebook " + id + ": " + state + "\n");
-      shown = state;
-    }
-    if (state == "RUNNING") return nb;
-    if (IsNotebookSettledState(state)) {
-      const std::string reason = Str(nb, "reason");
-      return base::FailedPreconditionError("notebook " + id + " is " + state +
-                                           (reason.empty() ? "" : ": " + reason));
-    }
-    if (env.NowMonotonicMicros() >= deadline) {
-      return base::DeadlineExceededError("notebook " + id + " is still " + state + " after " +
-                                         std::to_string(timeout_s) +
-                                         "s; it goes on starting: see 'sovai notebook get " + id +
-                                         "' and 'sovai notebook logs " + id + "'");
-    }
-    env.SleepForMicros(poll_micros);
-    auto polled = api.Get(NotebookPath(id));
-    if (polled.ok()) {
-      nb = std::move(*polled);
-    } else if (!IsTransient(polled.status())) {
-      return polled.status();
-    }
-  }
+  RunningWait wait{
+      .path = NotebookPath(id),
+      .change = [&](const Json& now) { return "notebook " + id + ": " + Str(now, "state") + "\n"; },
+      .settled = [&](const Json& now) -> Status {
+        const std::string state = Str(now, "state");
+        if (!IsNotebookSettledState(state)) return Status();
+        const std::string reason = Str(now, "reason");
+        return base::FailedPreconditionError("notebook " + id + " is " + state +
+                                             (reason.empty() ? "" : ": " + reason));
+      },
+      .late = [&](const Json& now) -> Status {
+        return base::DeadlineExceededError("notebook " + id + " is still " + Str(now, "state") +
+                                           " after " + std::to_string(timeout_s) +
+                                           "s; it goes on starting: see 'sovai notebook get " + id +
+                                           "' and 'sovai notebook logs " + id + "'");
+      }};
+  return WaitForRunning(cmd, api, nb, timeout_s, wait);
 }
 
 int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -152,7 +132,7 @@ int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!cmd.json()) ctx.console.Out(line);
-  auto running = WaitForRunning(cmd, **api, *nb, *timeout_s);
+  auto running = WaitForNotebook(cmd, **api, *nb, *timeout_s);
   if (!running.ok()) return cmd.Fail(running.status());
   if (cmd.json()) {
     cmd.PrintJson(*running);
@@ -163,37 +143,17 @@ int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
 }
 
 int RunNotebookList(CommandContext& ctx, const std::vector<std::string>& args) {
-  CommandLine cmd(ctx, "sovai notebook list",
-                  "Lists the notebooks of the token's project (GET /v1/notebooks).");
-  std::vector<std::string> labels;
-  int64_t limit = 0;
-  cmd.flags().StringList("label", &labels, "only notebooks with this label", "K=V");
-  cmd.flags().Short('l', "label");
-  cmd.AddLimitFlag(&limit);
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  std::string path = "/v1/notebooks";
-  if (!labels.empty()) {
-    auto selector = ParseSelector(base::Join(labels, ","), "--label");
-    if (!selector.ok()) return cmd.Usage(selector.status().message());
-    path = AddQuery(path, "labels", *selector);
-  }
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  auto listed = (*api)->List(path, limit);
-  if (!listed.ok()) return cmd.Fail(listed.status());
-  if (cmd.json()) {
-    cmd.PrintJson(Json(listed->items));
-    return kExitOk;
-  }
-  Table table({"ID", "NAME", "STATE", "FLAVOR", "URL"});
-  for (const Json& nb : listed->items) {
-    table.AddRow({Str(nb, "id"), Str(nb, "name").empty() ? "-" : Str(nb, "name"), Str(nb, "state"),
-                  FlavorOf(nb), Str(nb, "url")});
-  }
-  ctx.console.Out(table.Render());
-  if (listed->truncated) ctx.console.Err("(more notebooks exist; raise --limit to see them)\n");
-  return kExitOk;
+  return RunLabelledList(
+      ctx, args, "sovai notebook list",
+      "Lists the notebooks of the token's project (GET /v1/notebooks).", "/v1/notebooks",
+      "notebooks", [&](const std::vector<Json>& items) {
+        Table table({"ID", "NAME", "STATE", "FLAVOR", "URL"});
+        for (const Json& nb : items) {
+          table.AddRow({Str(nb, "id"), Str(nb, "name").empty() ? "-" : Str(nb, "name"),
+                        Str(nb, "state"), FlavorOf(nb), Str(nb, "url")});
+        }
+        ctx.console.Out(table.Render());
+      });
 }
 
 int RunNotebookGet(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -258,24 +218,17 @@ int RunNotebookLogs(CommandContext& ctx, const std::vector<std::string>& args) {
                   "Prints Jupyter's log (the notebook's current job unless --job), as 'job\n"
                   "logs' does. With -f, keeps streaming until that job ends.");
   std::string job;
-  bool follow = false;
-  bool timestamps = false;
-  int64_t offset = 0;
+  LogFlags log;
   FlagSet& f = cmd.flags();
   f.Positional("NOTEBOOK");
   f.String("job", &job, "one of the notebook's recent jobs (sovai notebook get -o json)", "JOB");
-  f.Bool("follow", &follow, "stream new lines until the job ends");
-  f.Bool("timestamps", &timestamps,
-         "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");
-  f.Int("offset", &offset, "start at this byte offset of the log (a record boundary)");
-  f.Short('f', "follow");
-  f.Short('t', "timestamps");
+  log.Register(f, "stream new lines until the job ends");
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  if (offset < 0) return cmd.Usage("--offset must be 0 or more");
+  if (auto code = log.Check(cmd)) return *code;
   const std::string& ref = f.positional()[0];
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  if (follow && job.empty()) {
+  if (log.follow && job.empty()) {
     // Offsets belong to one job's log: pin the current job now.
     auto nb = (*api)->Get(NotebookPath(ref));
     if (!nb.ok()) return cmd.Fail(nb.status());
@@ -287,9 +240,9 @@ int RunNotebookLogs(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string path = NotebookPath(ref) + "/logs";
   if (!job.empty()) path = AddQuery(path, "job", job);
   LogStreamOptions options{.path = path,
-                           .offset = static_cast<uint64_t>(offset),
-                           .timestamps = timestamps,
-                           .follow = follow,
+                           .offset = static_cast<uint64_t>(log.offset),
+                           .timestamps = log.timestamps,
+                           .follow = log.follow,
                            .ended = [&]() -> base::Result<bool> {
                              auto nb = (*api)->Get(NotebookPath(ref));
                              if (!nb.ok() && nb.status().code() == base::StatusCode::kNotFound)
@@ -307,24 +260,8 @@ int RunNotebookLogs(CommandContext& ctx, const std::vector<std::string>& args) {
 // stop, start and delete: one POST or DELETE on the notebook.
 int RunNotebookAction(CommandContext& ctx, const std::vector<std::string>& args,
                       std::string_view verb, std::string_view summary) {
-  CommandLine cmd(ctx, "sovai notebook " + std::string(verb), std::string(summary));
-  cmd.flags().Positional("NOTEBOOK");
-  cmd.AddOutputFlag();
-  if (auto code = cmd.Parse(args, 1, 1)) return *code;
-  const std::string& ref = cmd.flags().positional()[0];
-  auto api = cmd.Connect();
-  if (!api.ok()) return cmd.Fail(api.status());
-  base::Result<Json> nb = verb == "delete"
-                              ? (*api)->Delete(NotebookPath(ref))
-                              : (*api)->Post(NotebookPath(ref) + "/" + std::string(verb), Json());
-  if (!nb.ok()) return cmd.Fail(nb.status());
-  if (nb->is_null()) *nb = Json{{"id", ref}, {"state", "DELETING"}};
-  if (cmd.json()) {
-    cmd.PrintJson(*nb);
-    return kExitOk;
-  }
-  ctx.console.Out(Str(*nb, "id") + "  " + Str(*nb, "state") + "\n");
-  return kExitOk;
+  return RunResourceAction(ctx, args, "sovai notebook " + std::string(verb), std::string(summary),
+                           "NOTEBOOK", &NotebookPath, verb, &PrintIdAndState);
 }
 
 int RunNotebookStop(CommandContext& ctx, const std::vector<std::string>& args) {
