@@ -10,15 +10,10 @@
 //
 // Environment: PANEL_URL PANEL_TOKEN PANEL_REGION PANEL_MODEL_DIR PANEL_ARTIFACTS PANEL_CHROMIUM,
 // PANEL_NOTEBOOKS ("1": Jupyter is installed, run the notebook part).
-import { chromium } from "playwright-core";
+import { env, openPanel, runScenario } from "./panel_harness.mjs";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const URL_BASE = env("PANEL_URL");
 const REGION = env("PANEL_REGION");
 const ARTIFACTS = env("PANEL_ARTIFACTS");
@@ -26,37 +21,11 @@ const MODEL_DIR = env("PANEL_MODEL_DIR");
 const MODELS_BUCKET = "panel-models";
 const APP = "panel-bot";
 
-let checks = 0;
-function ok(condition, name, detail = "") {
-  if (!condition) throw new Error(`check failed: ${name}${detail ? `: ${detail}` : ""}`);
-  checks += 1;
-  console.log(`ok - ${name}${detail ? ` (${detail})` : ""}`);
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.PANEL_CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run"],
+const session = await openPanel({
+  artifacts: ARTIFACTS,
+  expectedErrors: /status of (400|401|403|404|409)/,
 });
-const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-const page = await context.newPage();
-page.setDefaultTimeout(30000);
-const problems = [];
-page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-page.on("console", (m) => {
-  const text = m.text();
-  if (/Content Security Policy|Refused to/i.test(text)) problems.push(`CSP: ${text}`);
-  // Expected refusals: the wrong key's 401, a bad volume's 400, a non-empty bucket's 409.
-  else if (m.type() === "error" && !/status of (400|401|403|404|409)/.test(text)) problems.push(`console: ${text}`);
-});
-page.on("dialog", (d) => void d.accept());
-const failedRequests = [];
-page.on("response", (r) => {
-  if (r.status() >= 400) failedRequests.push(`${r.status()} ${r.request().method()} ${r.url().split("?")[0]}`);
-});
-const shot = (name, p = page) => p.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
-const result = {};
+const { page, ok, shot, result } = session;
 
 /** Every visible control in <main> has a label. */
 async function unlabeledControls() {
@@ -120,7 +89,7 @@ const nav = async (label) => {
   await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: label, exact: true }).click();
 };
 
-try {
+await runScenario(session, "apps-failure", async () => {
   // --- Sign in. ---
   await page.goto(`${URL_BASE}/signin`);
   await page.getByLabel("API token").fill(env("PANEL_TOKEN"));
@@ -363,16 +332,4 @@ try {
   ok(await page.evaluate(() => document.activeElement?.tagName === "H1"), "and Enter opens the page with focus on its heading");
   await page.getByRole("link", { name: APP, exact: true }).waitFor();
 
-  ok(problems.length === 0, "no script error and no CSP violation", problems.join(" | "));
-  console.log(`done: ${checks} checks`);
-  console.log(JSON.stringify(result));
-} catch (error) {
-  await shot("apps-failure").catch(() => {});
-  console.error(`FAIL: ${error.stack || error}`);
-  if (problems.length) console.error(`page problems: ${problems.join(" | ")}`);
-  console.error(`failed requests: ${failedRequests.slice(-20).join(" | ")}`);
-  console.error(`at ${page.url()}: ${(await page.locator("main").innerText().catch(() => "")).slice(0, 1500)}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

@@ -6,63 +6,24 @@
 //
 // Environment: PANEL_URL PANEL_TOKEN PANEL_OTHER_TOKEN PANEL_BUCKET PANEL_REGION PANEL_UPLOAD
 // PANEL_JOB_SCRIPT PANEL_ARTIFACTS PANEL_CHROMIUM.
-import { chromium } from "playwright-core";
+import { env, openPanel, runScenario } from "./panel_harness.mjs";
 import { readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 
-const env = (name) => {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set`);
-  return value;
-};
 const URL_BASE = env("PANEL_URL");
 const BUCKET = env("PANEL_BUCKET");
 const REGION = env("PANEL_REGION");
 const ARTIFACTS = env("PANEL_ARTIFACTS");
 const UPLOAD = env("PANEL_UPLOAD");
 
-let checks = 0;
-function ok(condition, name, detail = "") {
-  if (!condition) throw new Error(`check failed: ${name}${detail ? `: ${detail}` : ""}`);
-  checks += 1;
-  console.log(`ok - ${name}`);
-}
+const session = await openPanel({
+  artifacts: ARTIFACTS,
+  expectedErrors: /status of (400|401|403|404)/,
+  contextOptions: { acceptDownloads: true },
+});
+const { page, ok, shot, result } = session;
 
-const browser = await chromium.launch({
-  executablePath: process.env.PANEL_CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-  ],
-});
-const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
-const page = await context.newPage();
-page.setDefaultTimeout(30000);
-const problems = [];
-page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-page.on("console", (m) => {
-  const text = m.text();
-  // A CSP violation, or a script error, is a failure; refused calls (the wrong token's 401, the bad
-  // volume's 400, another project's 404, a metrics file not there yet) are expected.
-  if (/Content Security Policy|Refused to/i.test(text)) problems.push(`CSP: ${text}`);
-  else if (m.type() === "error" && !/status of (400|401|403|404)/.test(text)) problems.push(`console: ${text}`);
-});
-page.on("dialog", (d) => void d.accept());
-// Failed requests, for the failure report (401/403/404 are expected in places).
-const failedRequests = [];
-page.on("response", (r) => {
-  if (r.status() >= 400) failedRequests.push(`${r.status()} ${r.request().method()} ${r.url().split("?")[0]}`);
-});
-const shot = (name) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage: true });
-const result = {};
-
-try {
+await runScenario(session, "failure", async () => {
   // --- Sign in: a signed-out visit lands on the sign-in page; a wrong token sees nothing. ---
   await page.goto(`${URL_BASE}/jobs`);
   await page.waitForURL(/\/signin\?next=%2Fjobs$/);
@@ -215,16 +176,4 @@ try {
   ok((await page.locator(".log").count()) === 0, "nor the job's page");
   await shot("other-project");
 
-  ok(problems.length === 0, "no script error and no CSP violation", problems.join(" | "));
-  console.log(`done: ${checks} checks`);
-  console.log(JSON.stringify(result));
-} catch (error) {
-  await shot("failure").catch(() => {});
-  console.error(`FAIL: ${error.stack || error}`);
-  if (problems.length) console.error(`page problems: ${problems.join(" | ")}`);
-  console.error(`failed requests: ${failedRequests.slice(-20).join(" | ")}`);
-  console.error(`at ${page.url()}: ${(await page.locator("main").innerText().catch(() => "")).slice(0, 1500)}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});
