@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/client/commands.h"
+#include "cli/client/fake_api_test_util.h"
 #include "net/http.h"
 
 namespace sovai::cli::client {
@@ -35,15 +36,8 @@ Json Entry(int64_t seq, const std::string& action) {
 // Canned answers; `broken` makes /v1/audit/verify report a modified entry 7.
 class FakeAuditApi {
  public:
-  FakeAuditApi() {
-    net::Router router;
-    router.SetFallback([this](net::Request& req) { return Handle(req); });
-    server_ = std::make_unique<net::Server>(std::move(router));
-    net::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    EXPECT_TRUE(server_->Start(options).ok());
-  }
-  std::string url() const { return "http://" + server_->address(); }
+  FakeAuditApi() : server_(StartFakeApiServer([this](net::Request& req) { return Handle(req); })) {}
+  std::string url() const { return FakeApiUrl(*server_); }
   std::map<std::string, std::string> query() {
     std::lock_guard<std::mutex> lock(mu_);
     return query_;

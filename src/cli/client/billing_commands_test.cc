@@ -11,6 +11,7 @@
 #include "base/strings.h"
 #include "cli/client/billing_format.h"
 #include "cli/client/commands.h"
+#include "cli/client/fake_api_test_util.h"
 #include "net/http.h"
 
 namespace sovai::cli::client {
@@ -19,16 +20,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr char kToken[] = "sov_billing";
-
-net::Response Problem(int status, const std::string& type, const std::string& detail) {
-  Json body = {{"type", "urn:sovai:problem:" + type},
-               {"title", "x"},
-               {"status", status},
-               {"detail", detail}};
-  net::Response res = net::Response::Json(status, body.dump());
-  res.headers.Set("Content-Type", "application/problem+json");
-  return res;
-}
 
 net::Response Ok(const Json& body, int status = 200) {
   return net::Response::Json(status, body.dump());
@@ -82,16 +73,10 @@ Json Lines() {
 // members by name, bodies by path.
 class FakeBillingApi {
  public:
-  FakeBillingApi() {
-    net::Router router;
-    router.SetFallback([this](net::Request& req) { return Handle(req); });
-    server_ = std::make_unique<net::Server>(std::move(router));
-    net::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    EXPECT_TRUE(server_->Start(options).ok());
-  }
+  FakeBillingApi()
+      : server_(StartFakeApiServer([this](net::Request& req) { return Handle(req); })) {}
 
-  std::string url() const { return "http://" + server_->address(); }
+  std::string url() const { return FakeApiUrl(*server_); }
   std::vector<std::string> requests() {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
@@ -123,7 +108,7 @@ class FakeBillingApi {
     }
     if (!body_text.empty()) bodies_[path] = Json::parse(body_text, nullptr, false);
     if (req.header("Authorization").value_or("") != std::string("Bearer ") + kToken) {
-      return Problem(401, "unauthenticated", "the token is unknown, revoked or expired");
+      return FakeProblem(401, "unauthenticated", "the token is unknown, revoked or expired");
     }
     if (method == "GET" && path == "/v1/whoami") {
       return Ok({{"user", {{"id", "usr_1"}, {"name", "alice"}}},
@@ -167,10 +152,11 @@ class FakeBillingApi {
       if (method == "GET" || method == "PUT") return Ok(BudgetAnswer());
     }
     if (method == "PUT" && path == "/v1/projects/prj_2/budget") {
-      return Problem(403, "permission-denied", "only an admin of project prj_2 may set its budget");
+      return FakeProblem(403, "permission-denied",
+                         "only an admin of project prj_2 may set its budget");
     }
     if (method == "GET" && path == "/v1/projects/nope/budget") {
-      return Problem(404, "not-found", "project 'nope' does not exist");
+      return FakeProblem(404, "not-found", "project 'nope' does not exist");
     }
     if (method == "POST" && (path == "/v1/jobs" || path == "/v1/apps")) {
       if (query_["dry_run"] != "true") {
@@ -179,7 +165,7 @@ class FakeBillingApi {
       }
       return Quote(path, bodies_[path]);
     }
-    return Problem(404, "not-found", "no route " + method + " " + path);
+    return FakeProblem(404, "not-found", "no route " + method + " " + path);
   }
 
   // The budget's answer: the stored cap (none before a PUT) and 12.3456 € spent this month.

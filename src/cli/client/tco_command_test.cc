@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/client/commands.h"
+#include "cli/client/fake_api_test_util.h"
 #include "net/http.h"
 
 namespace sovai::cli::client {
@@ -17,28 +18,11 @@ using Json = nlohmann::json;
 
 constexpr char kToken[] = "sov_tco";
 
-net::Response Problem(int status, const std::string& type, const std::string& detail) {
-  Json body = {{"type", "urn:sovai:problem:" + type},
-               {"title", "x"},
-               {"status", status},
-               {"detail", detail}};
-  net::Response res = net::Response::Json(status, body.dump());
-  res.headers.Set("Content-Type", "application/problem+json");
-  return res;
-}
-
 class FakeTcoApi {
  public:
-  FakeTcoApi() {
-    net::Router router;
-    router.SetFallback([this](net::Request& req) { return Handle(req); });
-    server_ = std::make_unique<net::Server>(std::move(router));
-    net::ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    EXPECT_TRUE(server_->Start(options).ok());
-  }
+  FakeTcoApi() : server_(StartFakeApiServer([this](net::Request& req) { return Handle(req); })) {}
 
-  std::string url() const { return "http://" + server_->address(); }
+  std::string url() const { return FakeApiUrl(*server_); }
   std::vector<std::string> requests() {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
@@ -59,7 +43,7 @@ class FakeTcoApi {
     std::lock_guard<std::mutex> lock(mu_);
     requests_.push_back(method + " " + path);
     if (req.header("Authorization").value_or("") != std::string("Bearer ") + kToken) {
-      return Problem(401, "unauthenticated", "the token is unknown, revoked or expired");
+      return FakeProblem(401, "unauthenticated", "the token is unknown, revoked or expired");
     }
     if (method == "GET" && path == "/v1/flavors") {
       // The H100 is also sold as a 2-GPU flavor at a lower price per unit-GPU... that is not
@@ -92,7 +76,7 @@ class FakeTcoApi {
         if (auto value = req.query(name)) usage_query_[name] = std::string(*value);
       }
       if (usage_forbidden_) {
-        return Problem(403, "permission-denied", "a token limited to labels cannot read usage");
+        return FakeProblem(403, "permission-denied", "a token limited to labels cannot read usage");
       }
       // 30 000 started unit-minutes of h100-1-gpu in the window asked for.
       return net::Response::Json(200,
@@ -111,7 +95,7 @@ class FakeTcoApi {
                                       {"total_micro_eur", 1'401'002'500}}
                                      .dump());
     }
-    return Problem(404, "not-found", "no route " + method + " " + path);
+    return FakeProblem(404, "not-found", "no route " + method + " " + path);
   }
 
   std::mutex mu_;  // guards everything below but server_
