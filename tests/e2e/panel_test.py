@@ -212,7 +212,8 @@ class PanelTest(unittest.TestCase):
         self.assertEqual(http("GET", other["url"])[0], 403)
 
     # --- The browser ----------------------------------------------------------------------------
-    def test_browser(self):
+    def require_browser_and_jobs(self):
+        """node's path; skips without Chromium, a built panel or jobs, fails without playwright."""
         if not os.path.exists(CHROMIUM):
             self.skipTest("chromium is not installed (%s): tools/bootstrap.sh installs it" %
                           CHROMIUM)
@@ -227,6 +228,10 @@ class PanelTest(unittest.TestCase):
         cpu = [f for f in flavors["items"] if f["id"] == "ai1-1-cpu"][0]
         if not cpu["available"]:
             self.skipTest("jobs are not available on this host: " + cpu["reason"])
+        return node
+
+    def test_browser(self):
+        node = self.require_browser_and_jobs()
 
         artifacts = artifacts_dir()
         print("panel screenshots: " + artifacts, flush=True)
@@ -305,20 +310,7 @@ class PanelTest(unittest.TestCase):
         self.assertEqual(self.server.api("GET", "/v1/tco", token="sov_wrong")[0], 401)
 
     def test_browser_apps(self):
-        if not os.path.exists(CHROMIUM):
-            self.skipTest("chromium is not installed (%s): tools/bootstrap.sh installs it" %
-                          CHROMIUM)
-        node = shutil.which("node")
-        if node is None or not os.path.isdir(os.path.join(REPO_ROOT, "node_modules",
-                                                          "playwright-core")):
-            self.fail("node and npm playwright-core are needed: run tools/bootstrap.sh")
-        status, html = self.server.api("GET", "/", raw=True)
-        if "/assets/" not in html:
-            self.skipTest("this build embeds the placeholder page (no Node.js at configure time)")
-        status, flavors = self.server.api("GET", "/v1/flavors")
-        cpu = [f for f in flavors["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
+        node = self.require_browser_and_jobs()
         binary = os.path.realpath(os.environ.get("SOVAI_BINARY", "build/src/cli/sovai"))
         engine = os.path.join(os.path.dirname(binary), "..", "engine", "sovai-engine")
         if not os.path.exists(engine):
