@@ -25,21 +25,28 @@ debian_packages=(
   libgmock-dev
   libopenblas-dev
   libpcre2-dev
+  libpq-dev
   libpugixml-dev
   libsqlite3-dev
   libssl-dev
   libutf8proc-dev
   make
+  munge
   nginx-light
   ninja-build
   nlohmann-json3-dev
   openssl
   pkg-config
+  postgresql
   procps
   python3
   python3-torch
   rclone
   s3cmd
+  slurm-client
+  slurm-wlm
+  slurmctld
+  slurmd
   wrk
   zlib1g-dev
 )

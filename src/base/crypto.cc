@@ -260,6 +260,111 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+namespace {
+
+struct CipherCtxDeleter {
+  void operator()(EVP_CIPHER_CTX* ctx) const { EVP_CIPHER_CTX_free(ctx); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxDeleter>;
+
+const EVP_CIPHER* FetchedAes256Gcm() {
+  static EVP_CIPHER* cipher = [] {
+    EVP_CIPHER* c = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+    SOVAI_CHECK(c != nullptr) << "EVP_CIPHER_fetch(AES-256-GCM): " << OpenSslError();
+    return c;
+  }();
+  return cipher;
+}
+
+const unsigned char* Bytes(std::string_view s) {
+  // OpenSSL wants a non-null pointer even for empty input.
+  static const unsigned char kEmpty = 0;
+  return s.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(s.data());
+}
+
+int IntSize(std::string_view s) {
+  SOVAI_CHECK(s.size() <= static_cast<size_t>(INT32_MAX)) << "AES-GCM input too large";
+  return static_cast<int>(s.size());
+}
+
+// A context initialized for AES-256-GCM with `key` and `nonce`, for encryption or decryption.
+CipherCtx GcmContext(std::string_view key, std::string_view nonce, bool encrypt) {
+  SOVAI_CHECK(key.size() == kAes256KeyBytes) << "AES-256 key of " << key.size() << " bytes";
+  SOVAI_CHECK(nonce.size() == kAesGcmNonceBytes) << "AES-GCM nonce of " << nonce.size() << " bytes";
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  SOVAI_CHECK(ctx != nullptr) << "EVP_CIPHER_CTX_new: " << OpenSslError();
+  SOVAI_CHECK(EVP_CipherInit_ex2(ctx.get(), FetchedAes256Gcm(), Bytes(key), Bytes(nonce),
+                                 encrypt ? 1 : 0, nullptr) == 1)
+      << "EVP_CipherInit_ex2: " << OpenSslError();
+  return ctx;
+}
+
+}  // namespace
+
+std::string Aes256GcmSeal(std::string_view key, std::string_view nonce, std::string_view plaintext,
+                          std::string_view aad) {
+  CipherCtx ctx = GcmContext(key, nonce, /*encrypt=*/true);
+  int len = 0;
+  if (!aad.empty()) {
+    SOVAI_CHECK(EVP_EncryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), IntSize(aad)) == 1)
+        << "EVP_EncryptUpdate(aad): " << OpenSslError();
+  }
+  std::string out(plaintext.size() + kAesGcmTagBytes, '\0');
+  auto* dst = reinterpret_cast<unsigned char*>(out.data());
+  size_t written = 0;
+  if (!plaintext.empty()) {
+    SOVAI_CHECK(EVP_EncryptUpdate(ctx.get(), dst, &len, Bytes(plaintext), IntSize(plaintext)) == 1)
+        << "EVP_EncryptUpdate: " << OpenSslError();
+    written = static_cast<size_t>(len);
+  }
+  SOVAI_CHECK(EVP_EncryptFinal_ex(ctx.get(), dst + written, &len) == 1)
+      << "EVP_EncryptFinal_ex: " << OpenSslError();
+  written += static_cast<size_t>(len);
+  SOVAI_CHECK(written == plaintext.size()) << "AES-GCM wrote " << written << " bytes";
+  SOVAI_CHECK(
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kAesGcmTagBytes, dst + written) == 1)
+      << "EVP_CTRL_GCM_GET_TAG: " << OpenSslError();
+  return out;
+}
+
+Result<std::string> Aes256GcmOpen(std::string_view key, std::string_view nonce,
+                                  std::string_view sealed, std::string_view aad) {
+  if (sealed.size() < kAesGcmTagBytes) {
+    return InvalidArgumentError("AES-GCM: " + std::to_string(sealed.size()) +
+                                " bytes is shorter than the " + std::to_string(kAesGcmTagBytes) +
+                                "-byte tag");
+  }
+  std::string_view ciphertext = sealed.substr(0, sealed.size() - kAesGcmTagBytes);
+  std::string tag(sealed.substr(ciphertext.size()));
+  CipherCtx ctx = GcmContext(key, nonce, /*encrypt=*/false);
+  int len = 0;
+  if (!aad.empty()) {
+    SOVAI_CHECK(EVP_DecryptUpdate(ctx.get(), nullptr, &len, Bytes(aad), IntSize(aad)) == 1)
+        << "EVP_DecryptUpdate(aad): " << OpenSslError();
+  }
+  std::string out(ciphertext.size(), '\0');
+  auto* dst = reinterpret_cast<unsigned char*>(out.data());
+  size_t written = 0;
+  if (!ciphertext.empty()) {
+    SOVAI_CHECK(EVP_DecryptUpdate(ctx.get(), dst, &len, Bytes(ciphertext), IntSize(ciphertext)) ==
+                1)
+        << "EVP_DecryptUpdate: " << OpenSslError();
+    written = static_cast<size_t>(len);
+  }
+  SOVAI_CHECK(EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kAesGcmTagBytes, tag.data()) ==
+              1)
+      << "EVP_CTRL_GCM_SET_TAG: " << OpenSslError();
+  if (EVP_DecryptFinal_ex(ctx.get(), dst + written, &len) != 1) {
+    ERR_clear_error();
+    // Wipe what was decrypted before the tag failed: unauthenticated bytes must not leak.
+    OPENSSL_cleanse(out.data(), out.size());
+    return DataLossError(
+        "AES-GCM: the authentication tag does not verify (another key or context, or modified "
+        "bytes)");
+  }
+  return out;
+}
+
 std::string RandomBytes(size_t n) {
   std::string out(n, '\0');
   if (n == 0) return out;

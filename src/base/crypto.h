@@ -87,6 +87,25 @@ Result<std::string> Base64UrlDecode(std::string_view text);
 // Compares in time that depends only on the lengths, not the contents (for MACs and tokens).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
+// AES-256-GCM (NIST SP 800-38D): authenticated encryption of small secrets.
+//
+//   std::string nonce = RandomBytes(kAesGcmNonceBytes);  // never twice with one key
+//   std::string sealed = Aes256GcmSeal(key, nonce, plaintext, aad);
+//   SOVAI_ASSIGN_OR_RETURN(std::string plain, Aes256GcmOpen(key, nonce, sealed, aad));
+//
+// `sealed` is the ciphertext followed by the 16-byte tag. `aad` is authenticated, not encrypted:
+// it binds the ciphertext to its context (opening with another aad fails). A key other than 32
+// bytes or a nonce other than 12 is a bug (SOVAI_CHECK). Open errors: DataLoss when the tag does
+// not verify (another key or aad, or modified bytes: nothing of the plaintext is returned);
+// InvalidArgument when `sealed` is shorter than a tag.
+inline constexpr size_t kAes256KeyBytes = 32;
+inline constexpr size_t kAesGcmNonceBytes = 12;
+inline constexpr size_t kAesGcmTagBytes = 16;
+std::string Aes256GcmSeal(std::string_view key, std::string_view nonce, std::string_view plaintext,
+                          std::string_view aad);
+Result<std::string> Aes256GcmOpen(std::string_view key, std::string_view nonce,
+                                  std::string_view sealed, std::string_view aad);
+
 // `n` bytes from OpenSSL's CSPRNG. A CSPRNG failure stops the process (SOVAI_CHECK).
 std::string RandomBytes(size_t n);
 // `prefix` followed by the lowercase hex of `n_bytes` random bytes (default 32 → 64 hex chars),

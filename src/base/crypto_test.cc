@@ -172,5 +172,62 @@ TEST(CryptoTest, RandomBytesAndTokens) {
   EXPECT_EQ(seen.size(), 1000u);
 }
 
+// NIST GCM spec, test case 16 (AES-256, 60-byte plaintext, 20-byte AAD).
+TEST(CryptoTest, Aes256GcmMatchesTheNistVector) {
+  const std::string key =
+      *HexDecode("feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308");
+  const std::string nonce = *HexDecode("cafebabefacedbaddecaf888");
+  const std::string plaintext = *HexDecode(
+      "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e24"
+      "49a6b525b16aedf5aa0de657ba637b39");
+  const std::string aad = *HexDecode("feedfacedeadbeeffeedfacedeadbeefabaddad2");
+  const std::string sealed = Aes256GcmSeal(key, nonce, plaintext, aad);
+  EXPECT_EQ(HexEncode(sealed),
+            "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa8cb08e48590dbb3da7b08"
+            "b1056828838c5f61e6393ba7a0abcc9f662"
+            "76fc6ece0f4e1768cddf8853bb2d551b");
+  auto opened = Aes256GcmOpen(key, nonce, sealed, aad);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, plaintext);
+}
+
+TEST(CryptoTest, Aes256GcmRoundTripsAndRefusesEveryChange) {
+  const std::string key = RandomBytes(kAes256KeyBytes);
+  const std::string nonce = RandomBytes(kAesGcmNonceBytes);
+  for (std::string_view plaintext : {std::string_view(""), std::string_view("s3cr3t/Key+value")}) {
+    const std::string sealed = Aes256GcmSeal(key, nonce, plaintext, "datastore ext");
+    ASSERT_EQ(sealed.size(), plaintext.size() + kAesGcmTagBytes);
+    EXPECT_EQ(*Aes256GcmOpen(key, nonce, sealed, "datastore ext"), plaintext);
+    // Each flipped bit, of the ciphertext or the tag, is refused.
+    for (size_t i = 0; i < sealed.size(); ++i) {
+      std::string tampered = sealed;
+      tampered[i] ^= 0x01;
+      EXPECT_EQ(Aes256GcmOpen(key, nonce, tampered, "datastore ext").status().code(),
+                StatusCode::kDataLoss)
+          << "byte " << i;
+    }
+    // Another key, nonce or context.
+    std::string other_key = key;
+    other_key[0] ^= 0x80;
+    EXPECT_EQ(Aes256GcmOpen(other_key, nonce, sealed, "datastore ext").status().code(),
+              StatusCode::kDataLoss);
+    std::string other_nonce = nonce;
+    other_nonce[11] ^= 0x01;
+    EXPECT_EQ(Aes256GcmOpen(key, other_nonce, sealed, "datastore ext").status().code(),
+              StatusCode::kDataLoss);
+    EXPECT_EQ(Aes256GcmOpen(key, nonce, sealed, "datastore ex7").status().code(),
+              StatusCode::kDataLoss);
+    EXPECT_EQ(Aes256GcmOpen(key, nonce, sealed, "").status().code(), StatusCode::kDataLoss);
+    // Cut short.
+    EXPECT_EQ(Aes256GcmOpen(key, nonce, sealed.substr(0, sealed.size() - 1), "datastore ext")
+                  .status()
+                  .code(),
+              plaintext.empty() ? StatusCode::kInvalidArgument : StatusCode::kDataLoss);
+  }
+  // Nothing of the plaintext shows in the ciphertext.
+  const std::string secret = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+  EXPECT_EQ(Aes256GcmSeal(key, nonce, secret, "").find("AAAA"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace sovai::base

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include "base/check.h"
+
 namespace sovai::base {
 
 namespace {
@@ -31,12 +33,17 @@ Status SqliteError(sqlite3* db, int rc, std::string_view what) {
 
 }  // namespace
 
+Statement::Statement(std::unique_ptr<StatementBackend> backend) : backend_(std::move(backend)) {}
+
 Statement::~Statement() {
   if (stmt_) sqlite3_finalize(stmt_);
 }
 
 Statement::Statement(Statement&& other) noexcept
-    : stmt_(other.stmt_), db_(other.db_), bind_error_(std::move(other.bind_error_)) {
+    : stmt_(other.stmt_),
+      db_(other.db_),
+      bind_error_(std::move(other.bind_error_)),
+      backend_(std::move(other.backend_)) {
   other.stmt_ = nullptr;
 }
 
@@ -46,6 +53,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     stmt_ = other.stmt_;
     db_ = other.db_;
     bind_error_ = std::move(other.bind_error_);
+    backend_ = std::move(other.backend_);
     other.stmt_ = nullptr;
   }
   return *this;
@@ -57,13 +65,26 @@ Status Statement::Error(int rc, std::string_view what) const {
   return SqliteError(db_, rc, context);
 }
 
+// The first bind error is kept and returned by the next Step (binds chain, so they return *this).
+void Statement::KeepBindError(Status st) {
+  if (!st.ok() && bind_error_.ok()) bind_error_ = std::move(st);
+}
+
 Statement& Statement::Bind(int index, int64_t value) {
+  if (backend_) [[unlikely]] {
+    KeepBindError(backend_->BindInt(index, value));
+    return *this;
+  }
   int rc = sqlite3_bind_int64(stmt_, index, value);
   if (rc != SQLITE_OK && bind_error_.ok()) bind_error_ = Error(rc, "bind");
   return *this;
 }
 
 Statement& Statement::Bind(int index, std::string_view text) {
+  if (backend_) [[unlikely]] {
+    KeepBindError(backend_->BindText(index, text));
+    return *this;
+  }
   int rc =
       sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_.ok()) bind_error_ = Error(rc, "bind");
@@ -71,12 +92,20 @@ Statement& Statement::Bind(int index, std::string_view text) {
 }
 
 Statement& Statement::BindBlob(int index, std::string_view bytes) {
+  if (backend_) [[unlikely]] {
+    KeepBindError(backend_->BindBlob(index, bytes));
+    return *this;
+  }
   int rc = sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
   if (rc != SQLITE_OK && bind_error_.ok()) bind_error_ = Error(rc, "bind");
   return *this;
 }
 
 Statement& Statement::BindNull(int index) {
+  if (backend_) [[unlikely]] {
+    KeepBindError(backend_->BindNull(index));
+    return *this;
+  }
   int rc = sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK && bind_error_.ok()) bind_error_ = Error(rc, "bind");
   return *this;
@@ -88,6 +117,9 @@ Statement& Statement::BindOptional(int index, const std::optional<std::string>& 
 
 Result<bool> Statement::Step() {
   if (!bind_error_.ok()) return bind_error_;
+  if (backend_) [[unlikely]] {
+    return backend_->Step();
+  }
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
@@ -104,25 +136,49 @@ Status Statement::Run() {
 }
 
 void Statement::Reset(bool clear_bindings) {
+  bind_error_ = Status();
+  if (backend_) [[unlikely]] {
+    backend_->Reset(clear_bindings);
+    return;
+  }
   sqlite3_reset(stmt_);
   if (clear_bindings) sqlite3_clear_bindings(stmt_);
-  bind_error_ = Status();
 }
 
 bool Statement::ColumnIsNull(int col) const {
+  if (backend_) [[unlikely]] {
+    return backend_->ColumnIsNull(col);
+  }
   return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
 }
 
-int64_t Statement::ColumnInt(int col) const { return sqlite3_column_int64(stmt_, col); }
+int64_t Statement::ColumnInt(int col) const {
+  if (backend_) [[unlikely]] {
+    return backend_->ColumnInt(col);
+  }
+  return sqlite3_column_int64(stmt_, col);
+}
 
 std::string Statement::ColumnText(int col) const {
+  if (backend_) [[unlikely]] {
+    return backend_->ColumnText(col);
+  }
   const void* data = sqlite3_column_blob(stmt_, col);
   int n = sqlite3_column_bytes(stmt_, col);
   if (data == nullptr || n <= 0) return {};
   return std::string(static_cast<const char*>(data), static_cast<size_t>(n));
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::Database(std::unique_ptr<DatabaseBackend> backend) : backend_(std::move(backend)) {}
+
+std::unique_ptr<Database> Database::FromBackend(std::unique_ptr<DatabaseBackend> backend) {
+  SOVAI_CHECK(backend != nullptr);
+  return std::unique_ptr<Database>(new Database(std::move(backend)));
+}
+
+Database::~Database() {
+  if (db_) sqlite3_close_v2(db_);
+}
 
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                  const DatabaseOptions& options) {
@@ -147,6 +203,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
 }
 
 Status Database::Exec(std::string_view sql) {
+  if (backend_) return backend_->Exec(sql);
   char* err = nullptr;
   std::string copy(sql);
   int rc = sqlite3_exec(db_, copy.c_str(), nullptr, nullptr, &err);
@@ -159,6 +216,10 @@ Status Database::Exec(std::string_view sql) {
 }
 
 Result<Statement> Database::Prepare(std::string_view sql) {
+  if (backend_) [[unlikely]] {
+    SOVAI_ASSIGN_OR_RETURN(auto statement, backend_->Prepare(sql));
+    return Statement(std::move(statement));
+  }
   sqlite3_stmt* stmt = nullptr;
   int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
@@ -166,10 +227,17 @@ Result<Statement> Database::Prepare(std::string_view sql) {
   return Statement(stmt, db_);
 }
 
-int64_t Database::Changes() const { return sqlite3_changes64(db_); }
-int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+int64_t Database::Changes() const {
+  return backend_ ? backend_->Changes() : sqlite3_changes64(db_);
+}
+
+int64_t Database::LastInsertRowId() const {
+  SOVAI_CHECK(backend_ == nullptr) << "LastInsertRowId is SQLite's; use RETURNING";
+  return sqlite3_last_insert_rowid(db_);
+}
 
 Result<int64_t> Database::UserVersion() {
+  if (backend_) return UnimplementedError("PRAGMA user_version is SQLite's");
   SOVAI_ASSIGN_OR_RETURN(Statement st, Prepare("PRAGMA user_version"));
   SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
   return row ? st.ColumnInt(0) : 0;

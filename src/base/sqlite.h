@@ -10,6 +10,11 @@
 //
 // Thread-safety: a Database (and its statements) is used by one thread at a time; open one
 // connection per thread (WAL lets readers run alongside the one writer).
+//
+// Other engines: a Database may also wrap another SQL engine (Database::FromBackend,
+// sql_backend.h; PostgreSQL in postgres.h). Callers keep writing SQLite SQL against the same
+// classes; dialect() tells the engine. The SQLite path is the classes' own code (no virtual call,
+// no allocation per Bind/Step): a wrapped engine costs SQLite users one null-pointer test per call.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/sql_backend.h"
 #include "base/status.h"
 
 struct sqlite3;
@@ -59,10 +65,14 @@ class Statement {
  private:
   friend class Database;
   Statement(sqlite3_stmt* stmt, sqlite3* db) : stmt_(stmt), db_(db) {}
+  explicit Statement(std::unique_ptr<StatementBackend> backend);
   Status Error(int rc, std::string_view what) const;
+  void KeepBindError(Status st);
   sqlite3_stmt* stmt_ = nullptr;
   sqlite3* db_ = nullptr;
   Status bind_error_;
+  // Non-null: a statement of another engine, and stmt_/db_ are unused.
+  std::unique_ptr<StatementBackend> backend_;
 };
 
 struct DatabaseOptions {
@@ -79,22 +89,35 @@ class Database {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  // Opens (creating when absent, unless read_only) the database file at `path`.
+  // Opens (creating when absent, unless read_only) the SQLite database file at `path`.
   static Result<std::unique_ptr<Database>> Open(const std::string& path,
                                                 const DatabaseOptions& options = {});
+  // Wraps a connection of another engine (sql_backend.h).
+  static std::unique_ptr<Database> FromBackend(std::unique_ptr<DatabaseBackend> backend);
+
+  SqlDialect dialect() const { return backend_ ? backend_->dialect() : SqlDialect::kSqlite; }
 
   // Runs one or more statements without parameters.
   Status Exec(std::string_view sql);
   Result<Statement> Prepare(std::string_view sql);
   // Rows changed by the last INSERT/UPDATE/DELETE.
   int64_t Changes() const;
+  // SQLite only (a bug on another engine: SOVAI_CHECK).
   int64_t LastInsertRowId() const;
-  // PRAGMA user_version.
+  // PRAGMA user_version. SQLite only (Unimplemented on another engine).
   Result<int64_t> UserVersion();
+
+  // Whether the connection is known to be gone, and opening it again with the same parameters.
+  // A SQLite file is never lost: false, and Reconnect does nothing.
+  bool ConnectionLost() const { return backend_ && backend_->ConnectionLost(); }
+  Status Reconnect() { return backend_ ? backend_->Reconnect() : Status(); }
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}
-  sqlite3* db_;
+  explicit Database(std::unique_ptr<DatabaseBackend> backend);
+  sqlite3* db_ = nullptr;
+  // Non-null: another engine's connection, and db_ is null.
+  std::unique_ptr<DatabaseBackend> backend_;
 };
 
 }  // namespace sovai::base

@@ -95,5 +95,101 @@ TEST_F(SqliteTest, OpeningADirectoryFails) {
   EXPECT_FALSE(db.ok());
 }
 
+// Another engine behind the same classes (sql_backend.h): calls reach it, and the first bind
+// error is kept for Step as on SQLite.
+class RecordingStatement : public StatementBackend {
+ public:
+  explicit RecordingStatement(std::string* log) : log_(log) {}
+  Status BindInt(int index, int64_t value) override {
+    *log_ += "int" + std::to_string(index) + "=" + std::to_string(value) + ";";
+    return Status();
+  }
+  Status BindText(int index, std::string_view text) override {
+    if (index > 2) return InternalError("index out of range");
+    *log_ += "text" + std::to_string(index) + "=" + std::string(text) + ";";
+    return Status();
+  }
+  Status BindBlob(int index, std::string_view) override {
+    *log_ += "blob" + std::to_string(index) + ";";
+    return Status();
+  }
+  Status BindNull(int index) override {
+    *log_ += "null" + std::to_string(index) + ";";
+    return Status();
+  }
+  Result<bool> Step() override {
+    *log_ += "step;";
+    return rows_++ == 0;
+  }
+  void Reset(bool clear) override { *log_ += clear ? "reset+clear;" : "reset;"; }
+  bool ColumnIsNull(int col) const override { return col > 1; }
+  int64_t ColumnInt(int col) const override { return 40 + col; }
+  std::string ColumnText(int col) const override { return "col" + std::to_string(col); }
+
+ private:
+  std::string* log_;
+  int rows_ = 0;
+};
+
+class RecordingDatabase : public DatabaseBackend {
+ public:
+  explicit RecordingDatabase(std::string* log) : log_(log) {}
+  SqlDialect dialect() const override { return SqlDialect::kPostgres; }
+  Status Exec(std::string_view sql) override {
+    *log_ += "exec " + std::string(sql) + ";";
+    return Status();
+  }
+  Result<std::unique_ptr<StatementBackend>> Prepare(std::string_view sql) override {
+    *log_ += "prepare " + std::string(sql) + ";";
+    return std::unique_ptr<StatementBackend>(new RecordingStatement(log_));
+  }
+  int64_t Changes() const override { return 7; }
+  bool ConnectionLost() const override { return true; }
+  Status Reconnect() override {
+    *log_ += "reconnect;";
+    return Status();
+  }
+
+ private:
+  std::string* log_;
+};
+
+TEST(SqlBackendTest, DatabaseAndStatementForwardToAnotherEngine) {
+  std::string log;
+  auto db = Database::FromBackend(std::make_unique<RecordingDatabase>(&log));
+  EXPECT_EQ(db->dialect(), SqlDialect::kPostgres);
+  ASSERT_TRUE(db->Exec("BEGIN").ok());
+  auto st = db->Prepare("SELECT ?");
+  ASSERT_TRUE(st.ok());
+  Statement moved = std::move(*st);
+  moved.Bind(1, int64_t{5}).Bind(2, "x").BindBlob(1, "b").BindNull(2).BindOptional(1, "o");
+  auto row = moved.Step();
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ(moved.ColumnInt(1), 41);
+  EXPECT_EQ(moved.ColumnText(0), "col0");
+  EXPECT_TRUE(moved.ColumnIsNull(2));
+  EXPECT_EQ(db->Changes(), 7);
+  EXPECT_TRUE(db->ConnectionLost());
+  EXPECT_TRUE(db->Reconnect().ok());
+  EXPECT_EQ(db->UserVersion().status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(log, "exec BEGIN;prepare SELECT ?;int1=5;text2=x;blob1;null2;text1=o;step;reconnect;");
+
+  // A failed bind is returned by the next Step, which does not run; Reset forgets it.
+  log.clear();
+  moved.Bind(3, "too far");
+  EXPECT_EQ(moved.Step().status().code(), StatusCode::kInternal);
+  moved.Reset(false);
+  EXPECT_TRUE(moved.Step().ok());
+  EXPECT_EQ(log, "reset;step;");
+}
+
+TEST(SqlBackendTest, SqliteIsItsOwnDialectAndNeverLost) {
+  auto db = Database::Open(":memory:", {.wal = false});
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ((*db)->dialect(), SqlDialect::kSqlite);
+  EXPECT_FALSE((*db)->ConnectionLost());
+  EXPECT_TRUE((*db)->Reconnect().ok());
+}
+
 }  // namespace
 }  // namespace sovai::base

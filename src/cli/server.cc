@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <unordered_map>
 
 #include "base/crypto.h"
@@ -34,6 +35,7 @@
 #include "control/rest_api.h"
 #include "exec/resources.h"
 #include "exec/sandbox.h"
+#include "exec/slurm.h"
 #include "gateway/app_gateway.h"
 #include "gateway/notebook_gateway.h"
 #include "net/http.h"
@@ -144,6 +146,7 @@ struct PlatformServer::Impl {
   // (storage samples), the catalog and the control database.
   std::unique_ptr<control::BillingService> billing;
   std::unique_ptr<exec::Sandbox> sandbox;
+  std::unique_ptr<exec::SlurmClient> slurm;
   std::unique_ptr<control::JobService> jobs;
   // Apps and the gateway in front of them; the gateway learns routes from the apps and tells
   // them the autoscaler's decisions (set once both exist).
@@ -338,7 +341,11 @@ struct PlatformServer::Impl {
     std::string data_dir = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
     if (ec) data_dir = config.data_dir;
     while (data_dir.size() > 1 && data_dir.back() == '/') data_dir.pop_back();
-    if (::geteuid() == 0) {
+    if (config.executor != "local" && config.executor != "slurm") {
+      return base::InvalidArgumentError("--executor must be local or slurm, not \"" +
+                                        config.executor + "\"");
+    }
+    if (::geteuid() == 0 && config.executor == "local") {
       // Workloads run as an unprivileged uid that must reach their directories under the data
       // directory: every directory above it must let others traverse it.
       for (std::filesystem::path dir = std::filesystem::path(data_dir).parent_path(); !dir.empty();
@@ -357,18 +364,6 @@ struct PlatformServer::Impl {
         if (dir == dir.root_path()) break;
       }
     }
-    exec::SandboxOptions sandbox_options;
-    sandbox_options.hidden_paths = {data_dir};
-    auto created = exec::Sandbox::Create(env, sandbox_options);
-    if (!created.ok()) {
-      std::string reason = "jobs are disabled: " + created.status().message();
-      SOVAI_LOG(WARNING) << reason;
-      control->SetJobsUnavailable(std::move(reason));
-      return base::Status();
-    }
-    sandbox = std::move(*created);
-    SOVAI_ASSIGN_OR_RETURN(exec::HostResources host, exec::DiscoverHost(env, {}));
-    for (const std::string& warning : host.warnings) SOVAI_LOG(WARNING) << warning;
     control::JobServiceOptions o;
     o.data_dir = data_dir;
     o.region = config.region;
@@ -376,17 +371,34 @@ struct PlatformServer::Impl {
       o.other_jurisdictions[r.name] = r.jurisdiction;
     }
     o.flavors = &catalog;
-    o.capacity.cpus = host.cpus;
-    o.capacity.memory_bytes = host.memory_bytes;
-    for (const exec::GpuInfo& gpu : host.gpus) o.capacity.gpus.push_back({gpu.index, gpu.name});
-    o.cpu_ids = host.cpu_ids;
-    o.sandbox = sandbox.get();
     o.env = &env;
+    char self[4096];
+    ssize_t self_bytes = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    const std::string self_path = self_bytes > 0 ? std::string(self, size_t(self_bytes)) : "";
     o.engine_binary = config.engine_binary;
-    if (o.engine_binary.empty()) {
-      char self[4096];
-      ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-      if (n > 0) o.engine_binary = FindEngineBinary(std::string(self, static_cast<size_t>(n)));
+    if (o.engine_binary.empty() && !self_path.empty()) {
+      o.engine_binary = FindEngineBinary(self_path);
+    }
+    if (config.executor == "slurm") {
+      SOVAI_RETURN_IF_ERROR(ConfigureSlurm(catalog, self_path, o));
+    } else {
+      exec::SandboxOptions sandbox_options;
+      sandbox_options.hidden_paths = {data_dir};
+      auto created = exec::Sandbox::Create(env, sandbox_options);
+      if (!created.ok()) {
+        std::string reason = "jobs are disabled: " + created.status().message();
+        SOVAI_LOG(WARNING) << reason;
+        control->SetJobsUnavailable(std::move(reason));
+        return base::Status();
+      }
+      sandbox = std::move(*created);
+      SOVAI_ASSIGN_OR_RETURN(exec::HostResources host, exec::DiscoverHost(env, {}));
+      for (const std::string& warning : host.warnings) SOVAI_LOG(WARNING) << warning;
+      o.capacity.cpus = host.cpus;
+      o.capacity.memory_bytes = host.memory_bytes;
+      for (const exec::GpuInfo& gpu : host.gpus) o.capacity.gpus.push_back({gpu.index, gpu.name});
+      o.cpu_ids = host.cpu_ids;
+      o.sandbox = sandbox.get();
     }
     if (o.engine_binary.empty()) {
       SOVAI_LOG(WARNING) << "sovai-engine not found: the images sovai/finetune and sovai/serve "
@@ -397,10 +409,13 @@ struct PlatformServer::Impl {
     auto jobs_s3_access = [this, system_project, s3_ca_file](
                               const std::string& project,
                               const std::string& region) -> base::Result<control::S3Access> {
-      if (!region.empty() && !base::EqualsIgnoreCase(region, config.region)) {
-        return OtherRegionAccess(project, region);
+      if (region.empty() || base::EqualsIgnoreCase(region, config.region)) {
+        return LocalS3Access(project, system_project, s3_ca_file);
       }
-      return LocalS3Access(project, system_project, s3_ca_file);
+      for (const control::RegionEndpoint& r : other_regions) {
+        if (base::EqualsIgnoreCase(r.name, region)) return OtherRegionAccess(project, region);
+      }
+      return DatastoreAccess(project, region);
     };
     o.s3_access = jobs_s3_access;
     o.admission_check = [this](const std::string& project, const control::JobSpec& spec) {
@@ -411,6 +426,48 @@ struct PlatformServer::Impl {
     SOVAI_RETURN_IF_ERROR(StartApps(catalog, jobs_s3_access));
     SOVAI_RETURN_IF_ERROR(StartNotebooks());
     billing->AttachWorkloads(jobs.get(), apps.get());
+    return base::Status();
+  }
+
+  // The Slurm executor: the cluster answers, and the job service gets its settings. Slurm
+  // queues and places the jobs, so the local scheduler only keeps order and quotas: its capacity
+  // is unbounded (a job the cluster can never run is refused by sbatch, with Slurm's words).
+  base::Status ConfigureSlurm(const control::FlavorCatalog& catalog, const std::string& self_path,
+                              control::JobServiceOptions& o) {
+    exec::SlurmConfig settings;
+    if (!config.slurm_config_file.empty()) {
+      SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.slurm_config_file));
+      auto parsed = exec::ParseSlurmConfig(text);
+      if (!parsed.ok()) return parsed.status().WithContext(config.slurm_config_file);
+      settings = std::move(*parsed);
+    }
+    slurm = std::make_unique<exec::SlurmClient>(env, settings.client);
+    SOVAI_RETURN_IF_ERROR(slurm->Check());
+    o.slurm.client = slurm.get();
+    o.slurm.partition = settings.partition;
+    o.slurm.account = settings.account;
+    o.slurm.flavors = settings.flavors;
+    o.slurm.agent_binary = settings.agent_binary.empty() ? self_path : settings.agent_binary;
+    o.slurm.engine_binary =
+        settings.engine_binary.empty() ? o.engine_binary : settings.engine_binary;
+    o.slurm.scratch_dir = settings.scratch_dir;
+    o.slurm.s3_endpoint = settings.s3_endpoint;
+    o.slurm.staging_minutes = settings.staging_minutes;
+    o.slurm.poll_interval = std::chrono::milliseconds(settings.poll_ms);
+    constexpr int kUnbounded = 1 << 16;
+    o.capacity.cpus = kUnbounded;
+    o.capacity.memory_bytes = uint64_t{1} << 60;
+    for (int i = 0; i < kUnbounded; ++i) o.cpu_ids.push_back(i);
+    std::set<std::string> models;
+    for (const control::Flavor& f : catalog.flavors()) {
+      if (!f.gpu_model.empty()) models.insert(f.gpu_model);
+    }
+    int index = 0;
+    for (const std::string& model : models) {
+      for (int i = 0; i < 1024; ++i) o.capacity.gpus.push_back({index++, model});
+    }
+    SOVAI_LOG(INFO) << "jobs run on Slurm (agent " << o.slurm.agent_binary << ", scratch "
+                    << o.slurm.scratch_dir << ")";
     return base::Status();
   }
 
@@ -463,6 +520,34 @@ struct PlatformServer::Impl {
     SOVAI_CHECK(endpoint != nullptr) << "CheckResidency allowed an unknown region " << region;
     return control::S3Access{endpoint->s3_endpoint, endpoint->s3_region, endpoint->access_key_id,
                              endpoint->secret_access_key, endpoint->ca_file};
+  }
+
+  // Credentials for a workload of `project` in one of its datastores (docs/api/datastores.md):
+  // the datastore's endpoint, signing region and keys, the secret opened here. A name that is
+  // no datastore of the project (another project's alias included) is refused like an unknown
+  // region, listing only the project's own datastores. Every handing-out, and every refusal of
+  // a datastore that exists, is an audit entry "DATASTORE ACCESS".
+  base::Result<control::S3Access> DatastoreAccess(const std::string& project,
+                                                  const std::string& alias) {
+    auto found = control->datastores().Credentials(project, alias);
+    if (!found.ok() && found.status().code() == base::StatusCode::kNotFound) {
+      control::KnownRegions known{config.region, control::NamesOf(other_regions)};
+      SOVAI_ASSIGN_OR_RETURN(known.datastores, control->datastores().Aliases(project));
+      return control::UnknownRegionError(known, "", alias);
+    }
+    if (control::AuditLog* a = audit_ptr.load()) {
+      a->Append({.project = project,
+                 .action = "DATASTORE ACCESS",
+                 .resource = base::AsciiToLower(alias),
+                 .result = found.ok() ? 200 : control::HttpStatusOf(found.status().code()),
+                 .detail = found.ok()
+                               ? "S3 credentials of datastore " + found->datastore.alias + " (" +
+                                     found->datastore.endpoint + ") for a workload of the project"
+                               : found.status().message()});
+    }
+    SOVAI_RETURN_IF_ERROR(found.status());
+    const control::Datastore& d = found->datastore;
+    return control::S3Access{d.endpoint, d.region, d.access_key, found->secret_key, ""};
   }
 
   // --audit-export (docs/audit.md): the audit log copied into a bucket of this object store, the
@@ -688,9 +773,10 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   impl->s3_key_issuer = std::make_unique<StoreS3KeyIssuer>(*impl->store);
   SOVAI_ASSIGN_OR_RETURN(
       impl->control,
-      control::ControlPlane::Open(
-          impl->config.data_dir,
-          {.env = &env, .admin = impl->admin, .s3_keys = impl->s3_key_issuer.get()}));
+      control::ControlPlane::Open(impl->config.data_dir, {.env = &env,
+                                                          .admin = impl->admin,
+                                                          .s3_keys = impl->s3_key_issuer.get(),
+                                                          .state_url = impl->config.state_url}));
   SOVAI_ASSIGN_OR_RETURN(impl->audit, control::AuditLog::Open(impl->control->db(), {.env = &env}));
   impl->audit_ptr.store(impl->audit.get());
   impl->control->AttachAudit(impl->audit.get());
@@ -776,6 +862,11 @@ int RunServerCommand(const std::vector<std::string>& args) {
                 "--listen-api; the S3 API on --listen-s3. Port 0 picks a free port; the chosen\n"
                 "addresses are printed and written to <data-dir>/server.json.");
   flags.String("data-dir", &config.data_dir, "directory that holds all state");
+  flags.String("state", &config.state_url,
+               "control state in the PostgreSQL database postgres://USER@HOST:PORT/DB, shared "
+               "by servers (docs/state.md; password from PGPASSWORD or ~/.pgpass); empty = "
+               "SQLite in the data directory",
+               "URL");
   flags.String("listen-api", &config.listen_api, "HOST:PORT of the REST API and panel");
   flags.String("listen-s3", &config.listen_s3, "HOST:PORT of the S3 API");
   flags.String("region", &config.region, "this server's region name");
@@ -795,6 +886,10 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("prices", &config.prices_file,
                "storage and token prices JSON (docs/billing.md); empty = the defaults", "FILE");
   flags.Bool("jobs", &config.jobs, "run jobs (needs bubblewrap)");
+  flags.String("executor", &config.executor,
+               "where jobs run: local (bubblewrap on this host) or slurm (sbatch)");
+  flags.String("slurm-config", &config.slurm_config_file,
+               "JSON settings of the Slurm executor (partitions, paths on the nodes)");
   flags.String("engine", &config.engine_binary,
                "sovai-engine for the sovai/finetune and sovai/serve images (default: next to "
                "this binary)",

@@ -23,6 +23,10 @@ inline constexpr std::chrono::milliseconds kServerShutdownGrace{10'000};
 
 struct ServerConfig {
   std::string data_dir = "./sovai-data";
+  // Where the control state lives: "" = SQLite in <data-dir>/control.db; a PostgreSQL URL
+  // (postgres://user@host:port/db) = that database, shared by the servers given it
+  // (docs/state.md). The object store and job logs stay in data_dir either way.
+  std::string state_url;
   std::string listen_api = kDefaultListenApi;
   std::string listen_s3 = kDefaultListenS3;
   std::string region = kDefaultRegion;
@@ -43,6 +47,10 @@ struct ServerConfig {
   std::string prices_file;
   // Jobs: off when false, or when this host cannot run the bubblewrap sandbox (logged).
   bool jobs = true;
+  // Where workloads run: "local" (the bubblewrap sandbox on this host) or "slurm" (a Slurm
+  // cluster, settings in slurm_config_file; docs/slurm.md).
+  std::string executor = "local";
+  std::string slurm_config_file;
   // The sovai-engine binary of the built-in images sovai/finetune and sovai/serve; "" = the one
   // installed next to this binary (or, in a build tree, in ../engine/).
   std::string engine_binary;

@@ -54,7 +54,8 @@ void CheckModelLocation(const std::string& value, const char* field, const SpecC
     errors.Add(field, "must be bucket@REGION/prefix: " + parsed.status().message());
     return;
   }
-  if (auto st = exec::CheckVolumes({*parsed}, ctx.region, ctx.other_regions); !st.ok())
+  if (auto st = exec::CheckVolumes({*parsed}, ctx.region, ctx.other_regions, ctx.datastores);
+      !st.ok())
     errors.Add(field, st.message());
 }
 

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "control/datastores.h"
 #include "exec/resources.h"
 #include "exec/s3_client.h"
 #include "exec/volume_spec.h"
@@ -196,6 +197,8 @@ Status AppService::Load() {
       app.generation = st.ColumnInt(7);
       app.desired_replicas = static_cast<int>(st.ColumnInt(8));
       app.created_unix_micros = st.ColumnInt(10);
+      // The model may live in a datastore of the app's project (datastores.h).
+      SOVAI_ASSIGN_OR_RETURN(ctx.datastores, DatastoreAliases(sql, app.project));
       auto spec_json = base::ParseJson(st.ColumnText(3));
       auto spec = spec_json.ok() ? ParseAppSpec(*spec_json, ctx)
                                  : std::variant<AppSpec, SpecError>(SpecError{spec_json.status()});
@@ -425,9 +428,9 @@ Status AppService::RecordUsage(const std::vector<AppUsageRecord>& rows, int64_t 
         base::Statement st,
         sql.Prepare("INSERT INTO app_usage(app, token, project, minute, requests, prompt_tokens, "
                     "completion_tokens) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(app, "
-                    "token, project, minute) DO UPDATE SET requests = requests + ?5, "
-                    "prompt_tokens = prompt_tokens + ?6, "
-                    "completion_tokens = completion_tokens + ?7"));
+                    "token, project, minute) DO UPDATE SET requests = app_usage.requests + ?5, "
+                    "prompt_tokens = app_usage.prompt_tokens + ?6, "
+                    "completion_tokens = app_usage.completion_tokens + ?7"));
     for (const AppUsageRecord& r : rows) {
       st.Reset();
       st.Bind(1, r.app).Bind(2, r.token).Bind(3, r.project).Bind(4, minute);

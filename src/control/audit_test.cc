@@ -9,6 +9,7 @@
 
 #include "base/crypto.h"
 #include "control/limits.h"
+#include "control/postgres_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -19,6 +20,7 @@ class AuditLogTest : public ::testing::Test {
     char tmpl[] = "/tmp/sovai-audit-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    SOVAI_STATE_LOCATION_OR_SKIP(state_, dir_);
     OpenAll();
   }
   void TearDown() override {
@@ -30,7 +32,7 @@ class AuditLogTest : public ::testing::Test {
   void OpenAll(AuditLogOptions options = {}) {
     audit_.reset();
     db_.reset();
-    auto db = ControlDb::Open(dir_ + "/control.db");
+    auto db = ControlDb::Open(state_);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     auto audit = AuditLog::Open(*db_, options);
@@ -64,6 +66,7 @@ class AuditLogTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::string state_;  // control.db in dir_, or a PostgreSQL URL (postgres_test_util.h)
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<AuditLog> audit_;
 };

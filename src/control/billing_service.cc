@@ -130,8 +130,9 @@ Status BillingService::RecordLifetime() {
   return db_.Write([&](base::Database& sql) -> Status {
     // Two starts in one microsecond (tests) share a lifetime.
     SOVAI_ASSIGN_OR_RETURN(base::Statement st,
-                           sql.Prepare("INSERT OR REPLACE INTO billing_server_runs(started_at, "
-                                       "alive_at) VALUES (?1, ?1)"));
+                           sql.Prepare("INSERT INTO billing_server_runs(started_at, alive_at) "
+                                       "VALUES (?1, ?1) ON CONFLICT(started_at) DO UPDATE SET "
+                                       "alive_at = excluded.alive_at"));
     st.Bind(1, lifetime_started_unix_micros_);
     return st.Run();
   });
@@ -384,8 +385,8 @@ Status BillingService::WatchOnce() {
   SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
-        sql.Prepare("UPDATE billing_server_runs SET alive_at = MAX(alive_at, ?2) WHERE "
-                    "started_at = ?1"));
+        sql.Prepare("UPDATE billing_server_runs SET alive_at = CASE WHEN alive_at > ?2 THEN "
+                    "alive_at ELSE ?2 END WHERE started_at = ?1"));
     st.Bind(1, lifetime_started_unix_micros_).Bind(2, now);
     return st.Run();
   }));
@@ -479,8 +480,8 @@ Status BillingService::SampleStorage() {
   return db_.Write([&](base::Database& sql) -> Status {
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
-        sql.Prepare("INSERT OR REPLACE INTO storage_samples(project, at, bytes) VALUES (?1, ?2, "
-                    "?3)"));
+        sql.Prepare("INSERT INTO storage_samples(project, at, bytes) VALUES (?1, ?2, ?3) ON "
+                    "CONFLICT(project, at) DO UPDATE SET bytes = excluded.bytes"));
     for (const auto& [project, n] : bytes) {
       if (n == 0) continue;
       // SQLite integers are signed: a store beyond 8 EiB is not a concern of this century.

@@ -8,6 +8,7 @@
 
 #include "base/json.h"
 #include "base/time.h"
+#include "control/postgres_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -23,7 +24,9 @@ class BillingServiceTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     clock_.SetUnixMicros(t0_);
-    auto db = ControlDb::Open(dir_ + "/control.db", ControlDbOptions{.env = &env_});
+    std::string state;
+    SOVAI_STATE_LOCATION_OR_SKIP(state, dir_);
+    auto db = ControlDb::Open(state, ControlDbOptions{.env = &env_});
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     StartService();
@@ -63,9 +66,13 @@ class BillingServiceTest : public ::testing::Test {
     ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
                      SOVAI_ASSIGN_OR_RETURN(
                          base::Statement st,
-                         sql.Prepare("INSERT OR REPLACE INTO jobs(id, project, user, sequence, "
-                                     "state, spec, history, created_at, updated_at) VALUES (?1, "
-                                     "?2, 'usr_x', ?3, ?4, ?5, ?6, ?7, ?8)"));
+                         sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, "
+                                     "spec, history, created_at, updated_at) VALUES (?1, ?2, "
+                                     "'usr_x', ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE "
+                                     "SET project = excluded.project, sequence = "
+                                     "excluded.sequence, state = excluded.state, spec = "
+                                     "excluded.spec, history = excluded.history, created_at = "
+                                     "excluded.created_at, updated_at = excluded.updated_at"));
                      st.Bind(1, id).Bind(2, project).Bind(3, ++sequence_);
                      st.Bind(4, history.back().first).Bind(5, base::DumpJson(spec));
                      st.Bind(6, base::DumpJson(h)).Bind(7, history.front().second);

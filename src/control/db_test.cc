@@ -7,7 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "base/postgres.h"
 #include "control/migrations.h"
+#include "control/postgres_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -18,13 +20,14 @@ class ControlDbTest : public ::testing::Test {
     char tmpl[] = "/tmp/sovai-controldb-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    path_ = dir_ + "/control.db";
+    // `<dir>/control.db`, or a fresh PostgreSQL schema with SOVAI_TEST_STATE=postgres.
+    SOVAI_STATE_LOCATION_OR_SKIP(path_, dir_);
   }
   void TearDown() override { env_.DeleteDirRecursive(dir_).IgnoreError(); }
 
-  // A second, independent connection to look at the file as another process would.
+  // A second, independent connection to look at the database as another process would.
   std::unique_ptr<base::Database> Raw() {
-    auto db = base::Database::Open(path_);
+    auto db = OpenStateDatabase(path_);
     EXPECT_TRUE(db.ok()) << db.status();
     return std::move(*db);
   }
@@ -39,8 +42,9 @@ class ControlDbTest : public ::testing::Test {
   }
 
   bool TableExists(const std::string& name) {
-    return CountRows("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '" + name +
-                     "'") == 1;
+    auto exists = control::TableExists(*Raw(), name);
+    EXPECT_TRUE(exists.ok()) << exists.status();
+    return exists.ok() && *exists;
   }
 
   base::Env& env_ = base::Env::Default();
@@ -60,6 +64,7 @@ TEST_F(ControlDbTest, FreshDatabaseIsMigratedToTheLatestVersionInWalMode) {
   EXPECT_TRUE(TableExists("tokens"));
 
   auto raw = Raw();
+  if (raw->dialect() != base::SqlDialect::kSqlite) return;  // WAL is SQLite's
   auto mode = raw->Prepare("PRAGMA journal_mode");
   ASSERT_TRUE(mode.ok());
   ASSERT_TRUE(mode->Step().ok());
@@ -213,6 +218,22 @@ TEST_F(ControlDbTest, MigrationNamesAreUnique) {
     for (size_t j = i + 1; j < migrations.size(); ++j) {
       EXPECT_NE(migrations[i].name, migrations[j].name);
     }
+  }
+}
+
+}  // namespace
+}  // namespace sovai::control
+
+namespace sovai::control {
+namespace {
+
+// Every shipped migration runs on PostgreSQL: a hand-written version, or SQLite DDL that
+// translates mechanically (a new table or column needs nothing more; a trigger needs postgres_sql).
+TEST(ControlMigrationsTest, EachHasAPostgresVersion) {
+  for (const Migration& m : ControlMigrations()) {
+    if (!m.postgres_sql.empty()) continue;
+    auto translated = base::TranslateSqliteDdlForPostgres(m.sql);
+    EXPECT_TRUE(translated.ok()) << "migration '" << m.name << "': " << translated.status();
   }
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "base/time.h"
+#include "control/postgres_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -26,7 +27,8 @@ class IdentityTest : public ::testing::Test {
     char tmpl[] = "/tmp/sovai-identity-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
-    auto db = ControlDb::Open(dir_ + "/control.db", {.env = &env_});
+    SOVAI_STATE_LOCATION_OR_SKIP(state_, dir_);
+    auto db = ControlDb::Open(state_, {.env = &env_});
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     identity_ = std::make_unique<Identity>(*db_, env_);
@@ -63,6 +65,7 @@ class IdentityTest : public ::testing::Test {
   base::ManualClock clock_;
   base::ManualClockEnv env_{base::Env::Default(), clock_};
   std::string dir_;
+  std::string state_;  // control.db in dir_, or a PostgreSQL URL (postgres_test_util.h)
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<Identity> identity_;
   Principal admin_;
@@ -424,7 +427,7 @@ TEST_F(IdentityTest, StateSurvivesReopening) {
   CreatedToken token = MakeToken(alice, nlp, Role::kOperator);
   identity_.reset();
   db_.reset();
-  auto db = ControlDb::Open(dir_ + "/control.db", {.env = &env_});
+  auto db = ControlDb::Open(state_, {.env = &env_});
   ASSERT_TRUE(db.ok());
   db_ = std::move(*db);
   identity_ = std::make_unique<Identity>(*db_, env_);

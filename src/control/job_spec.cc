@@ -27,6 +27,10 @@ constexpr size_t kMaxLabels = 32;
 constexpr size_t kMaxVolumes = 16;
 constexpr int64_t kMaxTimeoutS = 30LL * 24 * 3600;
 constexpr int kMaxPriority = 1000;
+// Distributed jobs: the most nodes one job may span, and tasks on one node (one per GPU on the
+// largest GPU servers, with room).
+constexpr int64_t kMaxJobNodes = 256;
+constexpr int64_t kMaxTasksPerNode = 64;
 constexpr int kMaxRetries = 100;
 
 // Environment names a job may not set: the sandbox owns them.
@@ -64,9 +68,9 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
     errors.Add("(body)", "must be a JSON object, not " + TypeName(body));
     return errors.Finish();
   }
-  static const std::set<std::string> kKnown = {"name",      "image",    "command", "env",
-                                               "flavor",    "units",    "volumes", "labels",
-                                               "timeout_s", "priority", "restart", "network"};
+  static const std::set<std::string> kKnown = {
+      "name",   "image",     "command",  "env",     "flavor",  "units", "volumes",
+      "labels", "timeout_s", "priority", "restart", "network", "nodes", "tasks_per_node"};
   for (const auto& [key, value] : body.items()) {
     if (!kKnown.contains(key)) errors.Add(key, "is not a job spec field");
   }
@@ -109,6 +113,8 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
   spec.units = static_cast<int>(int_field("units", 1, 4096, 1));
   spec.timeout_s = int_field("timeout_s", 1, kMaxTimeoutS, 0);
   spec.priority = static_cast<int>(int_field("priority", -kMaxPriority, kMaxPriority, 0));
+  spec.nodes = static_cast<int>(int_field("nodes", 1, kMaxJobNodes, 1));
+  spec.tasks_per_node = static_cast<int>(int_field("tasks_per_node", 0, kMaxTasksPerNode, 0));
 
   size_t string_bytes = 0;
   if (auto it = body.find("command"); it != body.end() && !it->is_null()) {
@@ -243,7 +249,8 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
         spec.volumes.push_back(parsed->ToString());
       }
       if (volumes.size() == it->size()) {
-        if (auto st = exec::CheckVolumes(volumes, ctx.region, ctx.other_regions); !st.ok()) {
+        if (auto st = exec::CheckVolumes(volumes, ctx.region, ctx.other_regions, ctx.datastores);
+            !st.ok()) {
           errors.Add("volumes", st.message());
         }
       }
@@ -263,7 +270,9 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
     auto source = exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image");
     if (!source.ok() || source->prefix.empty()) {
       errors.Add("image", "an OCI image is oci:bucket@REGION/path/to/image.tar");
-    } else if (auto st = exec::CheckVolumes({*source}, ctx.region, ctx.other_regions); !st.ok()) {
+    } else if (auto st =
+                   exec::CheckVolumes({*source}, ctx.region, ctx.other_regions, ctx.datastores);
+               !st.ok()) {
       errors.Add("image", st.message());
     }
   }
@@ -300,6 +309,8 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
         {"max_retries", spec.max_retries}}},
   };
   if (spec.timeout_s > 0) j["timeout_s"] = spec.timeout_s;
+  if (spec.nodes > 1) j["nodes"] = spec.nodes;
+  if (spec.tasks_per_node > 0) j["tasks_per_node"] = spec.tasks_per_node;
   return j;
 }
 

@@ -59,6 +59,10 @@ struct JobSpec {
   RestartPolicy restart = RestartPolicy::kNever;
   int max_retries = 0;  // for kOnFailure
   NetworkMode network = NetworkMode::kHost;
+  // Distributed jobs (the Slurm executor): nodes of the allocation, and tasks on each (0 = one
+  // per GPU, or one for a CPU flavor). The local executor runs only nodes 1, tasks_per_node <= 1.
+  int nodes = 1;
+  int tasks_per_node = 0;
 };
 
 // A spec that failed validation: InvalidArgument (bad fields) or NotFound (unknown flavor), with
@@ -68,14 +72,17 @@ struct SpecError {
   std::vector<FieldError> fields;
 };
 
-// Parses and validates a job spec against the flavor catalog and the regions the server knows.
-// Returns the spec or every problem found. A volume of a region the server does not know is
-// invalid here; whether the project may mount a known other region is the data-residency rule
+// Parses and validates a job spec against the flavor catalog, the regions the server knows and
+// the datastores of the submitting project. Returns the spec or every problem found. A volume of
+// a name that is neither a region the server knows nor a datastore of the project is invalid
+// here; whether the project may mount a known other region is the data-residency rule
 // (regions.h), checked at admission.
 struct SpecContext {
   const FlavorCatalog* flavors = nullptr;
   std::string region;                      // the server's region
   std::vector<std::string> other_regions;  // the other regions it knows (--regions)
+  // The aliases of the project's datastores (datastores.h): volumes may name them as regions.
+  std::vector<std::string> datastores = {};
 };
 std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx);
 

@@ -63,6 +63,13 @@ TEST(JobSpecTest, EveryBadFieldIsNamed) {
        "1 to 4 units"},
       {R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu", "units": 0})", "units",
        "must be in [1, 4096]"},
+      {R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu", "nodes": 0})", "nodes",
+       "must be in [1, 256]"},
+      {R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu", "nodes": "2"})",
+       "nodes", "must be an integer"},
+      {R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu",
+           "tasks_per_node": 65})",
+       "tasks_per_node", "must be in [0, 64]"},
       {R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu",
            "volumes": ["bucket:/data"]})",
        "volumes[0]", "@"},
@@ -108,6 +115,23 @@ TEST(JobSpecTest, EveryBadFieldIsNamed) {
     EXPECT_TRUE(found) << c.json << " should report " << c.field << ": " << c.message
                        << ", got: " << e.status;
   }
+}
+
+TEST(JobSpecTest, DistributedShapeRoundTrips) {
+  auto parsed = Parse(R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu",
+                          "nodes": 2, "tasks_per_node": 4})");
+  ASSERT_TRUE(std::holds_alternative<JobSpec>(parsed));
+  const JobSpec& spec = std::get<JobSpec>(parsed);
+  EXPECT_EQ(spec.nodes, 2);
+  EXPECT_EQ(spec.tasks_per_node, 4);
+  nlohmann::json j = JobSpecToJson(spec);
+  EXPECT_EQ(j["nodes"], 2);
+  EXPECT_EQ(j["tasks_per_node"], 4);
+  // A one-node spec keeps its old shape.
+  auto plain = Parse(R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu"})");
+  ASSERT_TRUE(std::holds_alternative<JobSpec>(plain));
+  EXPECT_EQ(std::get<JobSpec>(plain).nodes, 1);
+  EXPECT_FALSE(JobSpecToJson(std::get<JobSpec>(plain)).contains("nodes"));
 }
 
 TEST(JobSpecTest, CollectsSeveralErrorsAtOnce) {

@@ -1,5 +1,6 @@
 #include "control/jobs.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,8 @@
 #include "exec/oci_image.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
+#include "exec/slurm.h"
+#include "exec/slurm_plan.h"
 #include "exec/volume_spec.h"
 #include "exec/volume_sync.h"
 
@@ -69,32 +72,6 @@ exec::S3ClientOptions ClientOptions(const S3Access& access) {
   return o;
 }
 
-// Gives `uid:gid` every file and directory under `dir` (the platform runs as root; the workload
-// does not). Symlinks are changed themselves, never followed.
-Status ChownTree(const std::string& dir, uint32_t uid, uint32_t gid) {
-  std::error_code ec;
-  if (::lchown(dir.c_str(), uid, gid) != 0) {
-    return base::ErrnoToStatus(errno, "chown '" + dir + "'");
-  }
-  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (::lchown(it->path().c_str(), uid, gid) != 0) {
-      return base::ErrnoToStatus(errno, "chown '" + it->path().string() + "'");
-    }
-  }
-  if (ec) return base::InternalError("walking '" + dir + "': " + ec.message());
-  return Status();
-}
-
-Status MakeDir(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return base::ErrnoToStatus(errno, "mkdir '" + path + "'");
-  }
-  // The umask must not narrow it: the workload's uid traverses these directories.
-  if (::chmod(path.c_str(), mode) != 0) return base::ErrnoToStatus(errno, "chmod '" + path + "'");
-  return Status();
-}
-
 }  // namespace
 
 std::string_view JobStateName(JobState state) { return kStateNames[static_cast<int>(state)]; }
@@ -124,6 +101,7 @@ json JobToJson(const Job& job) {
   if (job.exit_code) j["status"]["exit_code"] = *job.exit_code;
   if (job.exit_signal) j["status"]["exit_signal"] = *job.exit_signal;
   if (job.allocation) j["status"]["allocation"] = AllocationToJson(*job.allocation);
+  if (!job.slurm_job_id.empty()) j["status"]["slurm_job_id"] = job.slurm_job_id;
   return j;
 }
 
@@ -155,11 +133,12 @@ JobService::JobService(ControlDb& db, JobServiceOptions options)
 JobService::~JobService() { Shutdown(); }
 
 Result<std::unique_ptr<JobService>> JobService::Start(ControlDb& db, JobServiceOptions options) {
-  SOVAI_CHECK(options.flavors != nullptr && options.sandbox != nullptr && options.s3_access);
+  SOVAI_CHECK(options.flavors != nullptr && options.s3_access);
+  SOVAI_CHECK(options.sandbox != nullptr || options.slurm.client != nullptr);
   SOVAI_CHECK(options.cpu_ids.size() == static_cast<size_t>(options.capacity.cpus));
   std::unique_ptr<JobService> service(new JobService(db, std::move(options)));
-  SOVAI_RETURN_IF_ERROR(MakeDir(service->options_.data_dir, 0711));
-  SOVAI_RETURN_IF_ERROR(MakeDir(base::JoinPath(service->options_.data_dir, "jobs"), 0711));
+  SOVAI_RETURN_IF_ERROR(exec::MakeDir(service->options_.data_dir, 0711));
+  SOVAI_RETURN_IF_ERROR(exec::MakeDir(base::JoinPath(service->options_.data_dir, "jobs"), 0711));
   SOVAI_RETURN_IF_ERROR(service->Recover());
   return service;
 }
@@ -172,7 +151,7 @@ namespace {
 
 Result<Job> JobFromRow(const base::Statement& st) {
   // Columns: id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason,
-  // retries, allocation, created_at.
+  // retries, allocation, created_at, slurm_job_id.
   Job job;
   job.id = st.ColumnText(0);
   job.project = st.ColumnText(1);
@@ -197,6 +176,8 @@ Result<Job> JobFromRow(const base::Statement& st) {
   spec.timeout_s = s.value("timeout_s", int64_t{0});
   spec.priority = s.value("priority", 0);
   spec.network = s.value("network", "host") == "none" ? NetworkMode::kNone : NetworkMode::kHost;
+  spec.nodes = s.value("nodes", 1);
+  spec.tasks_per_node = s.value("tasks_per_node", 0);
   if (auto r = s.find("restart"); r != s.end() && r->is_object()) {
     spec.restart = r->value("policy", "never") == "on-failure" ? RestartPolicy::kOnFailure
                                                                : RestartPolicy::kNever;
@@ -218,12 +199,13 @@ Result<Job> JobFromRow(const base::Statement& st) {
     if (a.ok()) job.allocation = AllocationFromJson(*a);
   }
   job.created_unix_micros = st.ColumnInt(12);
+  job.slurm_job_id = st.ColumnText(13);
   return job;
 }
 
 constexpr std::string_view kJobColumns =
     "id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason, retries, "
-    "allocation, created_at";
+    "allocation, created_at, slurm_job_id";
 
 }  // namespace
 
@@ -233,10 +215,10 @@ Status JobService::Save(const Job& job) {
         base::Statement st,
         sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, history, "
                     "exit_code, exit_signal, reason, retries, allocation, created_at, "
-                    "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                    "?13, ?14) ON CONFLICT(id) DO UPDATE SET state = ?5, history = ?7, "
-                    "exit_code = ?8, exit_signal = ?9, reason = ?10, retries = ?11, "
-                    "allocation = ?12, updated_at = ?14"));
+                    "updated_at, slurm_job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                    "?11, ?12, ?13, ?14, ?15) ON CONFLICT(id) DO UPDATE SET state = ?5, "
+                    "history = ?7, exit_code = ?8, exit_signal = ?9, reason = ?10, "
+                    "retries = ?11, allocation = ?12, updated_at = ?14, slurm_job_id = ?15"));
     st.Bind(1, job.id).Bind(2, job.project).Bind(3, job.user).Bind(4, job.sequence);
     st.Bind(5, JobStateName(job.state)).Bind(6, base::DumpJson(JobSpecToJson(job.spec)));
     st.Bind(7, base::DumpJson(HistoryToJson(job.history)));
@@ -256,7 +238,7 @@ Status JobService::Save(const Job& job) {
     } else {
       st.BindNull(12);
     }
-    st.Bind(13, job.created_unix_micros).Bind(14, env_.NowUnixMicros());
+    st.Bind(13, job.created_unix_micros).Bind(14, env_.NowUnixMicros()).Bind(15, job.slurm_job_id);
     return st.Run();
   });
 }
@@ -366,6 +348,18 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   }
   const Flavor* flavor = *found;
   SOVAI_ASSIGN_OR_RETURN(ResourceRequest request, RequestFor(*flavor, spec.units));
+  if (options_.slurm.client == nullptr && (spec.nodes > 1 || spec.tasks_per_node > 1)) {
+    if (bad_field != nullptr) *bad_field = spec.nodes > 1 ? "nodes" : "tasks_per_node";
+    return base::FailedPreconditionError(
+        "jobs of several nodes or tasks run on the Slurm executor; this server runs jobs "
+        "locally (sovai server --executor slurm)");
+  }
+  if (options_.slurm.client != nullptr && spec.image.starts_with(kOciImagePrefix)) {
+    if (bad_field != nullptr) *bad_field = "image";
+    return base::FailedPreconditionError(
+        "oci: images are not available on the Slurm executor yet; use a command on the nodes' "
+        "system or a built-in image");
+  }
   Job job;
   job.id = "job_" + ulids_.Next().ToString();
   job.project = project;
@@ -437,7 +431,8 @@ Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec,
       if (!own) {
         return base::NotFoundError(source.field + ": bucket '" + source.volume.bucket +
                                    "' does not exist in region " + region +
-                                   ", or this server's key there (--regions) may not read it");
+                                   ", or the key this server uses there (--regions, or the "
+                                   "project's datastore) may not read it");
       }
       return base::NotFoundError(source.field + ": bucket '" + source.volume.bucket +
                                  "' does not exist in this project");
@@ -748,14 +743,14 @@ Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec
 namespace {
 
 // The outcome of the RUNNING phase.
-struct RunOutcome {
+}  // namespace
+
+struct JobService::Outcome {
   JobState state = JobState::kDone;
   std::optional<int> exit_code;
   std::optional<int> exit_signal;
   std::string reason;
 };
-
-}  // namespace
 
 void JobService::Run(Runner& runner) {
   // Placed runners know only the job's id; the project comes with the row.
@@ -800,12 +795,12 @@ void JobService::Run(Runner& runner) {
   };
 
   // Directories: <dir> (0711), <dir>/log (0600), <dir>/volumes/<i>, <dir>/sandbox.
-  if (Status st = MakeDir(dir, 0711); !st.ok()) {
+  if (Status st = exec::MakeDir(dir, 0711); !st.ok()) {
     fail(JobState::kError, st.message());
     finish();
     return;
   }
-  (void)MakeDir(volumes_dir, 0711);
+  (void)exec::MakeDir(volumes_dir, 0711);
   if (auto opened = exec::LogWriter::Open(env_, base::JoinPath(dir, "log")); opened.ok()) {
     log = std::move(*opened);
   } else {
@@ -910,8 +905,8 @@ void JobService::Run(Runner& runner) {
     }
     const std::string images = base::JoinPath(options_.data_dir, "images");
     const std::string cache = base::JoinPath(images, job.project);
-    SOVAI_RETURN_IF_ERROR(MakeDir(images, 0711));
-    SOVAI_RETURN_IF_ERROR(MakeDir(cache, 0711));
+    SOVAI_RETURN_IF_ERROR(exec::MakeDir(images, 0711));
+    SOVAI_RETURN_IF_ERROR(exec::MakeDir(cache, 0711));
     const std::string cache_key =
         base::HexEncode(base::Sha256(source.bucket + "/" + key + "@" + it->etag));
     const std::string entry = base::JoinPath(cache, cache_key);
@@ -925,7 +920,7 @@ void JobService::Run(Runner& runner) {
     if (!archive.empty()) (void)env_.DeleteFile(archive);
     SOVAI_RETURN_IF_ERROR(image.status());
     // The workload's uid binds the rootfs: every directory down to it must be traversable.
-    SOVAI_RETURN_IF_ERROR(MakeDir(entry, 0711));
+    SOVAI_RETURN_IF_ERROR(exec::MakeDir(entry, 0711));
     say("image " + job.spec.image + ": " +
         (image->reused ? std::string("cached rootfs reused")
                        : "unpacked " + std::to_string(image->info.layers) + " layers, " +
@@ -933,6 +928,48 @@ void JobService::Run(Runner& runner) {
     return std::optional<exec::CachedImage>(std::move(*image));
   };
 
+  // The end, or another try (the restart policy).
+  auto conclude = [&](Outcome outcome) {
+    bool retry = outcome.state == JobState::kFailed &&
+                 job.spec.restart == RestartPolicy::kOnFailure &&
+                 job.retries < job.spec.max_retries;
+    job.allocation.reset();
+    {
+      std::lock_guard lock(mu_);
+      retry = retry && !shutting_down_;
+    }
+    if (!retry) (void)Transition(job, outcome.state, outcome.reason);
+    if (retry) {
+      std::lock_guard lock(mu_);
+      {
+        // The failed try stays in the history, but the job is never seen in a terminal state
+        // between its tries: both transitions are saved at once.
+        job.history.push_back({outcome.state, env_.NowUnixMicros()});
+        job.retries += 1;
+        job.slurm_job_id.clear();  // the next try is a new Slurm job
+        (void)Transition(job, JobState::kQueued,
+                         "restart policy: " + outcome.reason + "; try " +
+                             std::to_string(job.retries + 1) + " of " +
+                             std::to_string(job.spec.max_retries + 1));
+        auto flavor = options_.flavors->Find(job.spec.flavor);
+        if (flavor.ok()) {
+          auto request = RequestFor(**flavor, job.spec.units);
+          // The id is still held by this runner: release first, then queue again.
+          scheduler_.Release(job.id);
+          if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
+        }
+      }
+    }
+    finish();
+  };
+
+  if (options_.slurm.client != nullptr) {
+    Outcome outcome = RunOnSlurm(runner, job, *log);
+    say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
+    archive_log();
+    conclude(std::move(outcome));
+    return;
+  }
   if (runner.recovered_from) {
     // The previous process died while this job was in a running state.
     const JobState was = *runner.recovered_from;
@@ -977,7 +1014,7 @@ void JobService::Run(Runner& runner) {
   for (size_t i = 0; i < volumes.size(); ++i) {
     const exec::VolumeSpec& v = volumes[i];
     const std::string local = base::JoinPath(volumes_dir, std::to_string(i));
-    Status st = MakeDir(local, 0755);
+    Status st = exec::MakeDir(local, 0755);
     auto s3 = st.ok() ? client(v.region) : Result<exec::S3Client*>(st);
     if (!s3.ok()) st = s3.status();
     if (st.ok()) {
@@ -989,7 +1026,7 @@ void JobService::Run(Runner& runner) {
       }
     }
     if (st.ok() && root && v.permission != exec::VolumePermission::kReadOnly) {
-      st = ChownTree(local, options_.workload_uid, options_.workload_gid);
+      st = exec::ChownTree(local, options_.workload_uid, options_.workload_gid);
     }
     if (!st.ok()) {
       archive_log();
@@ -1065,9 +1102,9 @@ void JobService::Run(Runner& runner) {
     sandbox.mounts.push_back({base::JoinPath(volumes_dir, std::to_string(i)), volumes[i].mount_path,
                               volumes[i].permission == exec::VolumePermission::kReadOnly});
   }
-  Status prepared = MakeDir(sandbox.work_dir, 0700);
+  Status prepared = exec::MakeDir(sandbox.work_dir, 0700);
   if (prepared.ok() && root) {
-    prepared = ChownTree(sandbox.work_dir, options_.workload_uid, options_.workload_gid);
+    prepared = exec::ChownTree(sandbox.work_dir, options_.workload_uid, options_.workload_gid);
   }
   if (!prepared.ok()) {
     archive_log();
@@ -1093,7 +1130,7 @@ void JobService::Run(Runner& runner) {
   const int64_t timeout_s =
       job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  RunOutcome outcome;
+  Outcome outcome;
   auto record_exit = [&](const Result<base::ExitStatus>& status) {
     if (!status.ok()) {
       outcome.state = JobState::kError;
@@ -1173,36 +1210,344 @@ void JobService::Run(Runner& runner) {
   say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
   archive_log();
 
-  // --- The end, or another try ---
-  bool retry = outcome.state == JobState::kFailed &&
-               job.spec.restart == RestartPolicy::kOnFailure && job.retries < job.spec.max_retries;
-  job.allocation.reset();
-  {
-    std::lock_guard lock(mu_);
-    retry = retry && !shutting_down_;
-  }
-  if (!retry) (void)Transition(job, outcome.state, outcome.reason);
-  if (retry) {
-    std::lock_guard lock(mu_);
-    {
-      // The failed try stays in the history, but the job is never seen in a terminal state
-      // between its tries: both transitions are saved at once.
-      job.history.push_back({outcome.state, env_.NowUnixMicros()});
-      job.retries += 1;
-      (void)Transition(job, JobState::kQueued,
-                       "restart policy: " + outcome.reason + "; try " +
-                           std::to_string(job.retries + 1) + " of " +
-                           std::to_string(job.spec.max_retries + 1));
-      auto flavor = options_.flavors->Find(job.spec.flavor);
-      if (flavor.ok()) {
-        auto request = RequestFor(**flavor, job.spec.units);
-        // The id is still held by this runner: release first, then queue again.
-        scheduler_.Release(job.id);
-        if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
-      }
+  conclude(std::move(outcome));
+}
+
+// --- The Slurm executor ---
+
+namespace {
+
+// A port for the rendezvous of a distributed job, spread by job id so that two jobs sharing a
+// node rarely pick the same one.
+int MasterPortFor(const std::string& job_id) {
+  const std::string digest = base::Sha256(job_id);
+  const unsigned value =
+      static_cast<unsigned char>(digest[0]) << 8 | static_cast<unsigned char>(digest[1]);
+  return 20000 + static_cast<int>(value % 20000);
+}
+
+// Pending reasons that no amount of waiting changes: the request exceeds what the partition,
+// the account or the QOS can ever give.
+bool NeverStarts(std::string_view reason) {
+  static constexpr std::string_view kNever[] = {
+      "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
+      "InvalidAccount",  "InvalidQOS",         "AccountNotAllowed",  "QOSNotAllowed",
+  };
+  return std::find(std::begin(kNever), std::end(kNever), reason) != std::end(kNever);
+}
+
+}  // namespace
+
+JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWriter& log) {
+  const SlurmExecution& slurm = options_.slurm;
+  auto say = [&](std::string_view line) {
+    (void)log.Write(exec::LogSource::kSovai, std::string(line) + "\n");
+  };
+  auto ended = [](JobState state, std::string reason) {
+    Outcome o;
+    o.state = state;
+    o.reason = std::move(reason);
+    return o;
+  };
+  // The credentials a node uses for the store of `region` ("" = the server's own, seen from the
+  // nodes at slurm.s3_endpoint when set).
+  auto node_access = [&](const std::string& region) -> Result<exec::S3ClientOptions> {
+    SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project, region));
+    exec::S3ClientOptions o = ClientOptions(access);
+    if (region.empty() && !slurm.s3_endpoint.empty()) o.endpoint = slurm.s3_endpoint;
+    return o;
+  };
+  auto own = options_.s3_access(job.project, "");
+  if (!own.ok()) return ended(JobState::kError, "object store: " + own.status().message());
+  exec::S3Client reports(ClientOptions(*own));
+  const std::string bucket = ProjectBucket(job.project);
+  const std::string prefix = "jobs/" + job.id + "/agent/";
+  if (Status st = reports.HeadBucket(bucket); st.code() == base::StatusCode::kNotFound) {
+    if (Status made = reports.CreateBucket(bucket);
+        !made.ok() && made.code() != base::StatusCode::kAlreadyExists) {
+      return ended(JobState::kError,
+                   "creating the project bucket " + bucket + ": " + made.message());
     }
   }
-  finish();
+
+  // The next log chunk to append, kept beside the log so that a restarted server continues
+  // where this one stopped (chunks are deleted once appended).
+  const std::string next_chunk_path = base::JoinPath(JobDir(job.id), "agent-next-chunk");
+  uint64_t next_chunk = 1;
+  if (auto text = env_.ReadFile(next_chunk_path); text.ok()) {
+    if (auto n = base::ParseUint64(base::Trim(*text)); n.ok() && *n > 0) next_chunk = *n;
+  }
+  if (job.slurm_job_id.empty()) {
+    // --- The plan and the batch script ---
+    auto flavor = options_.flavors->Find(job.spec.flavor);
+    if (!flavor.ok()) return ended(JobState::kError, flavor.status().message());
+    exec::SlurmPlan plan;
+    plan.job_id = job.id;
+    auto log_s3 = node_access("");
+    if (!log_s3.ok()) return ended(JobState::kError, "object store: " + log_s3.status().message());
+    plan.log_s3 = *log_s3;
+    plan.log_bucket = bucket;
+    plan.log_prefix = prefix;
+    for (const std::string& v : job.spec.volumes) {
+      auto spec = exec::ParseVolumeSpec(v);
+      SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
+      const std::string region =
+          base::EqualsIgnoreCase(spec->region, options_.region) ? "" : spec->region;
+      auto access = node_access(region);
+      if (!access.ok()) {
+        return ended(JobState::kError,
+                     "volume " + spec->SourceName() + ": " + access.status().message());
+      }
+      plan.volumes.push_back({v, *access});
+    }
+    if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
+      if (slurm.engine_binary.empty()) {
+        return ended(
+            JobState::kError,
+            "image " + job.spec.image + " needs sovai-engine on the nodes (slurm engine_binary)");
+      }
+      constexpr std::string_view kEngineInSandbox = "/opt/sovai/bin/sovai-engine";
+      plan.extra_mounts.push_back({slurm.engine_binary, std::string(kEngineInSandbox)});
+      plan.argv = {std::string(kEngineInSandbox), std::string(*engine_command)};
+    }
+    plan.argv.insert(plan.argv.end(), job.spec.command.begin(), job.spec.command.end());
+    if (plan.argv.empty()) return ended(JobState::kError, "the job has no command");
+    for (const auto& [k, v] : job.spec.env) plan.env.emplace_back(k, v);
+    plan.network_none = job.spec.network == NetworkMode::kNone;
+    plan.uid = options_.workload_uid;
+    plan.gid = options_.workload_gid;
+    plan.scratch_dir = slurm.scratch_dir;
+    plan.agent_binary = slurm.agent_binary;
+    plan.master_port = MasterPortFor(job.id);
+
+    exec::SlurmBatch batch;
+    batch.job_name = "sovai-" + job.id;
+    batch.partition = slurm.partition;
+    batch.account = slurm.account;
+    if (auto it = slurm.flavors.find(job.spec.flavor); it != slurm.flavors.end()) {
+      batch.partition = it->second.first;
+      batch.gres_type = it->second.second;
+    }
+    const int nodes = std::max(1, job.spec.nodes);
+    const int gpus = (*flavor)->gpus_per_unit * job.spec.units;
+    const int vcpus = (*flavor)->vcpus_per_unit * job.spec.units;
+    const uint64_t memory =
+        (*flavor)->memory_bytes_per_unit * static_cast<uint64_t>(job.spec.units);
+    batch.nodes = nodes;
+    batch.gpus_per_node = (gpus + nodes - 1) / nodes;
+    batch.tasks_per_node =
+        job.spec.tasks_per_node > 0 ? job.spec.tasks_per_node : std::max(1, batch.gpus_per_node);
+    batch.cpus_per_task = std::max(1, vcpus / nodes / batch.tasks_per_node);
+    batch.memory_mb_per_node = memory / static_cast<uint64_t>(nodes) / (1024 * 1024);
+    const int64_t timeout_s =
+        job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
+    batch.time_minutes = (timeout_s + 59) / 60 + slurm.staging_minutes;
+    batch.output_path = base::JoinPath(slurm.scratch_dir, "sovai-%j.out");
+    batch.env = {{"SOVAI_SLURM_PLAN", exec::EncodeSlurmPlan(plan)}};
+    batch.agent_argv = {slurm.agent_binary, "slurm-agent", "run"};
+    auto script = exec::BuildBatchScript(batch);
+    if (!script.ok()) return ended(JobState::kError, "batch script: " + script.status().message());
+    auto submitted = slurm.client->Submit(*script);
+    if (!submitted.ok()) return ended(JobState::kError, "sbatch: " + submitted.status().message());
+    job.slurm_job_id = *submitted;
+    job.reason = "Slurm: submitted";
+    (void)Save(job);
+    say("submitted to Slurm as job " + job.slurm_job_id + " (partition " +
+        (batch.partition.empty() ? "default" : batch.partition) + ", " + std::to_string(nodes) +
+        " node(s) x " + std::to_string(batch.tasks_per_node) + " task(s), " +
+        std::to_string(batch.gpus_per_node) + " GPU(s) per node, --time " +
+        std::to_string(batch.time_minutes) + " min)");
+  } else {
+    say("following Slurm job " + job.slurm_job_id + " again after a restart of the server");
+  }
+
+  // --- Following the Slurm job and the agent's reports ---
+  const std::string download = base::JoinPath(JobDir(job.id), "agent-download");
+  auto fetch = [&](const std::string& key) -> Result<std::string> {
+    SOVAI_RETURN_IF_ERROR(reports.GetObjectToFile(bucket, key, download).status());
+    auto text = env_.ReadFile(download);
+    (void)env_.DeleteFile(download);
+    return text;
+  };
+  auto pull_log = [&] {
+    for (;;) {
+      const std::string key = exec::AgentLogChunkKey(prefix, next_chunk);
+      auto chunk = fetch(key);
+      if (!chunk.ok()) return;
+      for (std::string_view line : base::Split(*chunk, '\n', /*skip_empty=*/true)) {
+        if (auto record = exec::ParseLogRecord(line); record.ok()) {
+          (void)log.WriteRecord(record->source, record->continued, record->line);
+        } else {
+          (void)log.Write(exec::LogSource::kSovai, "(a malformed log record from the node)\n");
+        }
+      }
+      ++next_chunk;
+      (void)env_.WriteFileAtomically(next_chunk_path, std::to_string(next_chunk));
+      (void)reports.DeleteObject(bucket, key);
+    }
+  };
+  auto agent_status = [&]() -> std::optional<exec::AgentStatus> {
+    auto text = fetch(prefix + std::string(exec::kAgentStatusName));
+    if (!text.ok()) return std::nullopt;
+    auto parsed = exec::AgentStatusFromJson(*text);
+    if (!parsed.ok()) return std::nullopt;
+    return *parsed;
+  };
+  auto advance_to = [&](JobState state) {
+    // The agent's phases map onto the running states; skipped ones are passed through in order.
+    for (JobState step :
+         {JobState::kInitializing, JobState::kPending, JobState::kRunning, JobState::kFinalizing}) {
+      if (job.state >= state) return;
+      if (step > job.state && step <= state) (void)Transition(job, step);
+    }
+  };
+
+  const int64_t timeout_s =
+      job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  std::optional<std::pair<JobState, std::string>> stopping;
+  std::chrono::steady_clock::time_point stop_sent{};
+  bool killed = false;
+  std::string last_query_error;
+  for (;;) {
+    pull_log();
+    std::optional<exec::AgentStatus> status = agent_status();
+    if (status) {
+      switch (status->phase) {
+        case exec::AgentPhase::kInitializing:
+          advance_to(JobState::kInitializing);
+          break;
+        case exec::AgentPhase::kRunning:
+          advance_to(JobState::kRunning);
+          if (!deadline)
+            deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+          break;
+        case exec::AgentPhase::kFinalizing:
+          advance_to(JobState::kFinalizing);
+          break;
+        case exec::AgentPhase::kDone:
+          break;
+      }
+    }
+    if (status && status->phase == exec::AgentPhase::kDone) {
+      pull_log();
+      (void)reports.DeleteObject(bucket, prefix + std::string(exec::kAgentStatusName));
+      advance_to(JobState::kFinalizing);
+      Outcome o;
+      if (!status->exit) {
+        o = ended(JobState::kError,
+                  status->message.empty() ? "the Slurm agent gave up" : status->message);
+      } else if (status->exit->exited) {
+        o.exit_code = status->exit->code;
+        o.state = status->exit->code == 0 ? JobState::kDone : JobState::kFailed;
+        o.reason = "exited with code " + std::to_string(status->exit->code);
+      } else {
+        o.exit_signal = status->exit->signal;
+        o.state = JobState::kFailed;
+        o.reason = status->exit->ToString();
+      }
+      if (stopping && status->exit) {
+        o.state = stopping->first;
+        o.reason = stopping->second;
+      } else if (o.state == JobState::kDone && status->sync_failed) {
+        o.state = JobState::kError;
+        o.reason = "the command succeeded but " + status->message;
+      }
+      job.exit_code = o.exit_code;
+      job.exit_signal = o.exit_signal;
+      return o;
+    }
+
+    auto info = slurm.client->Query(job.slurm_job_id);
+    if (!info.ok()) {
+      if (info.status().code() == base::StatusCode::kNotFound) {
+        pull_log();
+        return ended(JobState::kError, info.status().message());
+      }
+      if (info.status().message() != last_query_error) {
+        last_query_error = info.status().message();
+        say("asking Slurm: " + last_query_error + " (will retry)");
+      }
+    } else if (info->phase == exec::SlurmPhase::kPending && NeverStarts(info->reason)) {
+      (void)slurm.client->Cancel(job.slurm_job_id);
+      return ended(JobState::kError, "Slurm will never start job " + job.slurm_job_id +
+                                         ": PENDING (" + info->reason +
+                                         "): the partition cannot give it what the flavor asks");
+    } else if (info->phase == exec::SlurmPhase::kPending) {
+      const std::string reason = "Slurm: " + info->state + " (" + info->reason + ")";
+      if (job.state == JobState::kQueued && job.reason != reason) {
+        job.reason = reason;
+        (void)Save(job);
+      }
+    } else if (exec::IsFinal(info->phase)) {
+      // The batch step ended; its last report may have landed after the read above.
+      if (auto last = agent_status(); last && last->phase == exec::AgentPhase::kDone) continue;
+      pull_log();
+      const std::string what =
+          "Slurm job " + job.slurm_job_id + " ended " + info->state +
+          (info->reason.empty() || info->reason == "None" ? "" : " (" + info->reason + ")");
+      switch (info->phase) {
+        case exec::SlurmPhase::kTimeout:
+          return ended(JobState::kTimeout, what + ": it reached its --time limit");
+        case exec::SlurmPhase::kNodeFail:
+          return ended(JobState::kError, what + ": a node of the allocation failed");
+        case exec::SlurmPhase::kOutOfMemory:
+          return ended(JobState::kFailed, what + ": out of memory");
+        case exec::SlurmPhase::kCancelled:
+        case exec::SlurmPhase::kPreempted:
+          if (stopping) return ended(stopping->first, stopping->second);
+          return ended(JobState::kInterrupted, what);
+        default: {
+          Outcome o = ended(JobState::kError,
+                            what +
+                                ", but the agent's final report never arrived: the outputs "
+                                "may not be synced");
+          if (info->exit && info->exit->exited) o.exit_code = info->exit->code;
+          if (info->exit && info->exit->signaled) o.exit_signal = info->exit->signal;
+          job.exit_code = o.exit_code;
+          job.exit_signal = o.exit_signal;
+          return o;
+        }
+      }
+    }
+
+    // Requests: a stop, a push (not available here), the timeout.
+    {
+      std::unique_lock rl(runner.mu);
+      runner.cv.wait_for(rl, slurm.poll_interval,
+                         [&] { return (runner.stop_as && !stopping) || runner.push_requested; });
+      if (runner.push_requested) {
+        runner.push_requested = false;
+        runner.push_result = "push-data is not available on the Slurm executor yet";
+        runner.cv.notify_all();
+      }
+      if (runner.stop_as && !stopping) stopping.emplace(*runner.stop_as, runner.stop_reason);
+    }
+    if (!stopping && deadline && std::chrono::steady_clock::now() >= *deadline) {
+      stopping.emplace(JobState::kTimeout,
+                       "ran longer than timeout_s " + std::to_string(timeout_s));
+    }
+    if (stopping && stop_sent == std::chrono::steady_clock::time_point{}) {
+      stop_sent = std::chrono::steady_clock::now();
+      if (job.state == JobState::kQueued || job.state == JobState::kInitializing) {
+        // Nothing of the workload runs yet: the whole Slurm job goes.
+        say("stopping: " + stopping->second + " (scancel)");
+        if (Status st = slurm.client->Cancel(job.slurm_job_id); !st.ok())
+          say("scancel: " + st.message());
+        killed = true;
+      } else {
+        say("stopping: " + stopping->second + " (SIGTERM to the job's steps, SIGKILL after " +
+            std::to_string(options_.stop_grace.count()) + " ms)");
+        if (Status st = slurm.client->Signal(job.slurm_job_id, SIGTERM); !st.ok()) {
+          say("scancel --signal=TERM: " + st.message());
+        }
+      }
+    } else if (stopping && !killed &&
+               std::chrono::steady_clock::now() - stop_sent >= options_.stop_grace) {
+      killed = true;
+      (void)slurm.client->Signal(job.slurm_job_id, SIGKILL);
+    }
+  }
 }
 
 }  // namespace sovai::control

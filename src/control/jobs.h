@@ -48,7 +48,8 @@
 
 namespace sovai::exec {
 class Sandbox;
-}
+class SlurmClient;
+}  // namespace sovai::exec
 
 namespace sovai::control {
 
@@ -88,6 +89,9 @@ struct Job {
   std::optional<Allocation> allocation;  // while it holds resources
   int64_t created_unix_micros = 0;
   int64_t sequence = 0;  // submission order
+  // The Slurm job id of its current try, on the Slurm executor ("" before sbatch, and on the
+  // local executor).
+  std::string slurm_job_id;
 };
 
 // The REST representation (docs/api/openapi.yaml, schema Job).
@@ -100,6 +104,27 @@ struct S3Access {
   std::string access_key;
   std::string secret_key;
   std::string ca_file;  // PEM that verifies an https endpoint's certificate; "" = the system's
+};
+
+// The Slurm executor (docs/slurm.md): with a client, every job becomes a Slurm job whose batch
+// step is `sovai slurm-agent run` (cli/slurm_agent.h); Slurm queues and places it, the volumes are
+// staged on the node, the log and the agent's status come back through the project bucket.
+struct SlurmExecution {
+  exec::SlurmClient* client = nullptr;  // nullptr: the local executor
+  std::string partition;                // "" = the cluster's default
+  std::string account;                  // "" = the submitting user's default
+  // By flavor id: the partition and the gres type of its GPUs (e.g. {"gpu", "h100"}); a flavor
+  // not listed runs in `partition` with untyped GPUs.
+  std::map<std::string, std::pair<std::string, std::string>> flavors;
+  std::string agent_binary;          // the sovai binary, at the same path on every node
+  std::string engine_binary;         // sovai-engine on the nodes (sovai/finetune, sovai/serve)
+  std::string scratch_dir = "/tmp";  // node-local: the volumes of a job on that node
+  // The platform's S3 endpoint as the nodes reach it ("" = the address the server uses itself).
+  std::string s3_endpoint;
+  // Added to the job's timeout in --time, for staging volumes in and out.
+  int64_t staging_minutes = 30;
+  // How often a runner asks Slurm and the project bucket about its job.
+  std::chrono::milliseconds poll_interval{1000};
 };
 
 struct JobServiceOptions {
@@ -120,7 +145,8 @@ struct JobServiceOptions {
   // app replicas) reaches a region the project may not use.
   std::function<base::Result<S3Access>(const std::string& project, const std::string& region)>
       s3_access;
-  exec::Sandbox* sandbox = nullptr;
+  exec::Sandbox* sandbox = nullptr;  // the local executor's; may be null with Slurm
+  SlurmExecution slurm;
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
   std::chrono::milliseconds stop_grace{10'000};
   int64_t default_timeout_s = kDefaultJobTimeoutS;
@@ -202,6 +228,11 @@ class JobService {
   // Under mu_: starts what the scheduler places.
   void ScheduleLocked();
   void Run(Runner& runner);
+  struct Outcome;
+  // The Slurm executor's part of Run: from sbatch (or, after a restart, the job's Slurm id) to
+  // the end of the Slurm job. Transitions the job through its running states; the caller
+  // records the outcome.
+  Outcome RunOnSlurm(Runner& runner, Job& job, exec::LogWriter& log);
   base::Result<Job> Load(const std::string& project, const std::string& id);
   // The job `id` of `project`, or of any project when `project` is null (the runners).
   base::Result<Job> LoadById(const std::string& id, const std::string* project);

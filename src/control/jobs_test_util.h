@@ -18,6 +18,7 @@
 
 #include "base/env.h"
 #include "control/jobs.h"
+#include "control/postgres_test_util.h"
 #include "exec/resources.h"
 #include "exec/s3_test_server.h"
 #include "exec/sandbox.h"
@@ -77,7 +78,8 @@ class JobServiceTest : public ::testing::Test {
   void OpenService() {
     service_.reset();
     db_.reset();
-    auto db = ControlDb::Open(base::JoinPath(dir_, "control.db"));
+    if (state_.empty()) SOVAI_STATE_LOCATION_OR_SKIP(state_, dir_);  // kept across reopens
+    auto db = ControlDb::Open(state_);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     JobServiceOptions o;
@@ -127,6 +129,7 @@ class JobServiceTest : public ::testing::Test {
 
   base::Env& env_ = base::Env::Default();
   std::string dir_;
+  std::string state_;  // control.db in dir_, or a PostgreSQL URL (postgres_test_util.h)
   std::string data_dir_;
   exec::HostResources host_;
   std::unique_ptr<exec::Sandbox> sandbox_;

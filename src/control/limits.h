@@ -123,6 +123,13 @@ inline constexpr size_t kMaxJurisdictionBytes = 64;
 // A credentials_file of a region (a sovai server's admin.json is well under it).
 inline constexpr uint64_t kMaxCredentialsFileBytes = 64 * 1024;
 
+// --- Datastores (docs/api/datastores.md) -----------------------------------------------------
+// External S3 services one project may register (each is a row and an alias in its volumes).
+inline constexpr int64_t kMaxDatastoresPerProject = 64;
+// A datastore's access key (AWS's are 20 characters, other services' longer) and secret key.
+inline constexpr size_t kMaxDatastoreKeyBytes = 128;
+inline constexpr size_t kMaxDatastoreSecretBytes = 256;
+
 // --- Audit log (docs/audit.md) ----------------------------------------------------------------
 // Events waiting for the audit writer. Append() never blocks the request path: beyond this the
 // event is dropped, counted, logged, and the count written into the chain as an "AUDIT DROPPED"

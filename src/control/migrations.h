@@ -5,6 +5,14 @@
 // Rules for whoever adds a table: append a new Migration at the end of the list in
 // migrations.cc; never edit, reorder or remove one that has shipped (databases in the field have
 // recorded it by version and name, and Open refuses a history that disagrees with the binary).
+//
+// PostgreSQL: `sql` is SQLite's and is translated mechanically
+// (base::TranslateSqliteDdlForPostgres: INTEGER → BIGINT, BLOB → BYTEA, TEXT → TEXT COLLATE "C",
+// INTEGER PRIMARY KEY → an identity key), so plain CREATE TABLE / CREATE INDEX / ALTER TABLE ...
+// ADD COLUMN need nothing more. A migration the translation refuses (triggers, INSERT OR ...)
+// carries `postgres_sql`, its whole PostgreSQL version, with the same tables, columns, indexes and
+// behaviour. ControlMigrationsTest checks that every migration has a PostgreSQL version; the
+// PostgreSQL run of the control tests applies them all.
 #pragma once
 
 #include <span>
@@ -17,6 +25,8 @@ struct Migration {
   std::string_view name;
   // One or more SQL statements, run with Database::Exec inside the migration's transaction.
   std::string_view sql;
+  // The PostgreSQL version when `sql` has no mechanical translation; empty = translate `sql`.
+  std::string_view postgres_sql = {};
 };
 
 // The control plane's migrations, oldest first. Version = index + 1.

@@ -8,6 +8,7 @@
 #include "base/time.h"
 #include "control/billing_service.h"
 #include "control/notebook_spec.h"
+#include "control/postgres_test_util.h"
 
 namespace sovai::control {
 namespace {
@@ -22,7 +23,9 @@ class NotebookBillingTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     clock_.SetUnixMicros(t0_);
-    auto db = ControlDb::Open(dir_ + "/control.db", ControlDbOptions{.env = &env_});
+    std::string state;
+    SOVAI_STATE_LOCATION_OR_SKIP(state, dir_);
+    auto db = ControlDb::Open(state, ControlDbOptions{.env = &env_});
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
     BillingServiceOptions o;

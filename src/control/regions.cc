@@ -309,6 +309,10 @@ base::Result<std::vector<RegionEndpoint>> LoadRegionsFile(base::Env& env, const 
   return regions;
 }
 
+Status ValidateS3Endpoint(std::string_view url) { return CheckEndpoint(url); }
+
+Status ValidateS3SigningRegion(std::string_view region) { return CheckS3Region(region); }
+
 std::vector<std::string> NamesOf(const std::vector<RegionEndpoint>& regions) {
   std::vector<std::string> out;
   for (const RegionEndpoint& r : regions) out.push_back(r.name);
@@ -327,23 +331,37 @@ bool KnownRegions::Knows(std::string_view region) const {
   return false;
 }
 
+bool KnownRegions::IsDatastore(std::string_view name) const {
+  if (Knows(name)) return false;
+  for (const std::string& alias : datastores) {
+    if (base::EqualsIgnoreCase(name, alias)) return true;
+  }
+  return false;
+}
+
 std::string KnownRegions::List() const {
   std::string out = own;
   for (const std::string& r : others) out += ", " + r;
   return out;
 }
 
+Status UnknownRegionError(const KnownRegions& regions, std::string_view what,
+                          std::string_view region) {
+  const std::string prefix = what.empty() ? "" : std::string(what) + ": ";
+  return base::InvalidArgumentError(
+      prefix + "region '" + std::string(region) +
+      "' is not one this server knows (docs/sovereignty.md); known: " + regions.List() +
+      "; the project's datastores (docs/api/datastores.md): " +
+      (regions.datastores.empty() ? "none" : base::Join(regions.datastores, ", ")));
+}
+
 Status CheckResidency(const KnownRegions& regions, std::string_view project_name,
                       const std::vector<std::string>& allowed_regions, std::string_view what,
                       std::string_view region) {
   if (regions.IsOwn(region)) return Status();
+  if (regions.IsDatastore(region)) return Status();
   const std::string prefix = what.empty() ? "" : std::string(what) + ": ";
-  if (!regions.Knows(region)) {
-    return base::InvalidArgumentError(prefix + "region '" + std::string(region) +
-                                      "' is not one this server knows (docs/sovereignty.md); "
-                                      "known: " +
-                                      regions.List());
-  }
+  if (!regions.Knows(region)) return UnknownRegionError(regions, what, region);
   for (const std::string& allowed : allowed_regions) {
     if (base::EqualsIgnoreCase(allowed, region)) return Status();
   }

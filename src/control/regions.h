@@ -71,22 +71,42 @@ base::Result<std::vector<RegionEndpoint>> LoadRegionsFile(base::Env& env, const 
 
 std::vector<std::string> NamesOf(const std::vector<RegionEndpoint>& regions);
 
-// The regions a server knows, by name.
+// An S3 endpoint as exec::S3Client takes it: http://HOST[:PORT] or https://HOST[:PORT], without
+// a path, query, user info or spaces, at most kMaxRegionEndpointBytes. InvalidArgument quoting it
+// otherwise.
+base::Status ValidateS3Endpoint(std::string_view url);
+// The region S3 requests are signed for: 1–64 of [a-z0-9-]. InvalidArgument quoting it otherwise.
+base::Status ValidateS3SigningRegion(std::string_view region);
+
+// The regions a server knows, by name, and the datastores (datastores.h) of the project at hand:
+// the names a volume's @NAME may take.
 struct KnownRegions {
   std::string own;                  // --region
   std::vector<std::string> others;  // the --regions file's, in its order
+  // The aliases of the project's datastores (lowercase, sorted); empty where no project is at
+  // hand. A region of the same name wins (aliases are refused at creation when they collide).
+  std::vector<std::string> datastores = {};
   bool IsOwn(std::string_view region) const;
   bool Knows(std::string_view region) const;
+  // A datastore alias of the project and no region of this server.
+  bool IsDatastore(std::string_view name) const;
   // "EU-WEST-LOCAL, EU-CENTRAL-2": the own region first.
   std::string List() const;
 };
+
+// The refusal of a name that is neither a region this server knows nor a datastore of the
+// project: InvalidArgument "<what>: region 'X' is not one this server knows (docs/sovereignty.md);
+// known: A, B; the project's datastores (docs/api/datastores.md): ext | none".
+base::Status UnknownRegionError(const KnownRegions& regions, std::string_view what,
+                                std::string_view region);
 
 // The rule for one bucket source of a workload of project `project_name` whose allowed other
 // regions are `allowed_regions`. `what` names the source in the message ("volume
 // 'data@EU-CENTRAL-2/ds'"; "" = no prefix).
 //   * the own region, or a known region the project allows: OK;
-//   * a region the server does not know: InvalidArgument "<what>: region 'X' is not one this
-//     server knows (docs/sovereignty.md); known: A, B";
+//   * a datastore of the project (regions.datastores): OK; the project registered it itself,
+//     and every handing-out of its keys is audited ("DATASTORE ACCESS");
+//   * a name that is neither: UnknownRegionError;
 //   * a known region the project does not allow: PermissionDenied "<what>: data residency:
 //     project 'nlp' may mount only buckets of region A; a project admin can allow X with
 //     `sovai project update nlp --allow-region X`" (the command keeps the regions already

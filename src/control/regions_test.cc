@@ -283,7 +283,8 @@ TEST(CheckResidencyTest, AnUnknownRegionIsRefusedEvenWhenTheProjectNamesIt) {
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(st.message(),
               "volume 'b@US-EAST-1': region 'US-EAST-1' is not one this server knows "
-              "(docs/sovereignty.md); known: EU-WEST-LOCAL, EU-CENTRAL-2, EU-NORTH-1");
+              "(docs/sovereignty.md); known: EU-WEST-LOCAL, EU-CENTRAL-2, EU-NORTH-1; the "
+              "project's datastores (docs/api/datastores.md): none");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "base/json.h"
+#include "base/postgres.h"
 #include "base/strings.h"
 #include "base/time.h"
 #include "control/billing.h"
@@ -73,6 +74,19 @@ Json S3KeyJson(const S3KeyRecord& k) {
           {"user", k.user_id},
           {"bootstrap", k.bootstrap},
           {"created_at", base::FormatRfc3339(k.created_at_us)}};
+}
+
+// The secret key is never part of it: only whether one is set (always, for a stored datastore).
+Json DatastoreJson(const Datastore& d) {
+  return {{"alias", d.alias},
+          {"type", d.type},
+          {"endpoint", d.endpoint},
+          {"region", d.region},
+          {"access_key", d.access_key},
+          {"secret_key_set", true},
+          {"project", d.project},
+          {"created_by", d.created_by},
+          {"created_at", base::FormatRfc3339(d.created_at_us)}};
 }
 
 template <typename T, typename ToJson>
@@ -778,6 +792,65 @@ class RestApi {
     return net::Response::Empty(204);
   }
 
+  // --- Datastores (docs/api/datastores.md) ---
+  // The external S3 services of the caller's project. They carry no labels, so a selector-limited
+  // token is refused; read tokens may list and get them (Dispatch refuses their POST and DELETE),
+  // operators and admins of the project add and delete them. No answer holds the secret key.
+  net::Response ListDatastores(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "datastores"); !st.ok()) return Problem(st);
+    PageRequest page;
+    if (auto errors = ParsePage(request, &page); !errors.empty()) return Invalid(errors);
+    auto listed = control_.datastores().List(p.project.id, page);
+    if (!listed.ok()) return Problem(listed.status());
+    return JsonResponse(200, PageJson(*listed, DatastoreJson));
+  }
+
+  net::Response CreateDatastore(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "datastores"); !st.ok()) return Problem(st);
+    auto body = ReadObject(request);
+    if (!body.ok()) return Problem(body.status());
+    Fields f(*body);
+    auto alias = f.String("alias", true);
+    auto type = f.String("type", false);
+    auto endpoint = f.String("endpoint", true);
+    auto region = f.String("region", true);
+    auto access_key = f.String("access_key", true);
+    auto secret_key = f.String("secret_key", true);
+    f.RejectUnknown();
+    if (!f.ok()) return Invalid(f.errors());
+    NewDatastore d{.alias = *alias,
+                   .type = type.value_or(kDatastoreTypeS3),
+                   .endpoint = *endpoint,
+                   .region = *region,
+                   .access_key = *access_key,
+                   .secret_key = *secret_key};
+    if (auto errors = ValidateNewDatastore(d, Known()); !errors.empty()) return Invalid(errors);
+    auto created = control_.datastores().Add(p.project.id, p.user.id, d);
+    if (!created.ok()) {
+      if (created.status().code() == base::StatusCode::kAlreadyExists ||
+          created.status().code() == base::StatusCode::kFailedPrecondition) {
+        return FieldProblem(created.status(), "alias");
+      }
+      return Problem(created.status());
+    }
+    return JsonResponse(201, DatastoreJson(*created));
+  }
+
+  net::Response GetDatastore(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "datastores"); !st.ok()) return Problem(st);
+    auto found = control_.datastores().Get(p.project.id, *request.param("alias"));
+    if (!found.ok()) return Problem(found.status());
+    return JsonResponse(200, DatastoreJson(*found));
+  }
+
+  net::Response DeleteDatastore(net::Request& request, const Principal& p) {
+    if (Status st = RequireUnlabeled(p, "datastores"); !st.ok()) return Problem(st);
+    if (Status st = control_.datastores().Delete(p.project.id, *request.param("alias")); !st.ok()) {
+      return Problem(st);
+    }
+    return net::Response::Empty(204);
+  }
+
  private:
   static Status UserNotFound(std::string_view id) {
     return base::NotFoundError("user '" + std::string(id) + "' not found");
@@ -794,16 +867,26 @@ class RestApi {
     const ControlPlane::ServerInfo& info = control_.info();
     return KnownRegions{info.region, info.other_regions};
   }
-  SpecContext Spec(const FlavorCatalog* flavors) const {
-    return SpecContext{flavors, control_.info().region, control_.info().other_regions};
+  // The names the volumes of the caller's project may take: the regions and its datastores.
+  base::Result<KnownRegions> Known(const Principal& p) {
+    KnownRegions known = Known();
+    SOVAI_ASSIGN_OR_RETURN(known.datastores, control_.datastores().Aliases(p.project.id));
+    return known;
+  }
+  // What a spec of the caller's project is validated against.
+  base::Result<SpecContext> Spec(const FlavorCatalog* flavors, const Principal& p) {
+    SOVAI_ASSIGN_OR_RETURN(KnownRegions known, Known(p));
+    return SpecContext{flavors, known.own, known.others, known.datastores};
   }
   // The data-residency rule (docs/sovereignty.md) for the buckets of a spec of the caller's
   // project: a problem naming the field, or nothing.
   std::optional<net::Response> CheckResidencyOf(const Principal& p,
                                                 const std::vector<BucketSource>& sources) {
+    auto known = Known(p);
+    if (!known.ok()) return Problem(known.status());
     std::string field;
     Status st =
-        CheckSpecResidency(Known(), p.project.name, p.project.allowed_regions, sources, &field);
+        CheckSpecResidency(*known, p.project.name, p.project.allowed_regions, sources, &field);
     if (st.ok()) return std::nullopt;
     return FieldProblem(st, field);
   }
@@ -934,7 +1017,9 @@ class RestApi {
     auto body = base::ParseJson(
         *text, base::JsonLimits{.max_bytes = kMaxJobSpecBytes, .max_depth = kMaxRequestJsonDepth});
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseJobSpec(*body, Spec(control_.flavors()));
+    auto ctx = Spec(control_.flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseJobSpec(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1049,7 +1134,9 @@ class RestApi {
     if (apps == nullptr) return Problem(NoJobs());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseAppSpec(*body, Spec(control_.flavors()));
+    auto ctx = Spec(control_.flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseAppSpec(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1079,7 +1166,9 @@ class RestApi {
     if (!app.ok()) return Problem(app.status());
     auto body = ReadObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ScaleAppSpec(app->spec, *body, Spec(control_.flavors()));
+    auto ctx = Spec(control_.flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ScaleAppSpec(app->spec, *body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1094,7 +1183,9 @@ class RestApi {
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
     bool rolling = false;
-    auto parsed = PatchAppSpec(app->spec, *body, Spec(control_.flavors()), &rolling);
+    auto ctx = Spec(control_.flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = PatchAppSpec(app->spec, *body, *ctx, &rolling);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1153,7 +1244,9 @@ class RestApi {
     if (dry_run && control_.billing() == nullptr) return Problem(NoBilling());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseNotebookSpec(*body, Spec(flavors));
+    auto ctx = Spec(flavors, p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseNotebookSpec(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1252,7 +1345,9 @@ class RestApi {
     app.erase("min_replicas");
     app.erase("max_replicas");
     app["autoscaling"] = autoscaling;
-    auto parsed = ParseAppSpec(app, Spec(control_.flavors()));
+    auto ctx = Spec(control_.flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseAppSpec(app, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       for (FieldError& f : error->fields) {
         if (f.field.starts_with("autoscaling.")) f.field = f.field.substr(12);
@@ -1569,7 +1664,9 @@ class RestApi {
     if (billing == nullptr) return Problem(NoBilling());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseJobSpec(*body, Spec(&billing->flavors()));
+    auto ctx = Spec(&billing->flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseJobSpec(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1591,7 +1688,9 @@ class RestApi {
     if (billing == nullptr) return Problem(NoBilling());
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto parsed = ParseAppSpec(*body, Spec(&billing->flavors()));
+    auto ctx = Spec(&billing->flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = ParseAppSpec(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
       return ProblemResponse(error->status, error->fields);
     }
@@ -1867,6 +1966,10 @@ constexpr Route kRoutes[] = {
     {"GET", "/v1/tokens", &RestApi::ListTokens},
     {"POST", "/v1/tokens", &RestApi::CreateToken},
     {"DELETE", "/v1/tokens/{id}", &RestApi::RevokeToken},
+    {"GET", "/v1/datastores", &RestApi::ListDatastores},
+    {"POST", "/v1/datastores", &RestApi::CreateDatastore},
+    {"GET", "/v1/datastores/{alias}", &RestApi::GetDatastore},
+    {"DELETE", "/v1/datastores/{alias}", &RestApi::DeleteDatastore},
     {"GET", "/v1/info", &RestApi::Info},
     {"POST", "/v1/presign", &RestApi::Presign},
     {"GET", "/v1/flavors", &RestApi::ListFlavors},
@@ -1907,19 +2010,30 @@ constexpr Route kRoutes[] = {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-ControlPlane::ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys)
+ControlPlane::ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys,
+                           const std::string& data_dir)
     : env_(env),
       db_(std::move(db)),
       identity_(std::make_unique<Identity>(*db_, env)),
+      datastores_(
+          std::make_unique<Datastores>(*db_, env, base::JoinPath(data_dir, kSecretsKeyFile))),
       s3_keys_(s3_keys) {}
 
 base::Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(const std::string& data_dir,
                                                                ControlPlaneOptions options) {
   base::Env& env = options.env ? *options.env : base::Env::Default();
+  if (!options.state_url.empty() && !base::IsPostgresUrl(options.state_url)) {
+    return base::InvalidArgumentError("state URL '" + base::RedactPostgresUrl(options.state_url) +
+                                      "' is not a PostgreSQL URL: write "
+                                      "postgres://user@host:port/db, or leave it empty for "
+                                      "SQLite in the data directory");
+  }
   SOVAI_RETURN_IF_ERROR(env.CreateDirs(data_dir));
-  SOVAI_ASSIGN_OR_RETURN(auto db, ControlDb::Open(base::JoinPath(data_dir, kControlDbFile),
-                                                  ControlDbOptions{.env = &env}));
-  std::unique_ptr<ControlPlane> control(new ControlPlane(env, std::move(db), options.s3_keys));
+  const std::string location =
+      options.state_url.empty() ? base::JoinPath(data_dir, kControlDbFile) : options.state_url;
+  SOVAI_ASSIGN_OR_RETURN(auto db, ControlDb::Open(location, ControlDbOptions{.env = &env}));
+  std::unique_ptr<ControlPlane> control(
+      new ControlPlane(env, std::move(db), options.s3_keys, data_dir));
   if (options.admin) {
     SOVAI_RETURN_IF_ERROR(
         control->identity()

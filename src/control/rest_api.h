@@ -40,6 +40,7 @@
 #include "control/audit.h"
 #include "control/billing_service.h"
 #include "control/bootstrap.h"
+#include "control/datastores.h"
 #include "control/db.h"
 #include "control/identity.h"
 #include "control/jobs.h"
@@ -74,12 +75,17 @@ struct ControlPlaneOptions {
   std::optional<AdminCredentials> admin;
   // Not owned; must outlive the ControlPlane. nullptr: the s3-keys routes answer 503.
   S3KeyIssuer* s3_keys = nullptr;
+  // Where the control state lives: "" = SQLite in `<data_dir>/control.db`; a PostgreSQL URL
+  // (postgres://user@host:port/db) = that database, which several servers may share (db.h).
+  std::string state_url;
 };
 
-// The control plane's state: `<data_dir>/control.db` and the identity over it.
+// The control plane's state (`<data_dir>/control.db` or options.state_url) and the identity over
+// it.
 class ControlPlane {
  public:
-  // Creates `data_dir` when missing, opens and migrates control.db (ControlDb::Open errors), and
+  // Creates `data_dir` when missing, opens and migrates the control database (ControlDb::Open
+  // errors; InvalidArgument for a state_url that is not postgres:// or postgresql://), and
   // imports `options.admin`.
   static base::Result<std::unique_ptr<ControlPlane>> Open(const std::string& data_dir,
                                                           ControlPlaneOptions options = {});
@@ -89,6 +95,8 @@ class ControlPlane {
 
   ControlDb& db() { return *db_; }
   Identity& identity() { return *identity_; }
+  // The projects' external S3 datastores; their secrets sealed with <data_dir>/secrets.key.
+  Datastores& datastores() { return *datastores_; }
   base::Env& env() { return env_; }
   S3KeyIssuer* s3_keys() { return s3_keys_; }
 
@@ -135,10 +143,12 @@ class ControlPlane {
   const ProjectS3Access& s3_access() const { return s3_access_; }
 
  private:
-  ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys);
+  ControlPlane(base::Env& env, std::unique_ptr<ControlDb> db, S3KeyIssuer* s3_keys,
+               const std::string& data_dir);
   base::Env& env_;
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<Identity> identity_;
+  std::unique_ptr<Datastores> datastores_;
   S3KeyIssuer* s3_keys_;
   ServerInfo info_;
   JobService* jobs_ = nullptr;

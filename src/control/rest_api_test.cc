@@ -16,6 +16,7 @@
 #include "base/json.h"
 #include "base/time.h"
 #include "control/billing.h"
+#include "control/postgres_test_util.h"
 #include "control/problem.h"
 #include "net/client.h"
 
@@ -110,6 +111,8 @@ class RestApiTest : public ::testing::Test {
     char tmpl[] = "/tmp/sovai-rest-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    // "" (SQLite in the data directory), or a PostgreSQL URL with SOVAI_TEST_STATE=postgres.
+    if (testing::PostgresStateRequested()) SOVAI_STATE_LOCATION_OR_SKIP(state_url_, dir_);
     StartServer(&issuer_);
   }
   void TearDown() override {
@@ -126,6 +129,7 @@ class RestApiTest : public ::testing::Test {
     options.env = &env_;
     options.admin = admin;
     options.s3_keys = issuer;
+    options.state_url = state_url_;
     auto control = ControlPlane::Open(dir_ + "/data", options);
     ASSERT_TRUE(control.ok()) << control.status();
     control_ = std::move(*control);
@@ -257,6 +261,7 @@ class RestApiTest : public ::testing::Test {
   base::ManualClockEnv env_{base::Env::Default(), clock_};
   FakeS3KeyIssuer issuer_;
   std::string dir_;
+  std::string state_url_;  // ControlPlaneOptions::state_url
   std::unique_ptr<ControlPlane> control_;
   std::unique_ptr<net::Server> server_;
   std::unique_ptr<net::HttpClient> client_;
@@ -1209,6 +1214,144 @@ TEST_F(ResidencyRestTest, AnotherRegionsVolumeIsRefusedUntilTheProjectAllowsIt) 
   Reply other = Post("/v1/jobs?dry_run=true", w.dave_token.secret, job);
   EXPECT_EQ(other.status, 403) << other;
   EXPECT_NE(other.json.value("detail", "").find("project 'cv' may mount only"), std::string::npos);
+}
+
+// --- Datastores (docs/api/datastores.md) -------------------------------------------------------
+
+constexpr char kDatastoreSecret[] = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+
+Json DatastoreBody(const std::string& alias) {
+  return {{"alias", alias},
+          {"type", "s3"},
+          {"endpoint", "http://127.0.0.1:7480"},
+          {"region", "us-east-1"},
+          {"access_key", "AKIAIOSFODNN7EXAMPLE"},
+          {"secret_key", kDatastoreSecret}};
+}
+
+TEST_F(ResidencyRestTest, DatastoresAreTheProjectsAndNeverShowTheSecret) {
+  World w = MakeWorld();
+  // Operators and admins of the project add; read tokens may not.
+  EXPECT_EQ(Post("/v1/datastores", w.carol_token.secret, DatastoreBody("ext")).status, 403);
+  Reply added = Post("/v1/datastores", w.bob_token.secret, DatastoreBody("Ext"));
+  ASSERT_EQ(added.status, 201) << added;
+  EXPECT_EQ(added.json["alias"], "ext");
+  EXPECT_EQ(added.json["type"], "s3");
+  EXPECT_EQ(added.json["endpoint"], "http://127.0.0.1:7480");
+  EXPECT_EQ(added.json["region"], "us-east-1");
+  EXPECT_EQ(added.json["access_key"], "AKIAIOSFODNN7EXAMPLE");
+  EXPECT_EQ(added.json["secret_key_set"], true);
+  EXPECT_EQ(added.json["project"], w.nlp);
+  EXPECT_EQ(added.json["created_by"], w.bob);
+  EXPECT_FALSE(added.json.contains("secret_key"));
+  ASSERT_EQ(Post("/v1/datastores", w.alice_token.secret, DatastoreBody("ceph")).status, 201);
+
+  // Everyone of the project reads them; no answer holds the secret.
+  Reply listed = Get("/v1/datastores", w.carol_token.secret);
+  EXPECT_EQ(Names(listed, "alias"), (std::vector<std::string>{"ceph", "ext"}));
+  Reply page = Get("/v1/datastores?limit=1", w.carol_token.secret);
+  EXPECT_EQ(Names(page, "alias"), std::vector<std::string>{"ceph"});
+  EXPECT_EQ(page.json["next_cursor"], "ceph");
+  EXPECT_EQ(Names(Get("/v1/datastores?cursor=ceph", w.carol_token.secret), "alias"),
+            std::vector<std::string>{"ext"});
+  Reply got = Get("/v1/datastores/EXT", w.carol_token.secret);
+  ASSERT_EQ(got.status, 200) << got;
+  EXPECT_EQ(got.json["alias"], "ext");
+  for (const Reply& r : {added, listed, got}) {
+    EXPECT_EQ(r.body.find(kDatastoreSecret), std::string::npos) << r;
+  }
+
+  // Another project sees nothing of them, and its alias space is its own.
+  EXPECT_EQ(Names(Get("/v1/datastores", w.dave_token.secret), "alias"), std::vector<std::string>{});
+  Reply hidden = Get("/v1/datastores/ext", w.dave_token.secret);
+  EXPECT_EQ(hidden.status, 404) << hidden;
+  EXPECT_EQ(Delete("/v1/datastores/ext", w.dave_token.secret).status, 404);
+  EXPECT_EQ(Post("/v1/datastores", w.dave_token.secret, DatastoreBody("ext")).status, 201);
+
+  // Duplicates (any case) are a conflict naming the alias.
+  Reply duplicate = Post("/v1/datastores", w.alice_token.secret, DatastoreBody("EXT"));
+  EXPECT_EQ(duplicate.status, 409) << duplicate;
+  EXPECT_EQ(FirstField(duplicate), "alias");
+
+  // Tokens limited to labels are refused: datastores carry none.
+  Token labeled = MakeToken(w.alice_token.secret, {{"role", "operator"}, {"labels", "team=a"}});
+  EXPECT_EQ(Get("/v1/datastores", labeled.secret).status, 403);
+  EXPECT_EQ(Post("/v1/datastores", labeled.secret, DatastoreBody("lab")).status, 403);
+
+  // Delete, then it is gone; a second delete is a 404.
+  EXPECT_EQ(Delete("/v1/datastores/CEPH", w.bob_token.secret).status, 204);
+  EXPECT_EQ(Get("/v1/datastores/ceph", w.bob_token.secret).status, 404);
+  EXPECT_EQ(Delete("/v1/datastores/ceph", w.bob_token.secret).status, 404);
+  EXPECT_EQ(Delete("/v1/datastores/ext", w.carol_token.secret).status, 403);
+}
+
+TEST_F(ResidencyRestTest, ABadDatastoreIsRefusedNamingTheField) {
+  World w = MakeWorld();
+  struct Bad {
+    const char* field;
+    Json value;
+    int status;
+    const char* message_part;
+  };
+  for (const Bad& bad : {
+           Bad{"alias", "1ext", 400, "must be 2 to 32 letters, digits and '-'"},
+           Bad{"alias", "ext.eu", 400, "must be 2 to 32"},
+           Bad{"alias", "eu-west-local", 400, "this server's own region"},
+           Bad{"alias", "EU-CENTRAL-2", 400, "a region this server knows"},
+           Bad{"endpoint", "ftp://s3.example.eu", 400, "must be http://HOST[:PORT]"},
+           Bad{"endpoint", "https://s3.example.eu/bucket", 400, "without a path"},
+           Bad{"region", "US-EAST-1", 400, "1 to 64 characters of a-z"},
+           Bad{"type", "gcs", 400, "is not supported"},
+           Bad{"access_key", "", 400, "1 to 128 printable"},
+           Bad{"secret_key", "with space", 400, "1 to 256 printable"},
+           Bad{"secret_key", 7, 400, "secret_key"},
+           Bad{"colour", "blue", 400, "unknown field 'colour'"},
+       }) {
+    Json body = DatastoreBody("ext");
+    body[bad.field] = bad.value;
+    Reply r = Post("/v1/datastores", w.bob_token.secret, body);
+    EXPECT_EQ(r.status, bad.status) << bad.field << " " << r;
+    EXPECT_EQ(r.json["type"], "urn:sovai:problem:invalid-argument") << r;
+    EXPECT_EQ(FirstField(r), bad.field) << r;
+    EXPECT_NE(r.body.find(bad.message_part), std::string::npos) << r;
+    EXPECT_EQ(r.body.find("with space"), std::string::npos) << "the secret is quoted: " << r;
+  }
+  Json missing = DatastoreBody("ext");
+  missing.erase("secret_key");
+  Reply r = Post("/v1/datastores", w.bob_token.secret, missing);
+  EXPECT_EQ(r.status, 400) << r;
+  EXPECT_EQ(FirstField(r), "secret_key");
+  EXPECT_EQ(Names(Get("/v1/datastores", w.bob_token.secret), "alias"), std::vector<std::string>{});
+}
+
+TEST_F(ResidencyRestTest, VolumesNameTheProjectsDatastoresOnly) {
+  World w = MakeWorld();
+  const Json job = {{"image", "sovai/shell"},
+                    {"command", {"true"}},
+                    {"flavor", "ai1-1-cpu"},
+                    {"volumes", {"input@ext/data:/mnt/in:ro", "output@ext/results:/mnt/out:rw"}}};
+  Reply unknown = Post("/v1/jobs?dry_run=true", w.bob_token.secret, job);
+  EXPECT_EQ(unknown.status, 400) << unknown;
+  EXPECT_EQ(FirstField(unknown), "volumes");
+  EXPECT_NE(unknown.body.find("region 'ext' is not one this server knows (docs/sovereignty.md); "
+                              "known: EU-WEST-LOCAL, EU-CENTRAL-2; the project's datastores "
+                              "(docs/api/datastores.md): none"),
+            std::string::npos)
+      << unknown;
+  ASSERT_EQ(Post("/v1/datastores", w.bob_token.secret, DatastoreBody("ext")).status, 201);
+  Reply admitted = Post("/v1/jobs?dry_run=true", w.bob_token.secret, job);
+  EXPECT_EQ(admitted.status, 200) << admitted;
+  // No region to allow: the project registered the datastore itself.
+  const Json app = {{"name", "bot"}, {"model", "models@EXT/bot"}, {"flavor", "ai1-1-cpu"}};
+  EXPECT_EQ(Post("/v1/apps?dry_run=true", w.bob_token.secret, app).status, 200);
+  // Another project's alias is as unknown as any other name; its own datastores are listed.
+  ASSERT_EQ(Post("/v1/datastores", w.dave_token.secret, DatastoreBody("ceph")).status, 201);
+  Reply other = Post("/v1/jobs?dry_run=true", w.dave_token.secret, job);
+  EXPECT_EQ(other.status, 400) << other;
+  EXPECT_NE(other.body.find("the project's datastores (docs/api/datastores.md): ceph"),
+            std::string::npos)
+      << other;
+  EXPECT_EQ(other.body.find("ext,"), std::string::npos) << other;
 }
 
 TEST_F(RestApiTest, ConcurrentClientsOnWorkerThreads) {

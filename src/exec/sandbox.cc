@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "base/log.h"
@@ -576,7 +577,8 @@ struct StartRequest {
   std::vector<std::string> env;
   std::vector<int> cpus;
   uint64_t memory_bytes = 0;
-  bool drop_to_ids = false;  // the platform is root: become uid:gid before exec
+  bool drop_to_ids = false;   // the platform is root: become uid:gid before exec
+  bool shield_bwrap = false;  // SandboxSpec::shield_from_step_signals
   uint32_t uid = 0;
   uint32_t gid = 0;
 };
@@ -635,6 +637,12 @@ Result<Started> StartBwrap(const StartRequest& request) {
     std::memset(&dfl, 0, sizeof(dfl));
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // some fail: fine
+    if (request.shield_bwrap) {
+      struct sigaction ign;
+      std::memset(&ign, 0, sizeof(ign));
+      ign.sa_handler = SIG_IGN;
+      for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(sig, &ign, nullptr);
+    }
     // Its own process group: a Ctrl-C meant for the server's terminal does not reach workloads.
     ::setpgid(0, 0);
     // Move every source above 3 first, so no dup2 overwrites a source still needed.
@@ -1046,6 +1054,7 @@ Result<std::unique_ptr<RunningWorkload>> Sandbox::Launch(const SandboxSpec& raw_
   request.cpus = spec.cpus;
   request.memory_bytes = spec.memory_bytes;
   request.drop_to_ids = as_root;
+  request.shield_bwrap = spec.shield_from_step_signals;
   request.uid = spec.uid;
   request.gid = spec.gid;
   SOVAI_ASSIGN_OR_RETURN(Started started, StartBwrap(request));
@@ -1100,6 +1109,29 @@ Result<std::unique_ptr<RunningWorkload>> Sandbox::Launch(const SandboxSpec& raw_
     workload->init_pidfd_ = std::move(init_pidfd);
   }
   return workload;
+}
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return base::ErrnoToStatus(errno, "mkdir '" + path + "'");
+  }
+  if (::chmod(path.c_str(), mode) != 0) return base::ErrnoToStatus(errno, "chmod '" + path + "'");
+  return Status();
+}
+
+Status ChownTree(const std::string& dir, uint32_t uid, uint32_t gid) {
+  std::error_code ec;
+  if (::lchown(dir.c_str(), uid, gid) != 0) {
+    return base::ErrnoToStatus(errno, "chown '" + dir + "'");
+  }
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (::lchown(it->path().c_str(), uid, gid) != 0) {
+      return base::ErrnoToStatus(errno, "chown '" + it->path().string() + "'");
+    }
+  }
+  if (ec) return base::InternalError("walking '" + dir + "': " + ec.message());
+  return Status();
 }
 
 }  // namespace sovai::exec

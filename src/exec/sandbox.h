@@ -91,6 +91,11 @@ struct SandboxSpec {
   std::string work_dir;       // absolute host directory for the sandbox's private files (/tmp)
   uint32_t uid = 65534;       // inside the sandbox, and on the host when the platform is root
   uint32_t gid = 65534;
+  // For a sandbox inside a Slurm step, whose stop signals reach every process of the step:
+  // bwrap and its reaper ignore SIGTERM, SIGINT and SIGHUP, so that they outlive the signal and
+  // the workload can end on its own terms (its trap, its checkpoint) until SIGKILL. The workload
+  // inherits the ignored dispositions: argv must restore them (`env --default-signal=...`).
+  bool shield_from_step_signals = false;
 };
 
 // One top-level entry of the sandbox's root.
@@ -207,6 +212,13 @@ struct SandboxOptions {
   LogCaptureOptions log_capture;
   int64_t start_timeout_ms = kSandboxStartTimeoutMs;
 };
+
+// Creates `path` (its parent must exist) or keeps it, and sets exactly `mode`: the umask must
+// not narrow it, since the workload's uid traverses the directories above its mounts.
+base::Status MakeDir(const std::string& path, mode_t mode);
+// Gives `uid:gid` every file and directory under `dir` (the platform runs as root; the workload
+// does not). Symlinks are changed themselves, never followed.
+base::Status ChownTree(const std::string& dir, uint32_t uid, uint32_t gid);
 
 class Sandbox {
  public:

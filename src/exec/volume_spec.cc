@@ -261,7 +261,8 @@ Result<VolumeSpec> ParseVolumeSpec(std::string_view text) {
 }
 
 Status CheckVolumes(const std::vector<VolumeSpec>& volumes, std::string_view server_region,
-                    const std::vector<std::string>& other_regions) {
+                    const std::vector<std::string>& other_regions,
+                    const std::vector<std::string>& datastores) {
   if (volumes.size() > kMaxVolumesPerJob) {
     return InvalidArgumentError("a job may mount at most " + std::to_string(kMaxVolumesPerJob) +
                                 " volumes; " + std::to_string(volumes.size()) + " were given");
@@ -271,12 +272,17 @@ Status CheckVolumes(const std::vector<VolumeSpec>& volumes, std::string_view ser
     for (const std::string& other : other_regions) {
       known = known || base::EqualsIgnoreCase(v.region, other);
     }
+    for (const std::string& alias : datastores) {
+      known = known || base::EqualsIgnoreCase(v.region, alias);
+    }
     if (!known) {
       std::string accepted = std::string(server_region);
       for (const std::string& other : other_regions) accepted += ", " + other;
       return InvalidArgumentError(
           "volume '" + v.ToString() + "': region '" + v.region +
-          "' is not one this server knows (docs/sovereignty.md); known: " + accepted);
+          "' is not one this server knows (docs/sovereignty.md); known: " + accepted +
+          "; the project's datastores (docs/api/datastores.md): " +
+          (datastores.empty() ? "none" : base::Join(datastores, ", ")));
     }
   }
   for (size_t i = 0; i < volumes.size(); ++i) {

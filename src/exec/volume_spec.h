@@ -68,13 +68,15 @@ struct VolumeSpec {
 base::Result<VolumeSpec> ParseVolumeSpec(std::string_view text);
 
 // Checks a job's volumes together. Errors (InvalidArgument): more than kMaxVolumesPerJob volumes;
-// a region that is neither `server_region` nor one of `other_regions` (the other regions the
-// server knows, `sovai server --regions`; case-insensitively), naming the known ones; two
-// volumes on the same mount path or one inside the other ("/data" and "/data/raw"), naming both
-// specs. Whether a project may mount another known region is decided at admission
-// (control/regions.h), not here.
+// a region that is neither `server_region`, one of `other_regions` (the other regions the
+// server knows, `sovai server --regions`) nor one of `datastores` (the aliases of the project's
+// external datastores, docs/api/datastores.md), case-insensitively, naming the known regions and
+// datastores; two volumes on the same mount path or one inside the other ("/data" and
+// "/data/raw"), naming both specs. Whether a project may mount another known region is decided
+// at admission (control/regions.h), not here.
 base::Status CheckVolumes(const std::vector<VolumeSpec>& volumes, std::string_view server_region,
-                          const std::vector<std::string>& other_regions = {});
+                          const std::vector<std::string>& other_regions = {},
+                          const std::vector<std::string>& datastores = {});
 
 // Where an object of the volume goes, relative to the volume's directory: `key` minus
 // spec.KeyPrefix(). Errors (InvalidArgument, saying why), for keys that must not become files:

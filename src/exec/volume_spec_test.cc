@@ -189,6 +189,24 @@ TEST(CheckVolumesTest, RefusesARegionTheServerDoesNotKnow) {
       << st.message();
   // Another region is known only when it is given.
   EXPECT_FALSE(CheckVolumes({Spec("data@EU-CENTRAL-2:/mnt")}, "EU-WEST-LOCAL").ok());
+  EXPECT_NE(st.message().find("; the project's datastores (docs/api/datastores.md): none"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST(CheckVolumesTest, AcceptsTheProjectsDatastoresAndListsThemWhenRefusing) {
+  const std::vector<std::string> datastores = {"ceph", "ext"};
+  EXPECT_TRUE(
+      CheckVolumes({Spec("input@ext/data:/mnt/in:ro"), Spec("output@EXT/results:/mnt/out:rw")},
+                   "EU-WEST-LOCAL", {}, datastores)
+          .ok());
+  Status st =
+      CheckVolumes({Spec("input@other:/mnt")}, "EU-WEST-LOCAL", {"EU-CENTRAL-2"}, datastores);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "volume 'input@other:/mnt:ro:no-cache': region 'other' is not one this server knows "
+            "(docs/sovereignty.md); known: EU-WEST-LOCAL, EU-CENTRAL-2; the project's datastores "
+            "(docs/api/datastores.md): ceph, ext");
 }
 
 TEST(CheckVolumesTest, RefusesSameOrNestedMountPaths) {

@@ -148,5 +148,6 @@ int RunProjectCommand(CommandContext& ctx, const std::vector<std::string>& args)
 int RunAppCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunEndpointCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunNotebookCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunDatastoreCommand(CommandContext& ctx, const std::vector<std::string>& args);
 
 }  // namespace sovai::cli::client

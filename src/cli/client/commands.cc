@@ -27,6 +27,7 @@ constexpr TopCommand kCommands[] = {
     {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
     {"notebook", "Jupyter notebooks with buckets mounted, behind the gateway", &RunNotebookCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
+    {"datastore", "external S3 services the project's volumes mount", &RunDatastoreCommand},
     {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},
     {"audit", "the audit log: list entries, verify the hash chain", &RunAuditCommand},
     {"budget", "a project's monthly budget: get, set", &RunBudgetCommand},

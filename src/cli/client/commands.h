@@ -1,6 +1,6 @@
 // The `sovai` client commands (everything but `sovai server`): login, logout, whoami, job,
-// flavor, app, endpoint, notebook, bucket, token, user, project. docs/cli.md is the reference of
-// each.
+// flavor, app, endpoint, notebook, bucket, datastore, token, user, project. docs/cli.md is the
+// reference of each.
 //
 //   client::StdConsole console;
 //   client::CommandContext ctx{base::Env::Default(), console, vars};

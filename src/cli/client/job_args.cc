@@ -176,6 +176,15 @@ base::Result<Json> BuildJobSpec(const JobRunArgs& args, const EnvVars& local_env
     }
     spec["priority"] = *args.priority;
   }
+  if (args.nodes) {
+    if (*args.nodes < 1) return InvalidArgumentError("--nodes must be at least 1");
+    spec["nodes"] = *args.nodes;
+  }
+  if (args.tasks_per_node) {
+    if (*args.tasks_per_node < 1)
+      return InvalidArgumentError("--tasks-per-node must be at least 1");
+    spec["tasks_per_node"] = *args.tasks_per_node;
+  }
   return spec;
 }
 

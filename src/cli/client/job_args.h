@@ -25,16 +25,18 @@ inline constexpr char kDefaultCpuFlavor[] = "ai1-1-cpu";
 
 struct JobRunArgs {
   std::string name;
-  std::string flavor;                // "" = kDefaultCpuFlavor (not allowed with --gpu)
-  std::optional<int64_t> gpu_units;  // --gpu N
-  std::optional<int64_t> cpu_units;  // --cpu N
-  std::vector<std::string> volumes;  // --volume, as written
-  std::vector<std::string> env;      // --env K=V, or K to pass the local value
-  std::vector<std::string> labels;   // --label K=V
-  std::string timeout;               // --timeout DURATION, "" = the server's default
-  std::string restart;               // --restart never|on-failure[:N], "" = never
-  std::string network;               // --network none|host, "" = the server's default
-  std::optional<int64_t> priority;   // --priority N
+  std::string flavor;                     // "" = kDefaultCpuFlavor (not allowed with --gpu)
+  std::optional<int64_t> gpu_units;       // --gpu N
+  std::optional<int64_t> cpu_units;       // --cpu N
+  std::vector<std::string> volumes;       // --volume, as written
+  std::vector<std::string> env;           // --env K=V, or K to pass the local value
+  std::vector<std::string> labels;        // --label K=V
+  std::string timeout;                    // --timeout DURATION, "" = the server's default
+  std::string restart;                    // --restart never|on-failure[:N], "" = never
+  std::string network;                    // --network none|host, "" = the server's default
+  std::optional<int64_t> priority;        // --priority N
+  std::optional<int64_t> nodes;           // --nodes N (distributed jobs, the Slurm executor)
+  std::optional<int64_t> tasks_per_node;  // --tasks-per-node N
   std::string image;
   std::vector<std::string> command;
 };
@@ -42,7 +44,8 @@ struct JobRunArgs {
 // The spec, or InvalidArgument naming the flag and what is wrong: --gpu with --cpu, --gpu
 // without --flavor, units < 1, a malformed or duplicate --env/--label, a volume that
 // exec::ParseVolumeSpec rejects (its message), a bad duration, restart policy or network, a
-// priority outside [-1000, 1000]. `local_env` supplies the values of `--env NAME`.
+// priority outside [-1000, 1000], --nodes below 1, --tasks-per-node below 1. `local_env` supplies
+// the values of `--env NAME`.
 base::Result<nlohmann::json> BuildJobSpec(const JobRunArgs& args, const EnvVars& local_env);
 
 // "90s", "10m", "2h", "1d", "1h30m", or a bare number of seconds → seconds (at least 1, at most

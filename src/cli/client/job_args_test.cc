@@ -171,6 +171,26 @@ TEST(BuildJobSpecTest, TimeoutRestartNetworkPriorityErrors) {
   args = Shell();
   args.priority = 1001;
   EXPECT_NE(Error(args).find("--priority must be in [-1000, 1000]"), std::string::npos);
+  args = Shell();
+  args.nodes = 0;
+  EXPECT_NE(Error(args).find("--nodes must be at least 1"), std::string::npos);
+  args = Shell();
+  args.tasks_per_node = 0;
+  EXPECT_NE(Error(args).find("--tasks-per-node must be at least 1"), std::string::npos);
+}
+
+TEST(BuildJobSpecTest, DistributedShape) {
+  JobRunArgs args = Shell();
+  auto plain = BuildJobSpec(args, {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->contains("nodes"));
+  EXPECT_FALSE(plain->contains("tasks_per_node"));
+  args.nodes = 2;
+  args.tasks_per_node = 4;
+  auto spec = BuildJobSpec(args, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ((*spec)["nodes"], 2);
+  EXPECT_EQ((*spec)["tasks_per_node"], 4);
 }
 
 TEST(SelectorTest, CanonicalAndChecked) {

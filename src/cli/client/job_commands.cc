@@ -93,6 +93,8 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   int64_t gpu = 0;
   int64_t cpu = 0;
   int64_t priority = 0;
+  int64_t nodes = 1;
+  int64_t tasks_per_node = 0;
   bool follow = false;
   bool timestamps = false;
   bool dry_run = false;
@@ -113,6 +115,9 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("restart", &run.restart, "never, on-failure or on-failure:N (N retries)", "POLICY");
   f.String("network", &run.network, "none (loopback only) or host (the server's default)", "MODE");
   f.Int("priority", &priority, "-1000..1000; higher starts first");
+  f.Int("nodes", &nodes, "nodes of a distributed job (the Slurm executor)");
+  f.Int("tasks-per-node", &tasks_per_node,
+        "tasks on each node, with RANK/WORLD_SIZE set (default: one per GPU)");
   f.Bool("follow", &follow, "stream the logs until the job ends; exit with its exit code");
   f.Bool("timestamps", &timestamps, "with --follow: print whole log records");
   f.Bool("dry-run", &dry_run,
@@ -120,6 +125,8 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   f.HideDefault("gpu");
   f.HideDefault("cpu");
   f.HideDefault("priority");
+  f.HideDefault("nodes");
+  f.HideDefault("tasks-per-node");
   f.Short('f', "follow");
   f.Short('e', "env");
   f.Short('v', "volume");
@@ -138,6 +145,8 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   if (f.WasSet("gpu")) run.gpu_units = gpu;
   if (f.WasSet("cpu")) run.cpu_units = cpu;
   if (f.WasSet("priority")) run.priority = priority;
+  if (f.WasSet("nodes")) run.nodes = nodes;
+  if (f.WasSet("tasks-per-node")) run.tasks_per_node = tasks_per_node;
   auto spec = BuildJobSpec(run, ctx.vars);
   if (!spec.ok()) return cmd.Usage(spec.status().message());
   if (dry_run) {
