@@ -38,6 +38,7 @@
 #include "exec/slurm.h"
 #include "gateway/app_gateway.h"
 #include "gateway/notebook_gateway.h"
+#include "net/client.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
@@ -147,6 +148,11 @@ struct PlatformServer::Impl {
   std::unique_ptr<control::BillingService> billing;
   std::unique_ptr<exec::Sandbox> sandbox;
   std::unique_ptr<exec::SlurmClient> slurm;
+  // Two servers on one PostgreSQL database (docs/state.md): the leadership of the jobs, and the
+  // API address the leader records for the others (set once the API listens).
+  std::mutex leader_mu;
+  std::string own_api_url;       // guarded by leader_mu
+  bool leader_recorded = false;  // guarded by leader_mu
   std::unique_ptr<control::JobService> jobs;
   // Apps and the gateway in front of them; the gateway learns routes from the apps and tells
   // them the autoscaler's decisions (set once both exist).
@@ -213,6 +219,23 @@ struct PlatformServer::Impl {
                             {"access_key_id", key->access_key},
                             {"secret_access_key", key->secret_key}};
       return net::Response::Json(201, base::DumpJson(out) + "\n");
+    });
+    // The log of a job this server runs, for another server of the same database.
+    router.Get("/internal/jobs/{id}/log", [this](net::Request& req) {
+      if (!IsAdmin(req)) return net::Response::Error(401, "admin bearer token required");
+      if (!jobs) return net::Response::Error(503, "this server runs no jobs");
+      auto offset = base::ParseUint64(req.query("offset").value_or("0"));
+      auto max_bytes = base::ParseUint64(req.query("max_bytes").value_or("65536"));
+      if (!offset.ok() || !max_bytes.ok() || *max_bytes == 0) {
+        return net::Response::Error(400, "offset and max_bytes must be counts");
+      }
+      auto chunk = jobs->ReadLogForPeer(std::string(*req.param("id")), *offset,
+                                        static_cast<size_t>(*max_bytes));
+      if (!chunk.ok()) return net::Response::Error(chunk.status());
+      nlohmann::json out = {{"data_base64", base::Base64Encode(chunk->data)},
+                            {"next_offset", chunk->next_offset},
+                            {"size_bytes", chunk->size_bytes}};
+      return net::Response::Json(200, base::DumpJson(out) + "\n");
     });
     router.Delete("/internal/objstore/access-keys/{key}", [this](net::Request& req) {
       if (!IsAdmin(req)) return net::Response::Error(401, "admin bearer token required");
@@ -421,12 +444,78 @@ struct PlatformServer::Impl {
     o.admission_check = [this](const std::string& project, const control::JobSpec& spec) {
       return billing->AdmissionCheck(project, spec);
     };
+    if (!config.state_url.empty()) {
+      o.is_leader = [this] { return LeadsJobs(); };
+      o.remote_log = [this](const std::string& id, uint64_t offset, size_t max_bytes) {
+        return LeaderJobLog(id, offset, max_bytes);
+      };
+    }
     SOVAI_ASSIGN_OR_RETURN(jobs, control::JobService::Start(control->db(), std::move(o)));
     control->AttachJobs(jobs.get(), &catalog);
     SOVAI_RETURN_IF_ERROR(StartApps(catalog, jobs_s3_access));
     SOVAI_RETURN_IF_ERROR(StartNotebooks());
     billing->AttachWorkloads(jobs.get(), apps.get());
     return base::Status();
+  }
+
+  // Whether this server schedules and runs the jobs now; the leader records where its API
+  // answers (the `leaders` table), for the others' log reads.
+  bool LeadsJobs() {
+    auto held = control->db().TryAcquireLeadership("jobs");
+    const bool leads = held.ok() && *held;
+    std::lock_guard lock(leader_mu);
+    if (!leads) {
+      leader_recorded = false;
+    } else if (!leader_recorded && !own_api_url.empty()) {
+      const int64_t now = env.NowUnixMicros();
+      base::Status recorded = control->db().Write([&](base::Database& sql) -> base::Status {
+        SOVAI_ASSIGN_OR_RETURN(
+            base::Statement st,
+            sql.Prepare("INSERT INTO leaders(name, api_url, since) VALUES ('jobs', ?1, ?2) "
+                        "ON CONFLICT(name) DO UPDATE SET api_url = ?1, since = ?2"));
+        st.Bind(1, own_api_url).Bind(2, now);
+        return st.Run();
+      });
+      leader_recorded = recorded.ok();
+      if (recorded.ok()) SOVAI_LOG(INFO) << "this server leads the jobs (" << own_api_url << ")";
+    }
+    return leads;
+  }
+
+  // A follower's read of a log that the leader keeps: GET /internal/jobs/{id}/log there.
+  base::Result<exec::LogChunk> LeaderJobLog(const std::string& id, uint64_t offset,
+                                            size_t max_bytes) {
+    std::string leader_url;
+    SOVAI_RETURN_IF_ERROR(control->db().Read([&](base::Database& sql) -> base::Status {
+      SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                             sql.Prepare("SELECT api_url FROM leaders WHERE name = 'jobs'"));
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) leader_url = st.ColumnText(0);
+      return base::Status();
+    }));
+    if (leader_url.empty()) {
+      return base::UnavailableError("no server has recorded that it runs the jobs yet; retry");
+    }
+    SOVAI_ASSIGN_OR_RETURN(net::ClientOptions options, net::ClientOptionsFromUrl(leader_url));
+    net::HttpClient client(options);
+    net::ClientRequest request;
+    request.target = "/internal/jobs/" + id + "/log?offset=" + std::to_string(offset) +
+                     "&max_bytes=" + std::to_string(max_bytes);
+    request.headers.Add("Authorization", "Bearer " + admin.api_token);
+    SOVAI_ASSIGN_OR_RETURN(net::ClientResponse response, client.Send(request));
+    if (response.status != 200) {
+      return base::UnavailableError("the leader (" + leader_url + ") answered " +
+                                    std::to_string(response.status) + " for the log of " + id);
+    }
+    auto doc = base::ParseJson(response.body);
+    if (!doc.ok() || !doc->is_object()) return base::UnavailableError("the leader's log answer");
+    auto data = base::Base64Decode(doc->value("data_base64", ""));
+    if (!data.ok()) return base::UnavailableError("the leader's log answer");
+    exec::LogChunk chunk;
+    chunk.data = std::move(*data);
+    chunk.next_offset = doc->value("next_offset", uint64_t{0});
+    chunk.size_bytes = doc->value("size_bytes", uint64_t{0});
+    return chunk;
   }
 
   // The Slurm executor: the cluster answers, and the job service gets its settings. Slurm
@@ -811,6 +900,12 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   SOVAI_RETURN_IF_ERROR(
       impl->api->Start(api_options).WithContext("--listen-api " + impl->config.listen_api));
   impl->api_url = UrlOf(impl->api->address(), tls);
+  {
+    std::lock_guard lock(impl->leader_mu);
+    impl->own_api_url = impl->api_url;
+  }
+  // The leader tells the others where it answers as soon as it knows.
+  if (impl->jobs && !impl->config.state_url.empty()) (void)impl->LeadsJobs();
   SOVAI_RETURN_IF_ERROR(impl->WriteServerJson());
   return std::unique_ptr<PlatformServer>(new PlatformServer(std::move(impl)));
 }

@@ -139,7 +139,15 @@ Result<std::unique_ptr<JobService>> JobService::Start(ControlDb& db, JobServiceO
   std::unique_ptr<JobService> service(new JobService(db, std::move(options)));
   SOVAI_RETURN_IF_ERROR(exec::MakeDir(service->options_.data_dir, 0711));
   SOVAI_RETURN_IF_ERROR(exec::MakeDir(base::JoinPath(service->options_.data_dir, "jobs"), 0711));
-  SOVAI_RETURN_IF_ERROR(service->Recover());
+  const bool leading = !service->options_.is_leader || service->options_.is_leader();
+  {
+    std::lock_guard lock(service->mu_);
+    service->leading_ = leading;
+  }
+  if (leading) SOVAI_RETURN_IF_ERROR(service->Recover(/*take_over=*/true));
+  if (service->options_.is_leader) {
+    service->coordinator_ = std::thread([s = service.get()] { s->Coordinate(); });
+  }
   return service;
 }
 
@@ -210,7 +218,11 @@ constexpr std::string_view kJobColumns =
 }  // namespace
 
 Status JobService::Save(const Job& job) {
-  return db_.Write([&](base::Database& sql) -> Status {
+  return db_.Write([&](base::Database& sql) -> Status { return SaveIn(sql, job); });
+}
+
+Status JobService::SaveIn(base::Database& sql, const Job& job) {
+  {
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
         sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, history, "
@@ -240,7 +252,7 @@ Status JobService::Save(const Job& job) {
     }
     st.Bind(13, job.created_unix_micros).Bind(14, env_.NowUnixMicros()).Bind(15, job.slurm_job_id);
     return st.Run();
-  });
+  }
 }
 
 Result<Job> JobService::Load(const std::string& project, const std::string& id) {
@@ -279,22 +291,24 @@ Status JobService::Transition(Job& job, JobState state, std::string reason) {
   return Save(job);
 }
 
-Status JobService::Recover() {
+Status JobService::Recover(bool take_over) {
   std::vector<Job> live;
+  std::vector<std::pair<std::string, std::string>> stop_requests;  // id, reason
   SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
     SOVAI_ASSIGN_OR_RETURN(base::Statement st,
                            sql.Prepare("SELECT " + std::string(kJobColumns) +
-                                       " FROM jobs WHERE state NOT IN ('DONE', 'FAILED', "
-                                       "'ERROR', 'INTERRUPTED', 'TIMEOUT') ORDER BY sequence"));
+                                       ", stop_request FROM jobs WHERE state NOT IN ('DONE', "
+                                       "'FAILED', 'ERROR', 'INTERRUPTED', 'TIMEOUT') ORDER BY "
+                                       "sequence"));
     for (;;) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
       SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
+      if (std::string stop = st.ColumnText(14); !stop.empty()) {
+        stop_requests.emplace_back(job.id, std::move(stop));
+      }
       live.push_back(std::move(job));
     }
-    SOVAI_ASSIGN_OR_RETURN(base::Statement max, sql.Prepare("SELECT MAX(sequence) FROM jobs"));
-    SOVAI_ASSIGN_OR_RETURN(bool row, max.Step());
-    if (row && !max.ColumnIsNull(0)) next_sequence_ = max.ColumnInt(0) + 1;
     SOVAI_ASSIGN_OR_RETURN(base::Statement q,
                            sql.Prepare("SELECT project, max_gpus, max_cpus FROM project_quotas"));
     for (;;) {
@@ -307,36 +321,90 @@ Status JobService::Recover() {
     }
     return Status();
   }));
-  std::lock_guard lock(mu_);
-  for (const auto& [project, quota] : quotas_) scheduler_.SetQuota(project, quota);
-  for (Job& job : live) {
-    auto flavor = options_.flavors->Find(job.spec.flavor);
-    Result<ResourceRequest> request = flavor.ok() ? RequestFor(**flavor, job.spec.units)
-                                                  : Result<ResourceRequest>(flavor.status());
-    if (job.state == JobState::kQueued) {
-      if (!request.ok() || !scheduler_.CheckFits(*request).ok()) {
-        // The catalog or the machine changed under it: it can never start here now.
-        job.allocation.reset();
-        SOVAI_RETURN_IF_ERROR(Transition(
-            job, JobState::kError,
-            "cannot run after the restart: " +
-                (request.ok() ? scheduler_.CheckFits(*request) : request.status()).message()));
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [project, quota] : quotas_) scheduler_.SetQuota(project, quota);
+    for (Job& job : live) {
+      if (runners_.contains(job.id) || scheduler_.IsQueued(job.id)) continue;
+      // The snapshot may predate a job of this server that started and ended since: only the
+      // row as it is now decides (a runner records its end before it leaves runners_).
+      auto now = LoadById(job.id, nullptr);
+      if (!now.ok() || now->state != job.state) continue;
+      auto flavor = options_.flavors->Find(job.spec.flavor);
+      Result<ResourceRequest> request = flavor.ok() ? RequestFor(**flavor, job.spec.units)
+                                                    : Result<ResourceRequest>(flavor.status());
+      if (job.state == JobState::kQueued) {
+        if (!request.ok() || !scheduler_.CheckFits(*request).ok()) {
+          // The catalog or the machine changed under it: it can never start here now.
+          job.allocation.reset();
+          SOVAI_RETURN_IF_ERROR(Transition(
+              job, JobState::kError,
+              "cannot run on this server: " +
+                  (request.ok() ? scheduler_.CheckFits(*request) : request.status()).message()));
+          continue;
+        }
+        scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
         continue;
       }
-      scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
-      continue;
+      // A running state without a runner here: its sandbox died with the process (or the
+      // server) that ran it; finalize it (a Slurm job: follow it) on a runner.
+      if (!take_over) continue;
+      auto runner = std::make_shared<Runner>();
+      runner->id = job.id;
+      runner->project = job.project;
+      runner->recovered_from = job.state;
+      Runner& r = *runner;
+      runners_[job.id] = std::move(runner);
+      r.thread = std::thread([this, &r] { Run(r); });
     }
-    // Its sandbox died with the previous process: finalize it on a runner.
-    auto runner = std::make_shared<Runner>();
-    runner->id = job.id;
-    runner->project = job.project;
-    runner->recovered_from = job.state;
-    Runner& r = *runner;
-    runners_[job.id] = std::move(runner);
-    r.thread = std::thread([this, &r] { Run(r); });
+    ScheduleLocked();
   }
-  ScheduleLocked();
+  for (const auto& [id, reason] : stop_requests) {
+    SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+      SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                             sql.Prepare("UPDATE jobs SET stop_request = '' WHERE id = ?"));
+      st.Bind(1, id);
+      return st.Run();
+    }));
+    auto job = LoadById(id, nullptr);
+    if (!job.ok() || IsTerminal(job->state)) continue;
+    if (auto stopped = StopHere(std::move(*job), reason); !stopped.ok()) {
+      SOVAI_LOG(WARNING) << "job " << id << ": applying a stop request: " << stopped.status();
+    }
+  }
   return Status();
+}
+
+void JobService::Coordinate() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, options_.coordination_interval, [&] { return shutting_down_; });
+      if (shutting_down_) return;
+    }
+    const bool leader = options_.is_leader();
+    bool take_over = false;
+    {
+      std::lock_guard lock(mu_);
+      if (leader && !leading_) {
+        SOVAI_LOG(INFO) << "this server now schedules and runs the jobs";
+        take_over = true;
+      } else if (!leader && leading_) {
+        SOVAI_LOG(ERROR) << "this server lost the job scheduler's leadership: it starts no more "
+                            "jobs (those it runs go on)";
+      }
+      leading_ = leader;
+    }
+    if (!leader) continue;
+    if (Status st = Recover(take_over); !st.ok()) {
+      SOVAI_LOG(WARNING) << "adopting the jobs of other servers: " << st;
+    }
+  }
+}
+
+bool JobService::leading() {
+  std::lock_guard lock(mu_);
+  return leading_;
 }
 
 Result<Job> JobService::Submit(const std::string& project, const std::string& user, JobSpec spec,
@@ -375,14 +443,21 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   }
   std::lock_guard lock(mu_);
   if (shutting_down_) return base::UnavailableError("the server is shutting down");
-  if (Status fits = scheduler_.CheckFits(request); !fits.ok()) {
+  // A follower cannot judge the leader's machine: the leader refuses what never fits there.
+  if (Status fits = scheduler_.CheckFits(request); !fits.ok() && leading_) {
     return base::FailedPreconditionError("flavor " + flavor->id + " x" +
                                          std::to_string(job.spec.units) +
                                          " cannot run here: " + fits.message());
   }
-  job.sequence = next_sequence_++;
   job.history.push_back({JobState::kQueued, job.created_unix_micros});
-  SOVAI_RETURN_IF_ERROR(Save(job));
+  // The submission order is the database's, shared by every server of it.
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(base::Statement max, sql.Prepare("SELECT MAX(sequence) FROM jobs"));
+    SOVAI_ASSIGN_OR_RETURN(bool row, max.Step());
+    job.sequence = row && !max.ColumnIsNull(0) ? max.ColumnInt(0) + 1 : 0;
+    return SaveIn(sql, job);
+  }));
+  if (!leading_) return job;  // the leader adopts it
   scheduler_.Enqueue({job.id, project, job.spec.priority, request});
   ScheduleLocked();
   // Report the state after scheduling: a job that started at once is INITIALIZING already.
@@ -521,6 +596,25 @@ Result<JobPage> JobService::List(const std::string& project,
 Result<Job> JobService::Stop(const std::string& project, const std::string& id,
                              const std::string& reason) {
   SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
+  if (!leading()) {
+    // The leader runs it: the request goes through the database.
+    if (IsTerminal(job.state)) {
+      return base::FailedPreconditionError("job " + id + " has already ended (" +
+                                           std::string(JobStateName(job.state)) + ")");
+    }
+    SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+      SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                             sql.Prepare("UPDATE jobs SET stop_request = ? WHERE id = ?"));
+      st.Bind(1, reason.empty() ? std::string("stopped by a user") : reason).Bind(2, id);
+      return st.Run();
+    }));
+    return job;
+  }
+  return StopHere(std::move(job), reason);
+}
+
+Result<Job> JobService::StopHere(Job job, const std::string& reason) {
+  const std::string id = job.id;
   std::unique_lock lock(mu_);
   if (scheduler_.Dequeue(id)) {
     lock.unlock();
@@ -602,6 +696,18 @@ Result<exec::LogChunk> JobService::ReadLog(const std::string& project, const std
   SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
   const std::string path = base::JoinPath(JobDir(id), "log");
   if (!env_.FileExists(path)) {
+    if (options_.remote_log && !leading()) return options_.remote_log(id, offset, max_bytes);
+    if (offset != 0) return base::InvalidArgumentError("offset is past the end of the log");
+    return exec::LogChunk{};
+  }
+  return exec::ReadLog(env_, path, offset, max_bytes);
+}
+
+Result<exec::LogChunk> JobService::ReadLogForPeer(const std::string& id, uint64_t offset,
+                                                  size_t max_bytes) {
+  SOVAI_ASSIGN_OR_RETURN(Job job, LoadById(id, nullptr));
+  const std::string path = base::JoinPath(JobDir(id), "log");
+  if (!env_.FileExists(path)) {
     if (offset != 0) return base::InvalidArgumentError("offset is past the end of the log");
     return exec::LogChunk{};
   }
@@ -663,11 +769,16 @@ void JobService::Shutdown() {
   std::vector<std::shared_ptr<Runner>> live;
   {
     std::lock_guard lock(mu_);
-    if (shutting_down_ && runners_.empty()) {
+    shutting_down_ = true;
+    cv_.notify_all();
+  }
+  if (coordinator_.joinable()) coordinator_.join();
+  {
+    std::lock_guard lock(mu_);
+    if (runners_.empty()) {
       ReapLocked();
       return;
     }
-    shutting_down_ = true;
     for (auto& [id, r] : runners_) live.push_back(r);
   }
   for (auto& r : live) {
@@ -746,6 +857,9 @@ namespace {
 }  // namespace
 
 struct JobService::Outcome {
+  // The server shuts down while a Slurm job runs: the job goes on, unchanged, and the next
+  // server to lead follows it.
+  bool detached = false;
   JobState state = JobState::kDone;
   std::optional<int> exit_code;
   std::optional<int> exit_signal;
@@ -965,6 +1079,12 @@ void JobService::Run(Runner& runner) {
 
   if (options_.slurm.client != nullptr) {
     Outcome outcome = RunOnSlurm(runner, job, *log);
+    if (outcome.detached) {
+      say("the server is shutting down: Slurm job " + job.slurm_job_id +
+          " goes on, and the next server to run the jobs follows it");
+      finish();
+      return;
+    }
     say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
     archive_log();
     conclude(std::move(outcome));
@@ -1522,6 +1642,14 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
         runner.cv.notify_all();
       }
       if (runner.stop_as && !stopping) stopping.emplace(*runner.stop_as, runner.stop_reason);
+    }
+    if (stopping && !job.slurm_job_id.empty()) {
+      std::lock_guard lock(mu_);
+      if (shutting_down_) {
+        Outcome o;
+        o.detached = true;
+        return o;
+      }
     }
     if (!stopping && deadline && std::chrono::steady_clock::now() >= *deadline) {
       stopping.emplace(JobState::kTimeout,

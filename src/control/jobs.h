@@ -162,6 +162,18 @@ struct JobServiceOptions {
   // an error refuses the job and is returned as is (the billing service's budget check answers
   // FailedPrecondition with the numbers). nullptr: every job is admitted.
   std::function<base::Status(const std::string& project, const JobSpec& spec)> admission_check;
+  // Two servers on one PostgreSQL database (docs/state.md): only the leader schedules and runs
+  // jobs. nullptr = always the leader (SQLite: one server). A follower's Submit only queues the
+  // row and its Stop only records the request; the leader adopts both within
+  // coordination_interval. When a follower becomes the leader it recovers every live job, as
+  // after a restart (Slurm jobs are followed; local sandboxes of the old leader are gone).
+  std::function<bool()> is_leader;
+  std::chrono::milliseconds coordination_interval{500};
+  // A follower's reader of the log of a job that runs elsewhere (the leader's internal API);
+  // nullptr = such a log reads as empty.
+  std::function<base::Result<exec::LogChunk>(const std::string& id, uint64_t offset,
+                                             size_t max_bytes)>
+      remote_log;
 };
 
 // Pages of jobs, newest first.
@@ -185,6 +197,12 @@ class JobService {
   // "volumes[1]", "image").
   base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec,
                            std::string* bad_field = nullptr);
+  // The log of job `id` of any project, for another server of the same database
+  // (remote_log); as ReadLog otherwise.
+  base::Result<exec::LogChunk> ReadLogForPeer(const std::string& id, uint64_t offset,
+                                              size_t max_bytes);
+  // Whether this server schedules and runs jobs now.
+  bool leading();
   base::Result<Job> Get(const std::string& project, const std::string& id);
   // `labels`: only jobs carrying all of them. `after`: the cursor of the previous page.
   base::Result<JobPage> List(const std::string& project,
@@ -220,7 +238,17 @@ class JobService {
  private:
   struct Runner;
   JobService(ControlDb& db, JobServiceOptions options);
-  base::Status Recover();
+  // Takes over the live jobs of the database: QUEUED ones into the scheduler, and (with
+  // `take_over`: at start, or when this server becomes the leader) running ones onto runners
+  // that finalize or follow them. Jobs it knows already are left alone. Also applies the stop
+  // requests that followers recorded.
+  base::Status Recover(bool take_over);
+  // The coordination thread: leadership changes, jobs and stops recorded by other servers.
+  void Coordinate();
+  // Stops a job this server runs or queues (Stop's work on the leader).
+  base::Result<Job> StopHere(Job job, const std::string& reason);
+  // Writes `job` in `sql` (Save's statement).
+  base::Status SaveIn(base::Database& sql, const Job& job);
   // NotFound naming the field (a volume, the image) whose bucket is missing or another
   // project's; s3_access's refusal of a region, naming the field.
   base::Status CheckBuckets(const std::string& project, const JobSpec& spec,
@@ -259,7 +287,8 @@ class JobService {
   std::map<std::string, std::shared_ptr<Runner>> runners_;
   std::vector<std::shared_ptr<Runner>> finished_;  // to join
   bool shutting_down_ = false;
-  int64_t next_sequence_ = 0;
+  bool leading_ = false;
+  std::thread coordinator_;  // joined by Shutdown
 };
 
 }  // namespace sovai::control

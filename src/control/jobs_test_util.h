@@ -82,6 +82,13 @@ class JobServiceTest : public ::testing::Test {
     auto db = ControlDb::Open(state_);
     ASSERT_TRUE(db.ok()) << db.status();
     db_ = std::move(*db);
+    auto service = JobService::Start(*db_, Options());
+    ASSERT_TRUE(service.ok()) << service.status();
+    service_ = std::move(*service);
+  }
+
+  // The options OpenService starts its JobService with.
+  JobServiceOptions Options() {
     JobServiceOptions o;
     o.data_dir = data_dir_;
     o.region = "EU-WEST-LOCAL";
@@ -110,9 +117,7 @@ class JobServiceTest : public ::testing::Test {
     o.sandbox = sandbox_.get();
     o.env = jobs_env_;
     o.stop_grace = std::chrono::milliseconds(500);
-    auto service = JobService::Start(*db_, o);
-    ASSERT_TRUE(service.ok()) << service.status();
-    service_ = std::move(*service);
+    return o;
   }
 
   // Polls until the job of kProject reaches a terminal state (or `until`), up to 60 s.

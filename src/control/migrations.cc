@@ -323,6 +323,17 @@ CREATE TABLE datastores (
 -- restarted server follows the Slurm jobs it submitted instead of losing them.
 ALTER TABLE jobs ADD COLUMN slurm_job_id TEXT NOT NULL DEFAULT '';
 )sql"},
+    {"two_servers", R"sql(
+-- Several servers on one database (docs/state.md): a stop requested through a server that does
+-- not run the job waits here for the one that does; `leaders` says which server holds each
+-- leadership and where its API answers the others (a job's log).
+ALTER TABLE jobs ADD COLUMN stop_request TEXT NOT NULL DEFAULT '';
+CREATE TABLE leaders (
+  name        TEXT PRIMARY KEY,    -- 'jobs'
+  api_url     TEXT NOT NULL,       -- http(s)://host:port of the leader's API
+  since       INTEGER NOT NULL     -- unix micros
+);
+)sql"},
 };
 
 }  // namespace
