@@ -251,6 +251,19 @@ void AppendJsonQuoted(std::string* out, std::string_view s) {
   out->push_back('"');
 }
 
+std::string ShellQuote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  out += '\'';
+  return out;
+}
+
 std::string JsonQuote(std::string_view s) {
   std::string out;
   AppendJsonQuoted(&out, s);

@@ -49,6 +49,9 @@ Result<uint64_t> ParseUint64(std::string_view s);
 // As ParseUint64 with an optional leading '-'. Overflow in either direction is InvalidArgument.
 Result<int64_t> ParseInt64(std::string_view s);
 
+// POSIX shell single quoting: 'it'\''s' (any byte but NUL survives a shell word).
+std::string ShellQuote(std::string_view s);
+
 // `s` as a JSON string literal, quotes included: '"', '\\' and control characters are escaped
 // (\n, \t, ... or \u00XX), and invalid UTF-8 bytes become U+FFFD so the output is always valid
 // JSON. AppendJsonQuoted appends the same text to `out`.

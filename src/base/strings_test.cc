@@ -101,6 +101,12 @@ TEST(StringsTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(UINT64_MAX), "16.0 EiB");
 }
 
+TEST(StringsTest, ShellQuoteSurvivesTheShell) {
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("plain"), "'plain'");
+  EXPECT_EQ(ShellQuote("it's $HOME `x`"), "'it'\\''s $HOME `x`'");
+}
+
 TEST(StringsTest, JsonQuoteEscapesAndStaysValid) {
   EXPECT_EQ(JsonQuote("plain"), "\"plain\"");
   EXPECT_EQ(JsonQuote("a\"b\\c\n\t\r"), R"("a\"b\\c\n\t\r")");

@@ -34,20 +34,6 @@ bool IsShellName(std::string_view s) {
   return true;
 }
 
-// POSIX single quoting: 'it'\''s'.
-std::string ShellQuote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  out += '\'';
-  return out;
-}
-
 Status CheckToken(std::string_view field, std::string_view value, bool optional) {
   if (value.empty() && optional) return Status();
   if (!IsPlainToken(value)) {
@@ -137,7 +123,7 @@ Result<std::string> BuildBatchScript(const SlurmBatch& batch) {
     if (value.find('\0') != std::string::npos) {
       return base::InvalidArgumentError("environment value of " + name + " holds a NUL byte");
     }
-    script += "export " + name + "=" + ShellQuote(value) + "\n";
+    script += "export " + name + "=" + base::ShellQuote(value) + "\n";
   }
   script += "exec";
   for (const std::string& arg : batch.agent_argv) {
@@ -145,7 +131,7 @@ Result<std::string> BuildBatchScript(const SlurmBatch& batch) {
       return base::InvalidArgumentError("agent argument holds a NUL byte");
     }
     script += ' ';
-    script += ShellQuote(arg);
+    script += base::ShellQuote(arg);
   }
   script += '\n';
   return script;

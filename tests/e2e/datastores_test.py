@@ -12,9 +12,8 @@ import subprocess
 import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, SovaiServer, random_bytes
+from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, random_bytes
 
-TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
 TEXT = b"kept outside the platform\n"
 BLOB = random_bytes(300 * 1024, "datastore-e2e")
 

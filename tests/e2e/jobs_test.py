@@ -11,17 +11,8 @@ import tarfile
 import time
 import unittest
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import REGION, SovaiServer, TERMINAL, shell
 from tiny_model import make_tiny_model, write_chat_data
-
-TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
-
-
-def shell(script, volumes=(), **extra):
-    spec = {"image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 1,
-            "command": ["sh", "-c", script], "volumes": list(volumes)}
-    spec.update(extra)
-    return spec
 
 
 def shell_image_archive():

@@ -9,9 +9,8 @@ import subprocess
 import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, SovaiServer
+from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer
 
-TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
 CONTENT = b"kept in EU-CENTRAL-2\n"
 
 

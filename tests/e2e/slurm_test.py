@@ -9,16 +9,7 @@ import time
 import unittest
 
 from slurm_cluster import SlurmCluster
-from sovai_fixture import SovaiServer
-
-TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
-
-
-def shell(script, volumes=(), **extra):
-    spec = {"image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 1,
-            "command": ["sh", "-c", script], "volumes": list(volumes)}
-    spec.update(extra)
-    return spec
+from sovai_fixture import SovaiServer, TERMINAL, shell
 
 
 class SlurmExecutorTest(unittest.TestCase):

@@ -15,6 +15,16 @@ import urllib.request
 
 SOVAI_BINARY = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
 REGION = "eu-west-local"
+# The states a job ends in (docs/api/jobs.md).
+TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
+
+
+def shell(script, volumes=(), **extra):
+    """A job spec that runs `script` with sh on one CPU unit, with these volumes."""
+    spec = {"image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 1,
+            "command": ["sh", "-c", script], "volumes": list(volumes)}
+    spec.update(extra)
+    return spec
 
 
 def random_bytes(size_bytes, seed):

@@ -9,14 +9,7 @@ import time
 import unittest
 
 from postgres_server import PostgresServer
-from sovai_fixture import SovaiServer
-
-TERMINAL = {"DONE", "FAILED", "ERROR", "INTERRUPTED", "TIMEOUT"}
-
-
-def shell(script):
-    return {"image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 1,
-            "command": ["sh", "-c", script]}
+from sovai_fixture import SovaiServer, TERMINAL, shell
 
 
 class TwoServersTest(unittest.TestCase):

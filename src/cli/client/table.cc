@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "base/strings.h"
 #include "base/time.h"
 
 namespace sovai::cli::client {
@@ -117,15 +118,7 @@ std::string ShellJoin(const std::vector<std::string>& argv) {
       out += arg;
       continue;
     }
-    out += '\'';
-    for (char c : arg) {
-      if (c == '\'') {
-        out += "'\\''";
-      } else {
-        out += c;
-      }
-    }
-    out += '\'';
+    out += base::ShellQuote(arg);
   }
   return out;
 }
