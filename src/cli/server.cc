@@ -445,7 +445,7 @@ struct PlatformServer::Impl {
       return billing->AdmissionCheck(project, spec);
     };
     if (!config.state_url.empty()) {
-      o.is_leader = [this] { return LeadsJobs(); };
+      o.is_leader = LeaderCheck();
       o.remote_log = [this](const std::string& id, uint64_t offset, size_t max_bytes) {
         return LeaderJobLog(id, offset, max_bytes);
       };
@@ -456,6 +456,13 @@ struct PlatformServer::Impl {
     SOVAI_RETURN_IF_ERROR(StartNotebooks());
     billing->AttachWorkloads(jobs.get(), apps.get());
     return base::Status();
+  }
+
+  // The leadership test of the services that must act on one server only (docs/state.md):
+  // nullptr on SQLite, where this server is the only one.
+  std::function<bool()> LeaderCheck() {
+    if (config.state_url.empty()) return nullptr;
+    return [this] { return LeadsJobs(); };
   }
 
   // Whether this server schedules and runs the jobs now; the leader records where its API
@@ -652,7 +659,8 @@ struct PlatformServer::Impl {
                            control::AuditExporter::Start(*audit, {.bucket = std::move(bucket),
                                                                   .prefix = target->prefix,
                                                                   .interval = *interval,
-                                                                  .env = &env}));
+                                                                  .env = &env,
+                                                                  .is_leader = LeaderCheck()}));
     return base::Status();
   }
 
@@ -668,6 +676,7 @@ struct PlatformServer::Impl {
     control::BillingServiceOptions o;
     o.flavors = flavors ? flavors.get() : &control::FlavorCatalog::Default();
     o.env = &env;
+    o.is_leader = LeaderCheck();
     if (!config.prices_file.empty()) {
       SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(config.prices_file));
       auto prices = control::ParsePrices(text);
@@ -721,6 +730,7 @@ struct PlatformServer::Impl {
           s3_access) {
     control::AppServiceOptions o;
     o.jobs = jobs.get();
+    o.is_leader = LeaderCheck();
     o.flavors = &catalog;
     o.region = config.region;
     o.other_regions = control::NamesOf(other_regions);
@@ -770,6 +780,7 @@ struct PlatformServer::Impl {
   base::Status StartNotebooks() {
     control::NotebookServiceOptions o;
     o.jobs = jobs.get();
+    o.is_leader = LeaderCheck();
     o.env = &env;
     SOVAI_ASSIGN_OR_RETURN(notebooks, control::NotebookService::Start(control->db(), std::move(o)));
     gateway::NotebookGatewayOptions g;

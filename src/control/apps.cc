@@ -89,10 +89,28 @@ Json StatusJson(const App& app) {
   for (const AppEvent& e : app.events) {
     events.push_back({{"at_unix_micros", e.at_unix_micros}, {"what", e.what}});
   }
+  // The replicas as the leader last saw them: what other servers show, and what a server that
+  // takes the lead follows (docs/state.md).
+  Json replicas = Json::array();
+  for (const AppReplica& r : app.replicas) {
+    replicas.push_back({{"job", r.job},
+                        {"generation", r.generation},
+                        {"port", r.port},
+                        {"job_state", r.job_state},
+                        {"ready", r.ready},
+                        {"draining", r.draining},
+                        {"stop_sent", r.stop_sent}});
+  }
   return {{"recent_jobs", app.recent_jobs},
           {"events", std::move(events)},
+          {"replicas", std::move(replicas)},
           {"model_location", app.model_location}};
 }
+
+// The columns AppFromRow reads, in its order.
+constexpr char kColumns[] =
+    "id, project, user, spec, adapter, state, reason, generation, desired, status, created_at, "
+    "updated_at";
 
 }  // namespace
 
@@ -162,7 +180,8 @@ Result<std::unique_ptr<AppService>> AppService::Start(ControlDb& db, AppServiceO
   SOVAI_CHECK(options.jobs != nullptr && options.flavors != nullptr);
   std::unique_ptr<AppService> service(new AppService(db, std::move(options)));
   if (!service->options_.probe) service->options_.probe = HttpProbe;
-  SOVAI_RETURN_IF_ERROR(service->Load());
+  service->leading_ = service->Leading();
+  SOVAI_RETURN_IF_ERROR(service->Load(service->leading_));
   SOVAI_RETURN_IF_ERROR(service->LoadEndpoints());
   service->loop_ = std::thread([s = service.get()] { s->Loop(); });
   return service;
@@ -177,53 +196,78 @@ void AppService::Shutdown() {
   if (loop_.joinable()) loop_.join();
 }
 
-Status AppService::Load() {
+Result<App> AppService::AppFromRow(base::Database& sql, const base::Statement& st,
+                                   int64_t* version) {
   SpecContext ctx{options_.flavors, options_.region, options_.other_regions};
+  App app;
+  app.id = st.ColumnText(0);
+  app.project = st.ColumnText(1);
+  app.user = st.ColumnText(2);
+  app.adapter = st.ColumnInt(4) != 0;
+  app.state = ParseAppState(st.ColumnText(5)).value_or(AppState::kFailed);
+  app.reason = st.ColumnText(6);
+  app.generation = st.ColumnInt(7);
+  app.desired_replicas = static_cast<int>(st.ColumnInt(8));
+  app.created_unix_micros = st.ColumnInt(10);
+  *version = st.ColumnInt(11);
+  // The model may live in a datastore of the app's project (datastores.h).
+  SOVAI_ASSIGN_OR_RETURN(ctx.datastores, DatastoreAliases(sql, app.project));
+  auto spec_json = base::ParseJson(st.ColumnText(3));
+  auto spec = spec_json.ok() ? ParseAppSpec(*spec_json, ctx)
+                             : std::variant<AppSpec, SpecError>(SpecError{spec_json.status()});
+  if (auto* error = std::get_if<SpecError>(&spec)) {
+    // E.g. its flavor left the catalog: the app stays visible, failed, and can be deleted.
+    app.state = AppState::kFailed;
+    app.reason = "the stored spec is no longer valid: " + error->status.message();
+    if (spec_json.ok()) app.spec.name = spec_json->value("name", app.id);
+  } else {
+    app.spec = std::get<AppSpec>(std::move(spec));
+  }
+  if (auto status = base::ParseJson(st.ColumnText(9)); status.ok()) {
+    app.model_location = status->value("model_location", app.spec.model);
+    for (const Json& j : status->value("recent_jobs", Json::array())) {
+      if (j.is_string()) app.recent_jobs.push_back(j.get<std::string>());
+    }
+    for (const Json& e : status->value("events", Json::array())) {
+      if (e.is_object()) {
+        app.events.push_back({e.value("at_unix_micros", int64_t{0}), e.value("what", "")});
+      }
+    }
+    for (const Json& r : status->value("replicas", Json::array())) {
+      if (!r.is_object()) continue;
+      AppReplica replica;
+      replica.job = r.value("job", "");
+      replica.generation = r.value("generation", int64_t{0});
+      replica.port = r.value("port", uint16_t{0});
+      replica.job_state = r.value("job_state", "");
+      replica.ready = r.value("ready", false);
+      replica.draining = r.value("draining", false);
+      replica.stop_sent = r.value("stop_sent", false);
+      if (!replica.job.empty()) app.replicas.push_back(std::move(replica));
+    }
+  }
+  return app;
+}
+
+Status AppService::Load(bool leading) {
+  std::lock_guard lock(mu_);  // no other thread yet
   return db_.Read([&](base::Database& sql) -> Status {
-    SOVAI_ASSIGN_OR_RETURN(
-        base::Statement st,
-        sql.Prepare("SELECT id, project, user, spec, adapter, state, reason, generation, desired, "
-                    "status, created_at FROM apps WHERE state != 'DELETED' ORDER BY id"));
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare(std::string("SELECT ") + kColumns +
+                                       " FROM apps WHERE state != 'DELETED' ORDER BY id"));
     for (;;) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      App app;
-      app.id = st.ColumnText(0);
-      app.project = st.ColumnText(1);
-      app.user = st.ColumnText(2);
-      app.adapter = st.ColumnInt(4) != 0;
-      app.state = ParseAppState(st.ColumnText(5)).value_or(AppState::kFailed);
-      app.reason = st.ColumnText(6);
-      app.generation = st.ColumnInt(7);
-      app.desired_replicas = static_cast<int>(st.ColumnInt(8));
-      app.created_unix_micros = st.ColumnInt(10);
-      // The model may live in a datastore of the app's project (datastores.h).
-      SOVAI_ASSIGN_OR_RETURN(ctx.datastores, DatastoreAliases(sql, app.project));
-      auto spec_json = base::ParseJson(st.ColumnText(3));
-      auto spec = spec_json.ok() ? ParseAppSpec(*spec_json, ctx)
-                                 : std::variant<AppSpec, SpecError>(SpecError{spec_json.status()});
-      if (auto* error = std::get_if<SpecError>(&spec)) {
-        // E.g. its flavor left the catalog: the app stays visible, failed, and can be deleted.
-        app.state = AppState::kFailed;
-        app.reason = "the stored spec is no longer valid: " + error->status.message();
-        if (spec_json.ok()) app.spec.name = spec_json->value("name", app.id);
-      } else {
-        app.spec = std::get<AppSpec>(std::move(spec));
+      int64_t version = 0;
+      SOVAI_ASSIGN_OR_RETURN(App app, AppFromRow(sql, st, &version));
+      versions_[app.id] = version;
+      // A follower shows the apps as the leader keeps them. A leader's start is a restart: the
+      // replicas died with the previous process, and the loop starts new ones.
+      if (leading) {
+        app.replicas.clear();
+        if (app.state == AppState::kStopping) app.state = AppState::kStopped;
+        if (app.state == AppState::kDeleting) app.state = AppState::kDeleted;
       }
-      if (auto status = base::ParseJson(st.ColumnText(9)); status.ok()) {
-        app.model_location = status->value("model_location", app.spec.model);
-        for (const Json& j : status->value("recent_jobs", Json::array())) {
-          if (j.is_string()) app.recent_jobs.push_back(j.get<std::string>());
-        }
-        for (const Json& e : status->value("events", Json::array())) {
-          if (e.is_object()) {
-            app.events.push_back({e.value("at_unix_micros", int64_t{0}), e.value("what", "")});
-          }
-        }
-      }
-      // Replicas died with the previous process; the loop starts new ones.
-      if (app.state == AppState::kStopping) app.state = AppState::kStopped;
-      if (app.state == AppState::kDeleting) app.state = AppState::kDeleted;
       runtime_[app.id] = std::make_shared<Runtime>();
       apps_.emplace(app.id, std::move(app));
     }
@@ -231,8 +275,134 @@ Status AppService::Load() {
   });
 }
 
+Status AppService::RefreshLocked(bool leading) {
+  std::vector<std::pair<App, int64_t>> rows;  // changed rows and their versions
+  std::vector<std::string> gone;              // rows that no longer exist
+  std::map<std::string, Endpoint> endpoints;
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+    // One cheap query says which rows changed since this process last read or wrote them.
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare("SELECT id, updated_at FROM apps WHERE state != 'DELETED'"));
+    std::vector<std::string> load;
+    std::set<std::string> live;
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      std::string id = st.ColumnText(0);
+      auto known = versions_.find(id);
+      if (known == versions_.end() || st.ColumnInt(1) > known->second) load.push_back(id);
+      live.insert(std::move(id));
+    }
+    for (const auto& [id, app] : apps_) {
+      if (!live.contains(id) && app.state != AppState::kDeleted) load.push_back(id);
+    }
+    SOVAI_ASSIGN_OR_RETURN(base::Statement one, sql.Prepare(std::string("SELECT ") + kColumns +
+                                                            " FROM apps WHERE id = ?1"));
+    for (const std::string& id : load) {
+      one.Reset();
+      one.Bind(1, id);
+      SOVAI_ASSIGN_OR_RETURN(bool row, one.Step());
+      if (!row) {
+        gone.push_back(id);
+        continue;
+      }
+      int64_t version = 0;
+      SOVAI_ASSIGN_OR_RETURN(App app, AppFromRow(sql, one, &version));
+      rows.emplace_back(std::move(app), version);
+    }
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement es,
+        sql.Prepare("SELECT name, app, rate_limit, created_at FROM endpoints ORDER BY name"));
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool row, es.Step());
+      if (!row) break;
+      Endpoint e{es.ColumnText(0), es.ColumnText(1), es.ColumnText(2), es.ColumnInt(3)};
+      endpoints.emplace(e.name, std::move(e));
+    }
+    return Status();
+  }));
+  endpoints_ = std::move(endpoints);
+  for (auto& [row, version] : rows) {
+    versions_[row.id] = version;
+    auto it = apps_.find(row.id);
+    if (it == apps_.end()) {
+      if (row.state == AppState::kDeleted) continue;
+      // New here (created on another server), or taken over with the replicas it recorded.
+      auto rt = std::make_shared<Runtime>();
+      AdoptLocked(row, *rt);
+      runtime_[row.id] = std::move(rt);
+      const std::string id = row.id;
+      apps_.emplace(id, std::move(row));
+      continue;
+    }
+    App& app = it->second;
+    Runtime& rt = *runtime_[row.id];
+    if (leading) {
+      // The leader's replicas are what it runs; the rest is the row (another server's Scale,
+      // Update, Stop, Start or Delete).
+      if (row.generation != app.generation) {
+        rt.generation_ready = false;
+        rt.start_failures = 0;
+      }
+      if (!Serving(app.state) && Serving(row.state)) {  // started again
+        rt.start_failures = 0;
+        rt.generation_ready = false;
+        rt.ever_ready = false;
+      }
+      row.replicas = std::move(app.replicas);
+    }
+    if (row.state == AppState::kDeleted && row.replicas.empty()) {
+      gone.push_back(row.id);
+      continue;
+    }
+    app = std::move(row);
+  }
+  for (const std::string& id : gone) {
+    auto it = apps_.find(id);
+    if (it == apps_.end()) continue;
+    if (leading && !it->second.replicas.empty()) {
+      // Deleted elsewhere while this server runs replicas: the loop stops them, then forgets it.
+      it->second.state = AppState::kDeleted;
+      continue;
+    }
+    apps_.erase(it);
+    runtime_.erase(id);
+  }
+  return Status();
+}
+
+Status AppService::SyncLocked() { return options_.is_leader ? RefreshLocked(leading_) : Status(); }
+
+bool AppService::Leading() const { return !options_.is_leader || options_.is_leader(); }
+
+void AppService::AdoptLocked(const App& app, Runtime& rt) {
+  rt = Runtime();
+  for (const AppReplica& r : app.replicas) {
+    if (!r.ready || r.draining) continue;
+    rt.ever_ready = true;
+    if (r.generation == app.generation) rt.generation_ready = true;
+  }
+}
+
 Status AppService::Save(const App& app) {
-  return db_.Write([&](base::Database& sql) -> Status {
+  auto known = versions_.find(app.id);
+  const int64_t expected = known == versions_.end() ? 0 : known->second;
+  int64_t version = 0;
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+    // The row must be as this process last saw it: another server's change since then is not
+    // overwritten (the next refresh reads it). The new version is above the old one even when
+    // the clocks of the servers disagree.
+    SOVAI_ASSIGN_OR_RETURN(base::Statement current,
+                           sql.Prepare("SELECT updated_at FROM apps WHERE id = ?1"));
+    current.Bind(1, app.id);
+    SOVAI_ASSIGN_OR_RETURN(bool exists, current.Step());
+    const int64_t stored = exists ? current.ColumnInt(0) : 0;
+    // One server (no is_leader) is the only writer: nothing to check.
+    if (options_.is_leader && stored != expected) {
+      return base::AbortedError("app " + app.id +
+                                " was changed by another server at the same moment; try again");
+    }
+    version = std::max(env_.NowUnixMicros(), stored + 1);
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
         sql.Prepare("INSERT INTO apps(id, project, user, name, spec, adapter, state, reason, "
@@ -244,9 +414,11 @@ Status AppService::Save(const App& app) {
     st.Bind(5, base::DumpJson(AppSpecToJson(app.spec))).Bind(6, int64_t{app.adapter ? 1 : 0});
     st.Bind(7, AppStateName(app.state)).Bind(8, app.reason).Bind(9, app.generation);
     st.Bind(10, int64_t{app.desired_replicas}).Bind(11, base::DumpJson(StatusJson(app)));
-    st.Bind(12, app.created_unix_micros).Bind(13, env_.NowUnixMicros());
+    st.Bind(12, app.created_unix_micros).Bind(13, version);
     return st.Run();
-  });
+  }));
+  versions_[app.id] = version;
+  return Status();
 }
 
 void AppService::AddEventLocked(App& app, std::string what) {
@@ -370,6 +542,7 @@ Result<App> AppService::Create(const std::string& project, const std::string& us
     app.model_location = model.location;
   }
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   for (const auto& [id, a] : apps_) {
     if (a.project == project && a.spec.name == spec.name && a.state != AppState::kDeleted) {
       field("name");
@@ -395,6 +568,7 @@ Result<App> AppService::Get(const std::string& project, const std::string& app) 
   App out;
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     SOVAI_ASSIGN_OR_RETURN(App * found, FindLocked(project, app));
     out = *found;
   }
@@ -444,6 +618,7 @@ Status AppService::RecordUsage(const std::vector<AppUsageRecord>& rows, int64_t 
 Result<std::vector<App>> AppService::List(const std::string& project,
                                           const std::map<std::string, std::string>& labels) {
   std::unique_lock lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   std::vector<App> out;
   for (const auto& [id, app] : apps_) {
     if (app.project != project || app.state == AppState::kDeleted) continue;
@@ -463,6 +638,7 @@ Result<std::vector<App>> AppService::List(const std::string& project,
 Result<App> AppService::Scale(const std::string& project, const std::string& app_name,
                               AppSpec spec) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
   if (!Serving(app->state) && app->state != AppState::kStopped) {
     return base::FailedPreconditionError("app " + app->id + " is " +
@@ -491,6 +667,7 @@ Result<App> AppService::Update(const std::string& project, const std::string& ap
     SOVAI_ASSIGN_OR_RETURN(model, ResolveModels(project, spec, bad_field));
   }
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
   if (app->state == AppState::kDeleting) {
     return base::FailedPreconditionError("app " + app->id + " is being deleted");
@@ -517,6 +694,7 @@ Result<App> AppService::Update(const std::string& project, const std::string& ap
 
 Result<App> AppService::Stop(const std::string& project, const std::string& app_name) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
   if (app->state == AppState::kDeleting) {
     return base::FailedPreconditionError("app " + app->id + " is being deleted");
@@ -531,6 +709,7 @@ Result<App> AppService::Stop(const std::string& project, const std::string& app_
 
 Result<App> AppService::StartApp(const std::string& project, const std::string& app_name) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
   if (app->state != AppState::kStopped && app->state != AppState::kFailed) {
     return base::FailedPreconditionError("app " + app->id + " is " +
@@ -553,6 +732,7 @@ Result<App> AppService::StartApp(const std::string& project, const std::string& 
 
 Result<App> AppService::Delete(const std::string& project, const std::string& app_name) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
   SetStateLocked(*app, app->replicas.empty() ? AppState::kDeleted : AppState::kDeleting,
                  "deleted by the user");
@@ -568,6 +748,7 @@ Result<exec::LogChunk> AppService::ReadLog(const std::string& project, const std
   std::string job;
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
     if (replica.empty()) {
       if (app->recent_jobs.empty()) return exec::LogChunk{};
@@ -585,6 +766,9 @@ Result<exec::LogChunk> AppService::ReadLog(const std::string& project, const std
 Status AppService::SetDesiredReplicas(const std::string& app_id, int replicas,
                                       const std::string& reason) {
   std::lock_guard lock(mu_);
+  // The autoscaler of a follower's gateway measures no replica (they run where the leader is):
+  // its decisions are not the app's.
+  if (!leading_) return Status();
   auto it = apps_.find(app_id);
   if (it == apps_.end()) return base::NotFoundError("app '" + app_id + "' does not exist");
   App& app = it->second;
@@ -622,14 +806,18 @@ std::optional<AppRoute> AppService::Route(const std::string& app_id) {
   std::lock_guard lock(mu_);
   auto it = apps_.find(app_id);
   if (it == apps_.end() || it->second.state == AppState::kDeleted) return std::nullopt;
-  return RouteOfLocked(it->second);
+  AppRoute route = RouteOfLocked(it->second);
+  if (!leading_) route.ready.clear();  // the replicas are the leader's to route to
+  return route;
 }
 
 std::vector<AppRoute> AppService::Routes() {
   std::lock_guard lock(mu_);
   std::vector<AppRoute> out;
   for (const auto& [id, app] : apps_) {
-    if (app.state != AppState::kDeleted) out.push_back(RouteOfLocked(app));
+    if (app.state == AppState::kDeleted) continue;
+    out.push_back(RouteOfLocked(app));
+    if (!leading_) out.back().ready.clear();
   }
   return out;
 }
@@ -640,6 +828,7 @@ AppUsage AppService::MeasureUsage(const std::string& app_id) {
   std::shared_ptr<Runtime> rt;
   {
     std::lock_guard lock(mu_);
+    if (!leading_) return {};  // a follower runs no replica to measure
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return {};
     auto flavor = options_.flavors->Find(it->second.spec.flavor);
@@ -706,6 +895,7 @@ Result<Endpoint> AppService::CreateEndpoint(const std::string& project, const st
                                             std::string* bad_field) {
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     if (endpoints_.contains(spec.name)) {
       if (bad_field) *bad_field = "name";
       return base::AlreadyExistsError("an endpoint named '" + spec.name + "' already exists");
@@ -745,6 +935,10 @@ std::optional<Endpoint> AppService::FindEndpoint(const std::string& name) {
 }
 
 Status AppService::DeleteEndpoint(const std::string& name) {
+  {
+    std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
+  }
   std::optional<Endpoint> endpoint = FindEndpoint(name);
   if (!endpoint) return base::NotFoundError("endpoint '" + name + "' does not exist");
   SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
@@ -814,13 +1008,46 @@ Result<std::string> AppService::StartReplica(const App& app, uint16_t port) {
 void AppService::Loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    std::vector<std::string> ids;
-    for (const auto& [id, app] : apps_) ids.push_back(id);
     lock.unlock();
-    for (const std::string& id : ids) Reconcile(id);
+    Round();
     lock.lock();
     cv_.wait_for(lock, options_.reconcile_interval, [&] { return stopping_; });
   }
+}
+
+void AppService::Round() {
+  const bool leading = Leading();
+  std::vector<std::string> ids;
+  std::vector<AppRoute> withdrawn;  // routes of a server that stopped leading
+  {
+    std::lock_guard lock(mu_);
+    if (options_.is_leader) {
+      if (Status st = RefreshLocked(leading); !st.ok()) {
+        SOVAI_LOG(WARNING) << "apps: reading the changes of other servers: " << st;
+        return;  // a round on stale rows could act on what another server already changed
+      }
+    }
+    if (leading && !leading_) {
+      SOVAI_LOG(INFO) << "this server now runs the apps (it leads): it follows their replicas";
+      for (const auto& [id, app] : apps_) AdoptLocked(app, *runtime_[id]);
+    } else if (!leading && leading_) {
+      SOVAI_LOG(WARNING) << "this server no longer leads: it stops running the apps and routes "
+                            "no request to their replicas";
+      for (const auto& [id, app] : apps_) {
+        runtime_[id]->published.reset();
+        withdrawn.push_back(RouteOfLocked(app));
+        withdrawn.back().ready.clear();
+      }
+    }
+    leading_ = leading;
+    if (leading) {
+      for (const auto& [id, app] : apps_) ids.push_back(id);
+    }
+  }
+  if (options_.on_route) {
+    for (const AppRoute& route : withdrawn) options_.on_route(route);
+  }
+  for (const std::string& id : ids) Reconcile(id);
 }
 
 void AppService::Reconcile(const std::string& app_id) {

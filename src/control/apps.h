@@ -13,6 +13,27 @@
 // (JobService marks them INTERRUPTED), so after a restart the loop simply starts new ones for every
 // app that was not stopped, failed or deleted.
 //
+// Two servers on one database (docs/state.md): the reconcile loop runs on the leader only
+// (AppServiceOptions::is_leader), and only the leader's replicas take requests; every server
+// serves the API from the rows:
+//   * the loop of a follower keeps its period but only reads the rows other servers changed
+//     (one query of ids and versions, then the changed rows, and the endpoints); the leader
+//     records its replicas in the row, so a follower's Get and List show them. Once a server
+//     leads, its next round follows the replicas the row names (their jobs say whether they
+//     still run; ended ones are replaced as usual) and publishes the routes; a server that
+//     stops leading publishes every route without ready replicas;
+//   * with is_leader set, every API call except the gateway's (Route, Routes, SetDesiredReplicas,
+//     MeasureUsage, FindEndpoint, ListEndpoints, RecordUsage) first reads what other servers
+//     changed; a row is written only if it is still as this server last read it (its updated_at
+//     is its version), else the call fails with Aborted ("try again") and overwrites nothing;
+//   * Create, Scale, Update, Stop, StartApp, Delete and the endpoint calls only write rows on
+//     any server: replicas are started and stopped by the leader's loop alone, so nothing is
+//     started or stopped twice;
+//   * on a follower, Route and Routes give no ready replica, MeasureUsage measures nothing and
+//     SetDesiredReplicas (the autoscaler) changes nothing: the replicas, their load and their
+//     routing are the leader's;
+//   * only a leader's Start is a restart (see Restart above); a follower's Start changes nothing.
+//
 // Project isolation: every user-facing method takes the caller's project; an app of another
 // project is NotFound, exactly like a missing one.
 // Thread-safety: all methods may be called concurrently. `mu_` guards the table of apps; the
@@ -175,6 +196,10 @@ struct AppServiceOptions {
   std::chrono::milliseconds reconcile_interval{200};
   std::chrono::milliseconds probe_interval{1'000};  // for ready replicas
   std::chrono::milliseconds drain_timeout = kReplicaDrainTimeout;
+  // Two servers on one database: whether this server leads, asked once per round of the loop
+  // (the gateway's calls go by the last round's answer). nullptr = always, and no reading of
+  // other servers' changes (one server). See above.
+  std::function<bool()> is_leader;
 };
 
 // A free TCP port of 127.0.0.1 for a workload that serves on loopback (an app replica, a
@@ -244,9 +269,25 @@ class AppService {
  private:
   struct Runtime;  // per-app state of the reconcile loop that is not persisted
   AppService(ControlDb& db, AppServiceOptions options);
-  base::Status Load();
+  // A row of `apps` (kColumns in apps.cc) as stored, replicas included; *version = updated_at.
+  base::Result<App> AppFromRow(base::Database& sql, const base::Statement& st, int64_t* version);
+  // Reads the rows; a leader's start drops the replicas and ends STOPPING/DELETING (Restart).
+  base::Status Load(bool leading);
+  // Under mu_: writes the row; with is_leader set, only if it is still at versions_[id] (else
+  // Aborted). Records the new version.
   base::Status Save(const App& app);
+  // Under mu_: takes the rows that other servers changed since this process read or wrote them
+  // (a leader keeps its own replicas), and the endpoints.
+  base::Status RefreshLocked(bool leading);
+  // Under mu_: RefreshLocked when is_leader is set (a shared database), else nothing.
+  base::Status SyncLocked();
+  bool Leading() const;
+  // Under mu_: `rt` afresh for a leader that follows the replicas `app` recorded.
+  void AdoptLocked(const App& app, Runtime& rt);
   void Loop();
+  // One turn of the loop: the refresh (shared database), leadership changes, then, on the
+  // leader, Reconcile of every app.
+  void Round();
   void Reconcile(const std::string& app_id);
   // Under mu_: the app `app` (id or name) of `project`.
   base::Result<App*> FindLocked(const std::string& project, const std::string& app);
@@ -270,11 +311,13 @@ class AppService {
   base::Env& env_;
   base::UlidGenerator ulids_;
 
-  std::mutex mu_;  // guards apps_, runtime_, stopping_
+  std::mutex mu_;  // guards apps_, runtime_, endpoints_, versions_, leading_, stopping_
   std::condition_variable cv_;
   std::map<std::string, App> apps_;                          // by id; deleted apps are dropped
   std::map<std::string, std::shared_ptr<Runtime>> runtime_;  // by app id
   std::map<std::string, Endpoint> endpoints_;                // by name
+  std::map<std::string, int64_t> versions_;  // by id: the row's updated_at as last read/written
+  bool leading_ = true;                      // whether the loop's last round led
   bool stopping_ = false;
   std::thread loop_;
 };

@@ -110,24 +110,33 @@ class AppsTest : public testing::JobServiceTest {
   }
 
   void OpenApps() {
+    apps_ = StartApps(*db_, is_leader_, [this](const AppRoute& route) {
+      std::lock_guard lock(routes_mu_);
+      routes_.push_back(route);
+      loop_thread_ = std::this_thread::get_id();
+    });
+  }
+
+  // An AppService on `db` (the fixture's, or another connection to its database) with the
+  // fixture's options; its replicas are jobs of the fixture's JobService.
+  std::unique_ptr<AppService> StartApps(ControlDb& db, std::function<bool()> is_leader,
+                                        std::function<void(const AppRoute&)> on_route = nullptr) {
     AppServiceOptions o;
     o.jobs = service_.get();
     o.flavors = &FlavorCatalog::Default();
     o.region = "EU-WEST-LOCAL";
     o.api_url = "http://127.0.0.1:8080";
-    o.on_route = [this](const AppRoute& route) {
-      std::lock_guard lock(routes_mu_);
-      routes_.push_back(route);
-      loop_thread_ = std::this_thread::get_id();
-    };
+    o.on_route = std::move(on_route);
+    o.is_leader = std::move(is_leader);
+    o.env = apps_env_;
     // Short intervals keep the whole test quick; in_flight is unset, so a draining replica is
     // stopped at once.
     o.reconcile_interval = milliseconds(50);
     o.probe_interval = milliseconds(200);
     o.drain_timeout = milliseconds(1'000);
-    auto apps = AppService::Start(*db_, std::move(o));
-    ASSERT_TRUE(apps.ok()) << apps.status();
-    apps_ = std::move(*apps);
+    auto apps = AppService::Start(db, std::move(o));
+    EXPECT_TRUE(apps.ok()) << apps.status();
+    return apps.ok() ? std::move(*apps) : nullptr;
   }
 
   static AppSpec Spec(const std::string& name, int replicas = 1,
@@ -148,12 +157,13 @@ class AppsTest : public testing::JobServiceTest {
     return *app;
   }
 
-  // Polls the app until `done` holds, up to kDeadline.
+  // Polls the app on `on` (nullptr: apps_) until `done` holds, up to kDeadline.
   App WaitForApp(const std::string& id, const std::function<bool(const App&)>& done,
-                 const std::string& what) {
+                 const std::string& what, AppService* on = nullptr) {
+    if (on == nullptr) on = apps_.get();
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     for (;;) {
-      auto app = apps_->Get(kProject, id);
+      auto app = on->Get(kProject, id);
       SOVAI_CHECK(app.ok()) << app.status();
       if (done(*app)) return *app;
       if (std::chrono::steady_clock::now() > deadline) {
@@ -198,7 +208,9 @@ class AppsTest : public testing::JobServiceTest {
     return routes_.size();
   }
 
-  SubmitHookEnv jobs_env_hook_;  // jobs_env_
+  SubmitHookEnv jobs_env_hook_;      // jobs_env_
+  std::function<bool()> is_leader_;  // AppServiceOptions::is_leader of OpenApps
+  base::Env* apps_env_ = nullptr;    // AppServiceOptions::env of StartApps
   std::unique_ptr<AppService> apps_;
   std::mutex routes_mu_;          // guards routes_
   std::vector<AppRoute> routes_;  // every on_route call, in order
@@ -599,6 +611,129 @@ TEST_F(AppsTest, AfterARestartTheAppComesBackWithNewReplicas) {
   EXPECT_EQ(app.spec, Spec("survivor", 1));
   EXPECT_EQ(apps_->Get(kProject, "resting")->state, AppState::kStopped);
   EXPECT_TRUE(ReplicaJobs(stopped.id).empty());
+}
+
+// Two servers on one database: while this server does not lead, its loop starts no replica and
+// publishes no route; once it leads, its next round does; when it stops leading, it withdraws the
+// routes and leaves the replicas alone.
+TEST_F(AppsTest, TheLoopActsOnlyWhileThisServerLeads) {
+  std::atomic<bool> leader = false;
+  is_leader_ = [&] { return leader.load(); };
+  apps_.reset();
+  OpenApps();
+  App app = Create(Spec("waits", 1));
+  std::this_thread::sleep_for(milliseconds(500));  // ten rounds
+  EXPECT_TRUE(ReplicaJobs(app.id).empty()) << "a follower starts no replica";
+  EXPECT_EQ(apps_->Get(kProject, app.id)->state, AppState::kQueued);
+  EXPECT_TRUE(RoutesOf(app.id).empty()) << "a follower publishes no route";
+
+  leader = true;
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica once this server leads");
+  EXPECT_TRUE(WaitForRoute(app.id, [](const AppRoute& r) { return r.ready.size() == 1; }));
+  EXPECT_EQ(apps_->Route(app.id)->ready.size(), 1u);
+
+  leader = false;
+  EXPECT_TRUE(WaitForRoute(app.id, [](const AppRoute& r) { return r.ready.empty(); }))
+      << "the routes are withdrawn";
+  EXPECT_TRUE(apps_->Route(app.id)->ready.empty());
+  EXPECT_EQ(apps_->MeasureUsage(app.id).replicas, 0);
+  ASSERT_TRUE(apps_->SetDesiredReplicas(app.id, 3, "a follower's autoscaler").ok());
+  auto scaled = apps_->Scale(kProject, app.id, Spec("waits", 2));
+  ASSERT_TRUE(scaled.ok()) << scaled.status();
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 1u) << "a follower starts no replica";
+  EXPECT_EQ(service_->Get(kProject, app.replicas[0].job)->state, JobState::kRunning)
+      << "nor stops one";
+
+  leader = true;
+  app = WaitForApp(app.id, RunningWith(2), "RUNNING with 2 replicas once this server leads");
+  EXPECT_EQ(ReplicaJobs(app.id).size(), 2u) << "the replica it ran is followed, not replaced";
+}
+
+// Two servers on one database, each with its own connection: what the follower is asked, the
+// leader runs, and the follower shows the leader's replicas.
+TEST_F(AppsTest, AFollowersCallsAreRunByTheLeader) {
+  is_leader_ = [] { return true; };
+  apps_.reset();
+  OpenApps();
+  auto follower_db = ControlDb::Open(state_);
+  ASSERT_TRUE(follower_db.ok()) << follower_db.status();
+  std::unique_ptr<AppService> follower = StartApps(**follower_db, [] { return false; });
+  ASSERT_NE(follower, nullptr);
+
+  auto created = follower->Create(kProject, kUser, Spec("shared", 1));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(follower->Create(kProject, kUser, Spec("shared")).status().code(),
+            StatusCode::kAlreadyExists);
+  App app = WaitForApp(created->id, RunningWith(1), "RUNNING on the leader");
+  App seen =
+      WaitForApp(created->id, RunningWith(1), "RUNNING as the follower shows it", follower.get());
+  EXPECT_EQ(seen.replicas[0].job, app.replicas[0].job);
+  EXPECT_EQ(seen.replicas[0].port, app.replicas[0].port);
+  EXPECT_TRUE(follower->Route(app.id)->ready.empty()) << "only the leader routes";
+
+  ASSERT_TRUE(follower->Scale(kProject, "shared", Spec("shared", 2)).ok());
+  app = WaitForApp(app.id, RunningWith(2), "RUNNING with 2 replicas");
+  EXPECT_TRUE(HasEvent(app, "scale 1 -> 2: requested by the user"));
+  ASSERT_TRUE(follower->Stop(kProject, "shared").ok());
+  app = WaitForApp(
+      app.id, [](const App& a) { return a.state == AppState::kStopped; }, "STOPPED");
+  for (const Job& job : ReplicaJobs(app.id)) EXPECT_TRUE(IsTerminal(WaitFor(job.id).state));
+  ASSERT_TRUE(follower->StartApp(kProject, app.id).ok());
+  WaitForApp(app.id, RunningWith(2), "RUNNING again");
+  ASSERT_TRUE(follower->Delete(kProject, app.id).ok());
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (apps_->Get(kProject, app.id).ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(apps_->Get(kProject, app.id).status().code(), StatusCode::kNotFound);
+  for (const Job& job : ReplicaJobs(app.id)) EXPECT_TRUE(IsTerminal(WaitFor(job.id).state));
+  follower.reset();
+}
+
+// Two servers on one database: a row that another server changed after this one read it is not
+// overwritten; the call fails with Aborted, and the next one sees the change.
+TEST_F(AppsTest, AWriteOverAnotherServersChangeIsRefused) {
+  is_leader_ = [] { return true; };
+  SubmitHookEnv hook;
+  apps_env_ = &hook;
+  apps_.reset();
+  OpenApps();
+  App app = Create(Spec("idle", 0));
+  WaitForApp(app.id, RunningWith(0), "RUNNING with no replica");
+  auto row_reason = [&] {
+    std::string reason = "?";
+    EXPECT_TRUE(db_->Read([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                                            sql.Prepare("SELECT reason FROM apps WHERE id = ?1"));
+                     st.Bind(1, app.id);
+                     SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+                     if (row) reason = st.ColumnText(0);
+                     return base::Status();
+                   })
+                    .ok());
+    return reason;
+  };
+  // Scale reads the clock for its event after it read the rows and before it writes: the other
+  // server's write comes in between.
+  hook.Arm(std::this_thread::get_id(), [&] {
+    ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(
+                         base::Statement st,
+                         sql.Prepare("UPDATE apps SET reason = 'changed elsewhere', updated_at = "
+                                     "updated_at + 1 WHERE id = ?1"));
+                     st.Bind(1, app.id);
+                     return st.Run();
+                   })
+                    .ok());
+  });
+  auto scaled = apps_->Scale(kProject, app.id, Spec("idle", 0));
+  EXPECT_EQ(scaled.status().code(), StatusCode::kAborted) << scaled.status();
+  EXPECT_EQ(row_reason(), "changed elsewhere") << "not overwritten";
+  auto again = apps_->Scale(kProject, app.id, Spec("idle", 0));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->reason, "changed elsewhere") << "the retry saw the change";
+  EXPECT_EQ(row_reason(), "changed elsewhere");
 }
 
 }  // namespace

@@ -74,30 +74,24 @@ std::string AuditHash(std::string_view prev_hash_hex, int64_t seq, const AuditEv
 
 base::Result<std::unique_ptr<AuditLog>> AuditLog::Open(ControlDb& db, AuditLogOptions options) {
   base::Env& env = options.env ? *options.env : base::Env::Default();
+  // The tail as of now, for Verify's check that nothing was cut off the end; appending reads the
+  // tail afresh each time.
   int64_t last_seq = 0;
-  std::string last_hash = kAuditGenesisHash;
   SOVAI_RETURN_IF_ERROR(db.Read([&](base::Database& sql) -> base::Status {
-    SOVAI_ASSIGN_OR_RETURN(
-        auto st, sql.Prepare("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+    SOVAI_ASSIGN_OR_RETURN(auto st,
+                           sql.Prepare("SELECT seq FROM audit_log ORDER BY seq DESC LIMIT 1"));
     SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (row) {
-      last_seq = st.ColumnInt(0);
-      last_hash = st.ColumnText(1);
-    }
+    if (row) last_seq = st.ColumnInt(0);
     return base::Status();
   }));
   const size_t limit = options.queue_limit ? options.queue_limit : kAuditQueueLimit;
-  return std::unique_ptr<AuditLog>(new AuditLog(db, env, limit, last_seq, std::move(last_hash)));
+  return std::unique_ptr<AuditLog>(new AuditLog(db, env, limit, last_seq));
 }
 
-AuditLog::AuditLog(ControlDb& db, base::Env& env, size_t queue_limit, int64_t last_seq,
-                   std::string last_hash)
-    : db_(db),
-      env_(env),
-      queue_limit_(queue_limit),
-      last_seq_(last_seq),
-      last_hash_(std::move(last_hash)),
-      writer_([this] { WriterLoop(); }) {}
+AuditLog::AuditLog(ControlDb& db, base::Env& env, size_t queue_limit, int64_t last_seq)
+    : db_(db), env_(env), queue_limit_(queue_limit), last_seq_(last_seq), writer_([this] {
+        WriterLoop();
+      }) {}
 
 AuditLog::~AuditLog() {
   {
@@ -182,19 +176,20 @@ void AuditLog::WriterLoop() {
 }
 
 base::Status AuditLog::WriteBatch(std::vector<AuditEvent>& batch) {
-  int64_t seq;
-  std::string hash;
-  {
-    std::lock_guard lock(mu_);
-    seq = last_seq_;
-    hash = last_hash_;
-  }
-  // Locals advance inside the transaction; the tail moves only once it committed.
-  int64_t new_seq = seq;
-  std::string new_hash = hash;
+  // The tail is read inside the Write that appends: Writes are serialized across every process
+  // of the database (db.h), so two servers appending to one database continue one chain.
+  int64_t new_seq = 0;
+  std::string new_hash;
   SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> base::Status {
-    new_seq = seq;
-    new_hash = hash;
+    new_seq = 0;
+    new_hash = kAuditGenesisHash;
+    SOVAI_ASSIGN_OR_RETURN(
+        auto tail, sql.Prepare("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+    SOVAI_ASSIGN_OR_RETURN(bool row, tail.Step());
+    if (row) {
+      new_seq = tail.ColumnInt(0);
+      new_hash = tail.ColumnText(1);
+    }
     SOVAI_ASSIGN_OR_RETURN(
         auto st, sql.Prepare("INSERT INTO audit_log(seq, at, actor_user, actor_token, project, "
                              "action, resource, source, result, detail, prev_hash, hash) "
@@ -222,7 +217,6 @@ base::Status AuditLog::WriteBatch(std::vector<AuditEvent>& batch) {
   }));
   std::lock_guard lock(mu_);
   last_seq_ = new_seq;
-  last_hash_ = std::move(new_hash);
   return base::Status();
 }
 
@@ -270,7 +264,8 @@ base::Result<AuditPage> AuditLog::List(const AuditFilter& filter) {
 }
 
 base::Result<AuditVerifyReport> AuditLog::Verify() {
-  // Every entry up to the tail this process wrote must exist (catches a cut-off end).
+  // Every entry up to the last one this process wrote (or saw at Open) must exist (catches a
+  // cut-off end).
   int64_t written_tail;
   {
     std::lock_guard lock(mu_);
@@ -346,9 +341,11 @@ base::Result<AuditVerifyReport> AuditLog::Verify() {
     }
   }
   if (expected - 1 < written_tail) {
-    fail(expected, "removed: entries " + std::to_string(expected) + ".." +
-                       std::to_string(written_tail) +
-                       " were written by this server but are missing from the end of the chain");
+    fail(
+        expected,
+        "removed: entries " + std::to_string(expected) + ".." + std::to_string(written_tail) +
+            " were in the chain when this server last wrote to (or opened) it but are missing from "
+            "its end");
   }
   return report;
 }

@@ -11,9 +11,13 @@
 //   SOVAI_ASSIGN_OR_RETURN(AuditVerifyReport report, audit->Verify());
 //
 // Append() only queues: one writer thread assigns sequence numbers and writes batches, so the
-// request path never waits for the database. A full queue (kAuditQueueLimit) drops the event,
-// counts it (dropped()), logs it, and the writer then appends an "AUDIT DROPPED" entry naming
-// how many were lost, so that the loss itself is in the chain.
+// request path never waits for the database. The writer reads the chain's tail (the last seq and
+// hash) inside the same ControlDb::Write that appends the batch, and Writes are serialized across
+// every process of a database: several servers sharing one PostgreSQL database (or several
+// AuditLogs on one control.db) append to one gapless chain, in the order their Writes ran. A full
+// queue (kAuditQueueLimit) drops the event, counts it (dropped()), logs it, and the writer then
+// appends an "AUDIT DROPPED" entry naming how many were lost, so that the loss itself is in the
+// chain.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -90,7 +94,7 @@ struct AuditLogOptions {
 
 class AuditLog {
  public:
-  // Reads the chain's tail (to continue it) and starts the writer. Errors: the database's.
+  // Reads the chain's last seq (for Verify) and starts the writer. Errors: the database's.
   static base::Result<std::unique_ptr<AuditLog>> Open(ControlDb& db, AuditLogOptions options = {});
   // Writes what is queued, then stops the writer.
   ~AuditLog();
@@ -112,8 +116,7 @@ class AuditLog {
   uint64_t dropped() const;
 
  private:
-  AuditLog(ControlDb& db, base::Env& env, size_t queue_limit, int64_t last_seq,
-           std::string last_hash);
+  AuditLog(ControlDb& db, base::Env& env, size_t queue_limit, int64_t last_seq);
   void WriterLoop();
   base::Status WriteBatch(std::vector<AuditEvent>& batch);
 
@@ -131,9 +134,9 @@ class AuditLog {
   uint64_t done_ = 0;                // events written or failed
   base::Status last_error_;
   bool stop_ = false;
-  // The chain's tail; only the writer changes them after Open (under mu_ for Verify's tail check).
+  // The last seq this process wrote (or found at Open): Verify's check that the chain's end was
+  // not cut off. Not where appending continues (that is read in the appending Write).
   int64_t last_seq_;
-  std::string last_hash_;
 
   std::thread writer_;  // last: started after everything it uses
 };

@@ -317,11 +317,14 @@ AuditExporter::AuditExporter(AuditLog& audit, AuditExportOptions options, base::
 
 AuditExporter::~AuditExporter() { Shutdown().IgnoreError(); }
 
+bool AuditExporter::Leading() const { return !options_.is_leader || options_.is_leader(); }
+
 void AuditExporter::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_) {
     lock.unlock();
-    (void)ExportOnce();  // logged and counted in status()
+    // A follower skips its turn: two servers exporting one chain would write overlapping objects.
+    if (Leading()) (void)ExportOnce();  // logged and counted in status()
     lock.lock();
     wake_.wait_for(lock, options_.interval, [&] { return stop_; });
   }
@@ -340,6 +343,7 @@ base::Status AuditExporter::Shutdown() {
   if (base::Status flushed = audit_.Flush(); !flushed.ok()) {
     SOVAI_LOG(WARNING) << "audit export: the audit log's last write failed: " << flushed.ToString();
   }
+  if (!Leading()) return base::Status();  // the leader exports what this server wrote
   return ExportOnce().status();
 }
 

@@ -22,6 +22,12 @@
 //   ...
 //   exporter->Shutdown();  // the final export, before the audit log goes
 //
+// Two servers on one database: their audit logs are one chain (audit.h), exported once, by the
+// leader (AuditExportOptions::is_leader). A follower's thread keeps its period but skips the
+// export, and its Shutdown makes no final export (the leader's next export takes those entries);
+// the leader's next round continues from the bucket, so leadership moving neither duplicates
+// nor skips entries. ExportOnce, called explicitly, exports on any server.
+//
 // Thread-safety: AuditExporter's methods may be called from any thread (exports are serialized).
 // The bucket's callbacks are called from the exporter's thread and from callers of ExportOnce and
 // Shutdown, one at a time.
@@ -92,6 +98,10 @@ struct AuditExportOptions {
   int64_t max_entries_per_object = kAuditExportMaxEntriesPerObject;  // 1.. that
   size_t max_object_bytes = kAuditExportMaxObjectBytes;              // 1.. that
   base::Env* env = nullptr;  // clock of the status' times; nullptr = base::Env::Default()
+  // Two servers on one database (docs/state.md): whether this server leads, asked before each
+  // periodic export and before the final one of Shutdown. nullptr = always (one server). See
+  // "Two servers" above.
+  std::function<bool()> is_leader;
 };
 
 struct AuditExportResult {
@@ -134,8 +144,9 @@ class AuditExporter {
   // bucket's and the database's errors.
   base::Result<AuditExportResult> ExportOnce();
 
-  // Stops the thread, flushes the audit log and exports what remains (the final export). Returns
-  // that export's error. Idempotent: later calls return OK without exporting.
+  // Stops the thread, flushes the audit log and exports what remains (the final export; on a
+  // follower none: OK). Returns that export's error. Idempotent: later calls return OK without
+  // exporting.
   base::Status Shutdown();
 
   AuditExportStatus status() const;
@@ -146,6 +157,8 @@ class AuditExporter {
  private:
   AuditExporter(AuditLog& audit, AuditExportOptions options, base::Env& env);
   void Loop();
+  // Whether this server exports (options_.is_leader, or true without one).
+  bool Leading() const;
   // One export under export_mu_; `progress` counts what was written even when it fails later.
   base::Status Export(AuditExportResult& progress, bool& chain_error);
   // Reads the bucket's last entry (seq, hash) into tail_*_ (the object only when its key is not

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -378,6 +379,42 @@ TEST_F(AuditExportTest, ThreadExportsPeriodically) {
   ASSERT_TRUE((*exporter)->Shutdown().ok());
   EXPECT_EQ(bucket_.Keys(), (std::vector<std::string>{Key(1, 2), Key(3, 5)}));
   EXPECT_GE((*exporter)->status().exports, 2u);
+}
+
+// Two servers on one database: a follower's thread ticks without exporting, exports once it leads,
+// stops again when it no longer does, and makes no final export at Shutdown.
+TEST_F(AuditExportTest, OnlyTheLeaderExports) {
+  AppendN(2);
+  std::atomic<bool> leader = false;
+  std::atomic<int> listings = 0;  // every export starts by listing the bucket
+  AuditExportBucket bucket = bucket_.Callbacks();
+  bucket.list_keys = [&, list = bucket.list_keys](const std::string& prefix) {
+    ++listings;
+    return list(prefix);
+  };
+  auto exporter = AuditExporter::Start(*audit_, {.bucket = std::move(bucket),
+                                                 .interval = std::chrono::milliseconds(10),
+                                                 .is_leader = [&] { return leader.load(); }});
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ten periods
+  EXPECT_EQ(listings.load(), 0) << "a follower does not export";
+  EXPECT_EQ((*exporter)->status().exports, 0u);
+
+  leader = true;
+  for (int i = 0; i < 500 && (*exporter)->status().exported_seq < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*exporter)->status().exported_seq, 2) << "the leader's next round exports";
+
+  leader = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a round in flight ends
+  const int before = listings.load();
+  AppendN(3, 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(listings.load(), before) << "leadership lost: no more exports";
+  ASSERT_TRUE((*exporter)->Shutdown().ok());
+  EXPECT_EQ(listings.load(), before) << "a follower makes no final export";
+  EXPECT_EQ(bucket_.Keys(), (std::vector<std::string>{Key(1, 2)}));
 }
 
 TEST_F(AuditExportTest, StartChecksItsOptions) {

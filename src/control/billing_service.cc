@@ -115,6 +115,8 @@ void BillingService::AttachWorkloads(JobService* jobs, AppService* apps) {
   apps_ = apps;
 }
 
+bool BillingService::Leading() const { return !options_.is_leader || options_.is_leader(); }
+
 void BillingService::Loop(std::chrono::milliseconds period, const std::function<Status()>& tick,
                           const char* name) {
   for (;;) {
@@ -390,6 +392,9 @@ Status BillingService::WatchOnce() {
     st.Bind(1, lifetime_started_unix_micros_).Bind(2, now);
     return st.Run();
   }));
+  // Alerts and stops once for the database, by the leader (the others would stop the same
+  // workloads again and log the same alert).
+  if (!Leading()) return Status();
   SOVAI_ASSIGN_OR_RETURN(auto budgets, LoadBudgets(nullptr));
   const std::string month = MonthOf(now).Name();
   for (const auto& [project, budget] : budgets) {
@@ -474,7 +479,7 @@ void BillingService::StopProject(const std::string& project, const std::string& 
 }
 
 Status BillingService::SampleStorage() {
-  if (!options_.bytes_by_project) return Status();
+  if (!options_.bytes_by_project || !Leading()) return Status();
   const std::map<std::string, uint64_t> bytes = options_.bytes_by_project();
   const int64_t now = env_.NowUnixMicros();
   return db_.Write([&](base::Database& sql) -> Status {

@@ -16,6 +16,14 @@
 // the last heartbeat, not through the downtime (billing.h ServerRun). Start it before the
 // JobService, so that every job of this lifetime starts running after the lifetime's start.
 //
+// Two servers on one database: every server records its own lifetime and beats its heartbeat
+// (the lifetime is the process's). The rest of a round runs on the leader only
+// (BillingServiceOptions::is_leader): budget alerts, stopping the workloads of a capped project,
+// storage samples (bytes_by_project of the leader's object store; each hour is billed once). A
+// follower's rounds skip that work; the leader's next round does it, so leadership moving costs
+// at most one period. Every API call (lines, statements, budgets, admission, dry runs) reads and
+// writes the database and works the same on every server.
+//
 // Thread-safety: all methods may be called concurrently. `mu_` guards the attached workloads and
 // the threads' stop flag; the database is ControlDb's (thread-safe).
 #pragma once
@@ -61,6 +69,9 @@ struct BillingServiceOptions {
   // Bytes held in the object store by each project (every version of every object of its
   // buckets). nullptr: storage is not sampled. Called from the sampler thread.
   std::function<std::map<std::string, uint64_t>()> bytes_by_project;
+  // Two servers on one database (docs/state.md): whether this server leads, asked at each round
+  // of the watcher and the sampler. nullptr = always (one server). See "Two servers" above.
+  std::function<bool()> is_leader;
 };
 
 // A project's budget and where the month stands.
@@ -125,8 +136,9 @@ class BillingService {
   // like an app replica, for kAppAdmissionHorizonS.
   base::Result<DryRun> DryRunNotebook(const std::string& project, const NotebookSpec& spec);
 
-  // One round of the cap watcher (heartbeat, alerts, stops), and one storage sample; the threads
-  // call these, tests may too.
+  // One round of the cap watcher (heartbeat; then, on the leader only, alerts and stops), and one
+  // storage sample (the leader only; OK without sampling on a follower); the threads call these,
+  // tests may too.
   base::Status WatchOnce();
   base::Status SampleStorage();
 
@@ -140,6 +152,8 @@ class BillingService {
   base::Result<std::map<std::string, Budget>> LoadBudgets(const std::string* project);
   // Stops the project's apps and running jobs with `reason`.
   void StopProject(const std::string& project, const std::string& reason);
+  // Whether this server does the leader's work (options_.is_leader, or true without one).
+  bool Leading() const;
   base::Result<DryRun> Price(const std::string& project, int64_t price_per_minute,
                              int64_t timeout_s, const std::string& what);
   void Loop(std::chrono::milliseconds period, const std::function<base::Status()>& tick,

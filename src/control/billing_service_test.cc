@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+
 #include "base/json.h"
 #include "base/time.h"
 #include "control/postgres_test_util.h"
@@ -37,15 +42,21 @@ class BillingServiceTest : public ::testing::Test {
     base::Env::Default().DeleteDirRecursive(dir_).IgnoreError();
   }
 
-  void StartService() {
+  // `period` 0: no threads (the tests tick by hand). `is_leader` as BillingServiceOptions'.
+  void StartService(std::chrono::milliseconds period = std::chrono::milliseconds(0),
+                    std::function<bool()> is_leader = nullptr) {
     service_.reset();
     BillingServiceOptions o;
     o.flavors = &FlavorCatalog::Default();
     o.env = &env_;
     o.default_timeout_s = 3600;
-    o.watch_period = std::chrono::milliseconds(0);
-    o.sample_period = std::chrono::milliseconds(0);
-    o.bytes_by_project = [this] { return bytes_; };
+    o.watch_period = period;
+    o.sample_period = period;
+    o.bytes_by_project = [this] {
+      sampled_++;
+      return bytes_;
+    };
+    o.is_leader = std::move(is_leader);
     auto service = BillingService::Start(*db_, o);
     ASSERT_TRUE(service.ok()) << service.status();
     service_ = std::move(*service);
@@ -96,8 +107,22 @@ class BillingServiceTest : public ::testing::Test {
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<BillingService> service_;
   std::map<std::string, uint64_t> bytes_;
+  std::atomic<int> sampled_ = 0;  // calls of bytes_by_project
   int64_t sequence_ = 0;
 };
+
+// A string column of the first row of `sql` ("" when none), through `db`.
+std::string QueryText(ControlDb& db, const std::string& sql) {
+  std::string out;
+  EXPECT_TRUE(db.Read([&](base::Database& d) -> base::Status {
+                  SOVAI_ASSIGN_OR_RETURN(base::Statement st, d.Prepare(sql));
+                  SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+                  if (row) out = st.ColumnText(0);
+                  return base::Status();
+                }).ok())
+      << sql;
+  return out;
+}
 
 TEST_F(BillingServiceTest, JobRowsAreBilledAndADeletedJobStaysOnTheBill) {
   // 90 s of ai1-1-cpu x2: 2 minutes × 2 units × 500 µ€.
@@ -313,6 +338,47 @@ TEST_F(BillingServiceTest, AdmissionAndDryRunsPriceTheTimeout) {
   ASSERT_TRUE(app_run.ok());
   EXPECT_EQ(app_run->price_per_minute_micro_eur, 3 * 500);
   EXPECT_EQ(app_run->cost_at_timeout_micro_eur, 3 * 500);
+}
+
+// Two servers on one database: a follower's rounds beat its heartbeat but neither alert, nor stop,
+// nor sample; the threads keep ticking, and the same service does all of it once it leads.
+TEST_F(BillingServiceTest, AFollowerOnlyBeatsItsHeartbeatUntilItLeads) {
+  std::atomic<bool> leader = false;
+  StartService(std::chrono::milliseconds(10), [&] { return leader.load(); });
+  bytes_ = {{kProject, kBytesPerGib}};
+  ASSERT_TRUE(service_->SetBudget(kProject, Budget{1000, 50}).ok());
+  PutJob("job_1", kProject, "ai1-1-cpu", 1,
+         {{"QUEUED", t0_ - 100 * kS}, {"RUNNING", t0_ - 100 * kS}, {"DONE", t0_ - 50 * kS}});
+  auto alerted = [&] {
+    return QueryText(*db_, "SELECT alerted_month FROM project_budgets WHERE project = 'prj_a'");
+  };
+  auto samples = [&] {
+    return QueryText(*db_, "SELECT CAST(COUNT(*) AS TEXT) FROM storage_samples");
+  };
+  auto alive_at = [&] {
+    return QueryText(*db_, "SELECT CAST(MAX(alive_at) AS TEXT) FROM billing_server_runs");
+  };
+  clock_.Advance(30 * kS);
+  const std::string beat = std::to_string(t0_ + 30 * kS);
+  for (int i = 0; i < 3000 && alive_at() != beat; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(alive_at(), beat) << "a follower beats its own heartbeat";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // ten rounds of each thread
+  ASSERT_TRUE(service_->WatchOnce().ok());
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  EXPECT_EQ(alerted(), "") << "a follower does not alert";
+  EXPECT_EQ(samples(), "0") << "a follower does not sample";
+  EXPECT_EQ(sampled_.load(), 0);
+
+  leader = true;
+  for (int i = 0; i < 3000 && (alerted().empty() || samples() == "0"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(alerted(), "2026-03") << "the leader's round alerts";
+  EXPECT_NE(samples(), "0") << "the leader's round samples";
+  EXPECT_GT(sampled_.load(), 0);
+  service_.reset();
 }
 
 }  // namespace

@@ -102,6 +102,7 @@ json JobToJson(const Job& job) {
   if (job.exit_signal) j["status"]["exit_signal"] = *job.exit_signal;
   if (job.allocation) j["status"]["allocation"] = AllocationToJson(*job.allocation);
   if (!job.slurm_job_id.empty()) j["status"]["slurm_job_id"] = job.slurm_job_id;
+  if (!job.node.empty()) j["status"]["node"] = job.node;
   return j;
 }
 
@@ -159,7 +160,7 @@ namespace {
 
 Result<Job> JobFromRow(const base::Statement& st) {
   // Columns: id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason,
-  // retries, allocation, created_at, slurm_job_id.
+  // retries, allocation, created_at, slurm_job_id, node.
   Job job;
   job.id = st.ColumnText(0);
   job.project = st.ColumnText(1);
@@ -208,12 +209,13 @@ Result<Job> JobFromRow(const base::Statement& st) {
   }
   job.created_unix_micros = st.ColumnInt(12);
   job.slurm_job_id = st.ColumnText(13);
+  job.node = st.ColumnText(14);
   return job;
 }
 
 constexpr std::string_view kJobColumns =
     "id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason, retries, "
-    "allocation, created_at, slurm_job_id";
+    "allocation, created_at, slurm_job_id, node";
 
 }  // namespace
 
@@ -227,10 +229,11 @@ Status JobService::SaveIn(base::Database& sql, const Job& job) {
         base::Statement st,
         sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, history, "
                     "exit_code, exit_signal, reason, retries, allocation, created_at, "
-                    "updated_at, slurm_job_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                    "?11, ?12, ?13, ?14, ?15) ON CONFLICT(id) DO UPDATE SET state = ?5, "
+                    "updated_at, slurm_job_id, node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                    "?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT(id) DO UPDATE SET state = ?5, "
                     "history = ?7, exit_code = ?8, exit_signal = ?9, reason = ?10, "
-                    "retries = ?11, allocation = ?12, updated_at = ?14, slurm_job_id = ?15"));
+                    "retries = ?11, allocation = ?12, updated_at = ?14, slurm_job_id = ?15, "
+                    "node = ?16"));
     st.Bind(1, job.id).Bind(2, job.project).Bind(3, job.user).Bind(4, job.sequence);
     st.Bind(5, JobStateName(job.state)).Bind(6, base::DumpJson(JobSpecToJson(job.spec)));
     st.Bind(7, base::DumpJson(HistoryToJson(job.history)));
@@ -250,7 +253,10 @@ Status JobService::SaveIn(base::Database& sql, const Job& job) {
     } else {
       st.BindNull(12);
     }
-    st.Bind(13, job.created_unix_micros).Bind(14, env_.NowUnixMicros()).Bind(15, job.slurm_job_id);
+    st.Bind(13, job.created_unix_micros)
+        .Bind(14, env_.NowUnixMicros())
+        .Bind(15, job.slurm_job_id)
+        .Bind(16, job.node);
     return st.Run();
   }
 }
@@ -304,7 +310,7 @@ Status JobService::Recover(bool take_over) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
       SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
-      if (std::string stop = st.ColumnText(14); !stop.empty()) {
+      if (std::string stop = st.ColumnText(15); !stop.empty()) {
         stop_requests.emplace_back(job.id, std::move(stop));
       }
       live.push_back(std::move(job));
@@ -1061,6 +1067,7 @@ void JobService::Run(Runner& runner) {
         job.history.push_back({outcome.state, env_.NowUnixMicros()});
         job.retries += 1;
         job.slurm_job_id.clear();  // the next try is a new Slurm job
+        job.node.clear();
         (void)Transition(job, JobState::kQueued,
                          "restart policy: " + outcome.reason + "; try " +
                              std::to_string(job.retries + 1) + " of " +
@@ -1597,6 +1604,12 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
       const std::string reason = "Slurm: " + info->state + " (" + info->reason + ")";
       if (job.state == JobState::kQueued && job.reason != reason) {
         job.reason = reason;
+        (void)Save(job);
+      }
+    } else if (info->phase == exec::SlurmPhase::kRunning && job.node.empty() &&
+               !info->nodes.empty()) {
+      if (auto first = exec::FirstHostOf(info->nodes); first.ok()) {
+        job.node = *first;
         (void)Save(job);
       }
     } else if (exec::IsFinal(info->phase)) {

@@ -92,6 +92,9 @@ struct Job {
   // The Slurm job id of its current try, on the Slurm executor ("" before sbatch, and on the
   // local executor).
   std::string slurm_job_id;
+  // The host its workload runs on when it is not this server's ("" = here): the first node of
+  // its Slurm allocation, as Slurm names it (resolvable on the cluster's network).
+  std::string node;
 };
 
 // The REST representation (docs/api/openapi.yaml, schema Job).

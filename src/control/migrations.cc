@@ -334,6 +334,11 @@ CREATE TABLE leaders (
   since       INTEGER NOT NULL     -- unix micros
 );
 )sql"},
+    {"jobs_node", R"sql(
+-- The host a job's workload runs on when that is not the server's own (a Slurm node): where the
+-- gateway reaches an app replica or a notebook.
+ALTER TABLE jobs ADD COLUMN node TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -57,6 +57,51 @@ std::optional<JupyterAnswer> HttpFetch(uint16_t port, const std::string& path,
   return JupyterAnswer{response->status, std::move(response->body)};
 }
 
+// The columns NotebookFromRow reads, in its order.
+constexpr char kColumns[] =
+    "id, project, user, spec, state, reason, job, port, jupyter_token, status, created_at, "
+    "updated_at";
+
+// A row of `notebooks` (kColumns) as it is stored; its updated_at is the row's version.
+Notebook NotebookFromRow(const base::Statement& st, int64_t* version) {
+  Notebook nb;
+  nb.id = st.ColumnText(0);
+  nb.project = st.ColumnText(1);
+  nb.user = st.ColumnText(2);
+  nb.state = ParseNotebookState(st.ColumnText(4)).value_or(NotebookState::kError);
+  nb.reason = st.ColumnText(5);
+  nb.job = st.ColumnText(6);
+  nb.port = static_cast<uint16_t>(st.ColumnInt(7));
+  nb.jupyter_token = st.ColumnText(8);
+  nb.created_unix_micros = st.ColumnInt(10);
+  *version = st.ColumnInt(11);
+  // The stored spec was valid when it was created; read it back without the catalog (a flavor
+  // that left it makes the next start fail at admission, which says so).
+  if (auto spec = base::ParseJson(st.ColumnText(3)); spec.ok() && spec->is_object()) {
+    nb.spec.name = spec->value("name", "");
+    nb.spec.editor = spec->value("editor", std::string(kJupyterEditor));
+    nb.spec.flavor = spec->value("flavor", "");
+    nb.spec.units = spec->value("units", 1);
+    nb.spec.volumes = spec->value("volumes", std::vector<std::string>{});
+    nb.spec.labels = spec->value("labels", std::map<std::string, std::string>{});
+    nb.spec.env = spec->value("env", std::map<std::string, std::string>{});
+    nb.spec.idle_timeout_s = spec->value("idle_timeout_s", kDefaultNotebookIdleTimeoutS);
+  }
+  if (auto status = base::ParseJson(st.ColumnText(9)); status.ok() && status->is_object()) {
+    for (const Json& j : status->value("recent_jobs", Json::array())) {
+      if (j.is_string()) nb.recent_jobs.push_back(j.get<std::string>());
+    }
+    for (const Json& e : status->value("events", Json::array())) {
+      if (e.is_object()) {
+        nb.events.push_back({e.value("at_unix_micros", int64_t{0}), e.value("what", "")});
+      }
+    }
+    nb.started_unix_micros = status->value("started_at", int64_t{0});
+    nb.last_activity_unix_micros = status->value("last_activity", int64_t{0});
+  }
+  return nb;
+}
+
 Json StatusJson(const Notebook& nb) {
   Json events = Json::array();
   for (const NotebookEvent& e : nb.events) {
@@ -120,7 +165,8 @@ Result<std::unique_ptr<NotebookService>> NotebookService::Start(ControlDb& db,
   SOVAI_CHECK(options.jobs != nullptr);
   std::unique_ptr<NotebookService> service(new NotebookService(db, std::move(options)));
   if (!service->options_.fetch) service->options_.fetch = HttpFetch;
-  SOVAI_RETURN_IF_ERROR(service->Load());
+  service->leading_ = service->Leading();
+  SOVAI_RETURN_IF_ERROR(service->Load(service->leading_));
   service->loop_ = std::thread([s = service.get()] { s->Loop(); });
   return service;
 }
@@ -134,56 +180,27 @@ void NotebookService::Shutdown() {
   if (loop_.joinable()) loop_.join();
 }
 
-Status NotebookService::Load() {
+Status NotebookService::Load(bool leading) {
+  std::lock_guard lock(mu_);  // no other thread yet; Save expects it
   std::vector<Notebook> changed;
   Status read = db_.Read([&](base::Database& sql) -> Status {
-    SOVAI_ASSIGN_OR_RETURN(
-        base::Statement st,
-        sql.Prepare("SELECT id, project, user, spec, state, reason, job, port, jupyter_token, "
-                    "status, created_at FROM notebooks WHERE state != 'DELETED' ORDER BY id"));
+    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
+                           sql.Prepare(std::string("SELECT ") + kColumns +
+                                       " FROM notebooks WHERE state != 'DELETED' ORDER BY id"));
     for (;;) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      Notebook nb;
-      nb.id = st.ColumnText(0);
-      nb.project = st.ColumnText(1);
-      nb.user = st.ColumnText(2);
-      nb.state = ParseNotebookState(st.ColumnText(4)).value_or(NotebookState::kError);
-      nb.reason = st.ColumnText(5);
-      nb.job = st.ColumnText(6);
-      nb.port = static_cast<uint16_t>(st.ColumnInt(7));
-      nb.jupyter_token = st.ColumnText(8);
-      nb.created_unix_micros = st.ColumnInt(10);
-      // The stored spec was valid when it was created; read it back without the catalog (a
-      // flavor that left it makes the next start fail at admission, which says so).
-      if (auto spec = base::ParseJson(st.ColumnText(3)); spec.ok() && spec->is_object()) {
-        nb.spec.name = spec->value("name", "");
-        nb.spec.editor = spec->value("editor", std::string(kJupyterEditor));
-        nb.spec.flavor = spec->value("flavor", "");
-        nb.spec.units = spec->value("units", 1);
-        nb.spec.volumes = spec->value("volumes", std::vector<std::string>{});
-        nb.spec.labels = spec->value("labels", std::map<std::string, std::string>{});
-        nb.spec.env = spec->value("env", std::map<std::string, std::string>{});
-        nb.spec.idle_timeout_s = spec->value("idle_timeout_s", kDefaultNotebookIdleTimeoutS);
-      }
-      if (auto status = base::ParseJson(st.ColumnText(9)); status.ok() && status->is_object()) {
-        for (const Json& j : status->value("recent_jobs", Json::array())) {
-          if (j.is_string()) nb.recent_jobs.push_back(j.get<std::string>());
-        }
-        for (const Json& e : status->value("events", Json::array())) {
-          if (e.is_object()) {
-            nb.events.push_back({e.value("at_unix_micros", int64_t{0}), e.value("what", "")});
-          }
-        }
-        nb.started_unix_micros = status->value("started_at", int64_t{0});
-        nb.last_activity_unix_micros = status->value("last_activity", int64_t{0});
-      }
-      if (nb.state == NotebookState::kDeleting) {
+      int64_t version = 0;
+      Notebook nb = NotebookFromRow(st, &version);
+      versions_[nb.id] = version;
+      // A follower shows the notebooks as the leader keeps them; only a leader's start is a
+      // restart of the notebooks.
+      if (leading && nb.state == NotebookState::kDeleting) {
         nb.state = NotebookState::kDeleted;
         changed.push_back(nb);
         continue;
       }
-      if (Live(nb.state)) {
+      if (leading && Live(nb.state)) {
         // Its job died with the previous process (JobService syncs its outputs up).
         nb.reason = "the server restarted while the notebook was " +
                     std::string(NotebookStateName(nb.state)) + "; start it again";
@@ -202,8 +219,90 @@ Status NotebookService::Load() {
   return Status();
 }
 
+Status NotebookService::RefreshLocked() {
+  std::vector<std::pair<Notebook, int64_t>> rows;  // changed rows and their versions
+  std::vector<std::string> gone;                   // rows that no longer exist
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
+    // One cheap query says which rows changed since this process last read or wrote them.
+    SOVAI_ASSIGN_OR_RETURN(
+        base::Statement st,
+        sql.Prepare("SELECT id, updated_at FROM notebooks WHERE state != 'DELETED'"));
+    std::vector<std::string> load;
+    std::set<std::string> live;
+    for (;;) {
+      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      std::string id = st.ColumnText(0);
+      auto known = versions_.find(id);
+      if (known == versions_.end() || st.ColumnInt(1) > known->second) load.push_back(id);
+      live.insert(std::move(id));
+    }
+    for (const auto& [id, nb] : notebooks_) {
+      if (!live.contains(id)) load.push_back(id);  // deleted by another server
+    }
+    SOVAI_ASSIGN_OR_RETURN(base::Statement one, sql.Prepare(std::string("SELECT ") + kColumns +
+                                                            " FROM notebooks WHERE id = ?1"));
+    for (const std::string& id : load) {
+      one.Reset();
+      one.Bind(1, id);
+      SOVAI_ASSIGN_OR_RETURN(bool row, one.Step());
+      if (!row) {
+        gone.push_back(id);
+        continue;
+      }
+      int64_t version = 0;
+      Notebook nb = NotebookFromRow(one, &version);
+      rows.emplace_back(std::move(nb), version);
+    }
+    return Status();
+  }));
+  for (auto& [nb, version] : rows) {
+    versions_[nb.id] = version;
+    if (nb.state == NotebookState::kDeleted) {
+      gone.push_back(nb.id);
+      continue;
+    }
+    auto it = notebooks_.find(nb.id);
+    if (it == notebooks_.end() || it->second.job != nb.job) {
+      // New here, or started again elsewhere: what the loop knew is about another job.
+      runtime_[nb.id] = std::make_shared<Runtime>();
+    } else {
+      nb.last_activity_unix_micros =
+          std::max(nb.last_activity_unix_micros, it->second.last_activity_unix_micros);
+    }
+    const std::string id = nb.id;
+    notebooks_[id] = std::move(nb);
+  }
+  for (const std::string& id : gone) {
+    notebooks_.erase(id);
+    runtime_.erase(id);
+  }
+  return Status();
+}
+
+Status NotebookService::SyncLocked() { return options_.is_leader ? RefreshLocked() : Status(); }
+
+bool NotebookService::Leading() const { return !options_.is_leader || options_.is_leader(); }
+
 Status NotebookService::Save(const Notebook& nb) {
-  return db_.Write([&](base::Database& sql) -> Status {
+  auto known = versions_.find(nb.id);
+  const int64_t expected = known == versions_.end() ? 0 : known->second;
+  int64_t version = 0;
+  SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
+    // The row must be as this process last saw it: another server's change since then is not
+    // overwritten (the next refresh reads it). The new version is above the old one even when
+    // the clocks of the servers disagree.
+    SOVAI_ASSIGN_OR_RETURN(base::Statement current,
+                           sql.Prepare("SELECT updated_at FROM notebooks WHERE id = ?1"));
+    current.Bind(1, nb.id);
+    SOVAI_ASSIGN_OR_RETURN(bool exists, current.Step());
+    const int64_t stored = exists ? current.ColumnInt(0) : 0;
+    // One server (no is_leader) is the only writer: nothing to check.
+    if (options_.is_leader && stored != expected) {
+      return base::AbortedError("notebook " + nb.id +
+                                " was changed by another server at the same moment; try again");
+    }
+    version = std::max(env_.NowUnixMicros(), stored + 1);
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
         sql.Prepare(
@@ -217,9 +316,11 @@ Status NotebookService::Save(const Notebook& nb) {
     st.Bind(6, NotebookStateName(nb.state)).Bind(7, nb.reason).Bind(8, nb.job);
     st.Bind(9, int64_t{nb.port}).Bind(10, nb.jupyter_token);
     st.Bind(11, base::DumpJson(StatusJson(nb))).Bind(12, nb.created_unix_micros);
-    st.Bind(13, env_.NowUnixMicros());
+    st.Bind(13, version);
     return st.Run();
-  });
+  }));
+  versions_[nb.id] = version;
+  return Status();
 }
 
 void NotebookService::AddEventLocked(Notebook& nb, std::string what) {
@@ -289,6 +390,7 @@ Result<Notebook> NotebookService::Create(const std::string& project, const std::
   Notebook nb;
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     SOVAI_RETURN_IF_ERROR(check_name());
     nb.id = "nb_" + ulids_.Next().ToString();
   }
@@ -316,6 +418,7 @@ Result<Notebook> NotebookService::Create(const std::string& project, const std::
 
 Result<Notebook> NotebookService::Get(const std::string& project, const std::string& ref) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
   return *nb;
 }
@@ -323,6 +426,7 @@ Result<Notebook> NotebookService::Get(const std::string& project, const std::str
 Result<std::vector<Notebook>> NotebookService::List(
     const std::string& project, const std::map<std::string, std::string>& labels) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   std::vector<Notebook> out;
   for (const auto& [id, nb] : notebooks_) {
     if (nb.project != project || nb.state == NotebookState::kDeleted) continue;
@@ -340,6 +444,7 @@ Result<std::vector<Notebook>> NotebookService::List(
 Result<Notebook> NotebookService::Stop(const std::string& project, const std::string& ref,
                                        const std::string& reason) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
   if (nb->state == NotebookState::kDeleting) {
     return base::FailedPreconditionError("notebook " + nb->id + " is being deleted");
@@ -357,6 +462,7 @@ Result<Notebook> NotebookService::StartNotebook(const std::string& project,
   Notebook copy;
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
     if (!Startable(nb->state)) {
       return base::FailedPreconditionError(
@@ -391,6 +497,7 @@ Result<Notebook> NotebookService::StartNotebook(const std::string& project,
 
 Result<Notebook> NotebookService::Delete(const std::string& project, const std::string& ref) {
   std::lock_guard lock(mu_);
+  SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
   SetStateLocked(*nb, Live(nb->state) ? NotebookState::kDeleting : NotebookState::kDeleted,
                  "deleted by the user");
@@ -410,6 +517,7 @@ Result<exec::LogChunk> NotebookService::ReadLog(const std::string& project, cons
   std::string which;
   {
     std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
     SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
     if (job.empty()) {
       if (nb->job.empty()) return exec::LogChunk{};
@@ -472,10 +580,30 @@ void NotebookService::Loop() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    ReconcileAll();
+    Round();
     lock.lock();
     cv_.wait_for(lock, options_.reconcile_interval, [&] { return stopping_; });
   }
+}
+
+void NotebookService::Round() {
+  const bool leading = Leading();
+  if (leading != leading_) {
+    if (leading) {
+      SOVAI_LOG(INFO) << "this server now runs the notebooks (it leads)";
+    } else {
+      SOVAI_LOG(WARNING) << "this server no longer leads: it stops running the notebooks";
+    }
+    leading_ = leading;
+  }
+  if (options_.is_leader) {
+    std::lock_guard lock(mu_);
+    if (Status st = RefreshLocked(); !st.ok()) {
+      SOVAI_LOG(WARNING) << "notebooks: reading the changes of other servers: " << st;
+      return;  // a round on stale rows could act on what another server already changed
+    }
+  }
+  if (leading) ReconcileAll();
 }
 
 void NotebookService::ReconcileAll() {

@@ -22,6 +22,24 @@
 // that was STARTING, RUNNING or STOPPING is STOPPED ("the server restarted"): the kernels' state
 // is gone, and a notebook nobody uses must not start billing again by itself.
 //
+// Two servers on one database (docs/state.md): the reconcile loop runs on the leader only
+// (NotebookServiceOptions::is_leader); every server serves the API from the rows:
+//   * the loop of a follower keeps its period but only reads the rows other servers changed
+//     (one query of ids and versions, then the changed rows); once it leads, its next round
+//     reconciles, following each notebook's job where the previous leader left it;
+//   * with is_leader set, every API call first reads what other servers changed; a row is
+//     written only if it is still as this server last read it (its updated_at is its version),
+//     else the call fails with Aborted ("try again") and overwrites nothing;
+//   * Create and StartNotebook on a follower submit the job through its JobService (which queues
+//     it for the leader's scheduler, jobs.h) and insert or update the row; Stop and Delete only
+//     change the row's state: the leader's loop stops the job. Nothing is started or stopped
+//     twice;
+//   * Route on a follower gives the notebook as the leader last recorded it (its port is on the
+//     host where the leader runs the job). NoteActivity of a follower stays there: requests that
+//     reached Jupyter count anyway (the leader polls Jupyter's own last activity);
+//   * only a leader's Start is a restart (live notebooks STOPPED, see above); a follower's Start
+//     changes nothing.
+//
 // Project isolation: every user-facing method takes the caller's project; a notebook of another
 // project is NotFound, exactly like a missing one.
 // Thread-safety: all methods may be called concurrently. `mu_` guards the table of notebooks;
@@ -120,6 +138,9 @@ struct NotebookServiceOptions {
   std::chrono::milliseconds probe_interval{500};  // while STARTING
   std::chrono::milliseconds activity_poll_interval = kNotebookActivityPollInterval;
   std::chrono::milliseconds start_timeout = kNotebookStartTimeout;
+  // Two servers on one database: whether this server leads, asked at each round of the loop.
+  // nullptr = always, and no reading of other servers' changes (one server). See above.
+  std::function<bool()> is_leader;
 };
 
 class NotebookService {
@@ -162,8 +183,8 @@ class NotebookService {
   std::optional<NotebookRoute> Route(const std::string& id);
   void NoteActivity(const std::string& id);
 
-  // Runs one reconcile pass over every notebook now (tests; the loop does it every
-  // reconcile_interval).
+  // Runs one reconcile pass over every notebook now, whether or not this server leads (tests;
+  // the loop does it every reconcile_interval, on the leader).
   void ReconcileAll();
 
   // Stops the reconcile loop (notebooks' jobs are jobs: JobService::Shutdown stops them).
@@ -173,9 +194,19 @@ class NotebookService {
  private:
   struct Runtime;  // per-notebook state of the loop that is not persisted
   NotebookService(ControlDb& db, NotebookServiceOptions options);
-  base::Status Load();
+  // Reads the rows; a leader's start converts the live ones (see Restart above).
+  base::Status Load(bool leading);
+  // Under mu_: writes the row; with is_leader set, only if it is still at versions_[id] (else
+  // Aborted). Records the new version.
   base::Status Save(const Notebook& notebook);
+  // Under mu_: takes the rows that other servers changed since this process read or wrote them.
+  base::Status RefreshLocked();
+  // Under mu_: RefreshLocked when is_leader is set (a shared database), else nothing.
+  base::Status SyncLocked();
+  bool Leading() const;
   void Loop();
+  // One turn of the loop: the refresh (shared database), then, on the leader, ReconcileAll.
+  void Round();
   void Reconcile(const std::string& id);
   base::Result<Notebook*> FindLocked(const std::string& project, const std::string& notebook);
   void SetStateLocked(Notebook& notebook, NotebookState state, std::string reason = "");
@@ -191,11 +222,13 @@ class NotebookService {
   base::Env& env_;
   base::UlidGenerator ulids_;
 
-  std::mutex mu_;  // guards notebooks_, runtime_, stopping_
+  std::mutex mu_;  // guards notebooks_, runtime_, versions_, stopping_
   std::condition_variable cv_;
   std::map<std::string, Notebook> notebooks_;                // by id; deleted ones are dropped
   std::map<std::string, std::shared_ptr<Runtime>> runtime_;  // by notebook id
+  std::map<std::string, int64_t> versions_;  // by id: the row's updated_at as last read/written
   bool stopping_ = false;
+  bool leading_ = true;  // the loop thread's (and Start's): whether the last round led
   std::thread loop_;
 };
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -87,6 +88,14 @@ class NotebooksTest : public testing::JobServiceTest {
 
   void OpenNotebooks(std::vector<std::string> command = {"python3", "-c", kFakeJupyter}) {
     notebooks_.reset();
+    notebooks_ = StartNotebooks(*db_, is_leader_, std::move(command));
+  }
+
+  // A NotebookService on `db` (the fixture's, or another connection to its database) with the
+  // fixture's options; it submits jobs to the fixture's JobService.
+  std::unique_ptr<NotebookService> StartNotebooks(ControlDb& db, std::function<bool()> is_leader,
+                                                  std::vector<std::string> command = {
+                                                      "python3", "-c", kFakeJupyter}) {
     NotebookServiceOptions o;
     o.jobs = service_.get();
     o.jupyter_command = std::move(command);
@@ -94,9 +103,10 @@ class NotebooksTest : public testing::JobServiceTest {
     o.probe_interval = milliseconds(100);
     o.activity_poll_interval = milliseconds(100);
     o.start_timeout = start_timeout_;
-    auto notebooks = NotebookService::Start(*db_, std::move(o));
-    ASSERT_TRUE(notebooks.ok()) << notebooks.status();
-    notebooks_ = std::move(*notebooks);
+    o.is_leader = std::move(is_leader);
+    auto notebooks = NotebookService::Start(db, std::move(o));
+    EXPECT_TRUE(notebooks.ok()) << notebooks.status();
+    return notebooks.ok() ? std::move(*notebooks) : nullptr;
   }
 
   static NotebookSpec Spec(std::string name = "", int64_t idle_timeout_s = 0) {
@@ -114,10 +124,12 @@ class NotebooksTest : public testing::JobServiceTest {
     return *nb;
   }
 
-  Notebook WaitFor(const std::string& id, NotebookState state) {
+  // Polls `on` (nullptr: notebooks_) until the notebook is in `state`, up to kDeadline.
+  Notebook WaitFor(const std::string& id, NotebookState state, NotebookService* on = nullptr) {
+    if (on == nullptr) on = notebooks_.get();
     const auto deadline = std::chrono::steady_clock::now() + kDeadline;
     for (;;) {
-      auto nb = notebooks_->Get(kProject, id);
+      auto nb = on->Get(kProject, id);
       SOVAI_CHECK(nb.ok()) << nb.status();
       if (nb->state == state) return *nb;
       if (std::chrono::steady_clock::now() > deadline) {
@@ -144,6 +156,7 @@ class NotebooksTest : public testing::JobServiceTest {
   }
 
   milliseconds start_timeout_{20'000};
+  std::function<bool()> is_leader_;  // NotebookServiceOptions::is_leader of OpenNotebooks
   std::unique_ptr<NotebookService> notebooks_;
 };
 
@@ -315,6 +328,72 @@ TEST_F(NotebooksTest, ARestartLeavesLiveNotebooksStopped) {
   EXPECT_EQ(GetObject("data", "out/hello.txt"), "from the notebook\n");
   EXPECT_TRUE(notebooks_->StartNotebook(kProject, nb.id).ok());
   WaitFor(nb.id, NotebookState::kRunning);
+}
+
+// Two servers on one database: while this server does not lead, its loop neither probes Jupyter
+// nor stops a job; once it leads, its next rounds do both.
+TEST_F(NotebooksTest, TheLoopActsOnlyWhileThisServerLeads) {
+  std::atomic<bool> leader = false;
+  is_leader_ = [&] { return leader.load(); };
+  OpenNotebooks();
+  Notebook nb = Create(Spec("waits"));
+  WaitFor(nb.job, JobState::kRunning);  // the JobService leads: the job runs, Jupyter answers
+  std::this_thread::sleep_for(milliseconds(1'000));  // 20 rounds, 10 probe intervals
+  EXPECT_EQ(notebooks_->Get(kProject, nb.id)->state, NotebookState::kStarting)
+      << "a follower does not probe";
+  leader = true;
+  WaitFor(nb.id, NotebookState::kRunning);
+
+  leader = false;
+  std::this_thread::sleep_for(milliseconds(200));  // a round in flight ends
+  auto stopping = notebooks_->Stop(kProject, nb.id);
+  ASSERT_TRUE(stopping.ok()) << stopping.status();
+  EXPECT_EQ(stopping->state, NotebookState::kStopping);
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(notebooks_->Get(kProject, nb.id)->state, NotebookState::kStopping);
+  EXPECT_EQ(service_->Get(kProject, nb.job)->state, JobState::kRunning)
+      << "a follower does not stop the job";
+  leader = true;
+  WaitFor(nb.id, NotebookState::kStopped);
+  EXPECT_EQ(service_->Get(kProject, nb.job)->state, JobState::kInterrupted);
+}
+
+// Two servers on one database, each with its own connection: what the follower is asked, the
+// leader runs, and each sees the other's changes.
+TEST_F(NotebooksTest, AFollowersCallsAreRunByTheLeader) {
+  is_leader_ = [] { return true; };
+  OpenNotebooks();
+  auto follower_db = ControlDb::Open(state_);
+  ASSERT_TRUE(follower_db.ok()) << follower_db.status();
+  std::unique_ptr<NotebookService> follower = StartNotebooks(**follower_db, [] { return false; });
+  ASSERT_NE(follower, nullptr);
+
+  auto created = follower->Create(kProject, kUser, Spec("shared"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(follower->Create(kProject, kUser, Spec("shared")).status().code(),
+            base::StatusCode::kAlreadyExists);
+  Notebook nb = WaitFor(created->id, NotebookState::kRunning, follower.get());
+  EXPECT_EQ(nb.job, created->job);
+  EXPECT_EQ(notebooks_->Get(kProject, "shared")->state, NotebookState::kRunning);
+  EXPECT_EQ(follower->Route(nb.id)->port, nb.port);
+
+  ASSERT_TRUE(follower->Stop(kProject, "shared").ok());
+  WaitFor(nb.id, NotebookState::kStopped, follower.get());
+  EXPECT_EQ(service_->Get(kProject, nb.job)->state, JobState::kInterrupted);
+  auto again = follower->StartNotebook(kProject, nb.id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->job, nb.job);
+  WaitFor(nb.id, NotebookState::kRunning);
+
+  ASSERT_TRUE(notebooks_->Delete(kProject, nb.id).ok());
+  const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (follower->Get(kProject, nb.id).ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(follower->Get(kProject, nb.id).status().code(), base::StatusCode::kNotFound);
+  EXPECT_TRUE(IsTerminal(WaitFor(again->job).state));
+  EXPECT_TRUE(follower->List(kProject, {})->empty());
+  follower.reset();
 }
 
 // The real jupyter-notebook in the sandbox: it starts, answers its API with the platform's token

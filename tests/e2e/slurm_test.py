@@ -68,6 +68,7 @@ class SlurmExecutorTest(unittest.TestCase):
         self.assertEqual(job["status"]["state"], "DONE", log)
         self.assertEqual(job["status"]["exit_code"], 0)
         self.assertTrue(job["status"]["slurm_job_id"].isdigit(), job["status"])
+        self.assertEqual(job["status"]["node"], self.cluster.host)
         self.assertEqual(self.history(job),
                          ["QUEUED", "INITIALIZING", "PENDING", "RUNNING", "FINALIZING", "DONE"])
         body = self.s3.get_object(Bucket="data", Key="out/count.txt")["Body"].read()
