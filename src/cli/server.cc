@@ -730,6 +730,7 @@ struct PlatformServer::Impl {
           s3_access) {
     control::AppServiceOptions o;
     o.jobs = jobs.get();
+    o.replicas_on_other_hosts = config.executor == "slurm";
     o.is_leader = LeaderCheck();
     o.flavors = &catalog;
     o.region = config.region;

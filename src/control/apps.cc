@@ -71,8 +71,9 @@ Result<uint16_t> FreeLoopbackPort() {
 
 namespace {
 
-bool HttpProbe(uint16_t port, const std::string& path) {
+bool HttpProbe(const std::string& host, uint16_t port, const std::string& path) {
   net::ClientOptions options;
+  if (!host.empty()) options.host = host;
   options.port = port;
   options.connect_timeout = kProbeTimeout;
   options.read_timeout = kProbeTimeout;
@@ -96,6 +97,7 @@ Json StatusJson(const App& app) {
     replicas.push_back({{"job", r.job},
                         {"generation", r.generation},
                         {"port", r.port},
+                        {"host", r.host},
                         {"job_state", r.job_state},
                         {"ready", r.ready},
                         {"draining", r.draining},
@@ -128,6 +130,7 @@ Json AppToJson(const App& app, std::string_view api_url) {
                         {"ready", r.ready},
                         {"draining", r.draining},
                         {"generation", r.generation}});
+    if (!r.host.empty()) replicas.back()["node"] = r.host;
   }
   Json events = Json::array();
   for (const AppEvent& e : app.events) {
@@ -239,6 +242,7 @@ Result<App> AppService::AppFromRow(base::Database& sql, const base::Statement& s
       replica.job = r.value("job", "");
       replica.generation = r.value("generation", int64_t{0});
       replica.port = r.value("port", uint16_t{0});
+      replica.host = r.value("host", "");
       replica.job_state = r.value("job_state", "");
       replica.ready = r.value("ready", false);
       replica.draining = r.value("draining", false);
@@ -797,7 +801,7 @@ AppRoute AppService::RouteOfLocked(const App& app) const {
   route.autoscaling = app.spec.autoscaling;
   route.desired_replicas = app.desired_replicas;
   for (const AppReplica& r : app.replicas) {
-    if (r.ready && !r.draining) route.ready.push_back({r.job, r.port});
+    if (r.ready && !r.draining) route.ready.push_back({r.job, r.port, r.host});
   }
   return route;
 }
@@ -970,7 +974,8 @@ Result<std::string> AppService::StartReplica(const App& app, uint16_t port) {
   job.labels[std::string(kAppLabel)] = app.id;
   job.network = NetworkMode::kHost;
   job.timeout_s = kAppReplicaTimeoutS;
-  const std::string listen = "127.0.0.1:" + std::to_string(port);
+  const std::string listen =
+      (options_.replicas_on_other_hosts ? "0.0.0.0:" : "127.0.0.1:") + std::to_string(port);
   if (!app.spec.model.empty()) {
     job.image = std::string(kServeImage);
     int threads = 1;
@@ -1088,11 +1093,12 @@ void AppService::Reconcile(const std::string& app_id) {
       continue;
     }
     r.job_state = std::string(JobStateName(job->state));
+    r.host = job->node;
     if (job->state == JobState::kRunning && !r.draining) {
       auto& last = rt->last_probe[r.job];
       if (!r.ready || now - last >= options_.probe_interval) {
         last = now;
-        if (options_.probe(r.port, snapshot.spec.probe_path)) {
+        if (options_.probe(r.host, r.port, snapshot.spec.probe_path)) {
           if (!r.ready) events.push_back("replica " + r.job + " is ready");
           r.ready = true;
           r.probe_failures = 0;

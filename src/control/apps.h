@@ -87,6 +87,7 @@ struct AppReplica {
   std::string job;
   int64_t generation = 0;
   uint16_t port = 0;
+  std::string host;       // where it listens: its job's node (a Slurm node); "" = 127.0.0.1
   std::string job_state;  // the job's state when last looked at ("QUEUED", "RUNNING", ...)
   bool ready = false;     // its probe answered 2xx (and has not failed kMaxProbeFailures times)
   bool draining = false;  // gets no new requests; stopped once idle or after the drain timeout
@@ -159,9 +160,10 @@ struct AppRoute {
   struct Target {
     std::string job;
     uint16_t port = 0;
+    std::string host;  // "" = 127.0.0.1
     friend bool operator==(const Target&, const Target&) = default;
   };
-  std::vector<Target> ready;  // ready, not draining: where requests may go (127.0.0.1:port)
+  std::vector<Target> ready;  // ready, not draining: where requests may go (host:port)
   // Whether the app may get a ready replica by waiting (held requests): it is not stopped,
   // failed or deleted.
   bool serving() const;
@@ -191,8 +193,12 @@ struct AppServiceOptions {
   // Requests the gateway is serving on replica `job` of `app` (a draining replica is stopped
   // when this reaches 0). nullptr: draining replicas are stopped at once.
   std::function<uint64_t(const std::string& app, const std::string& job)> in_flight;
-  // GET http://127.0.0.1:<port><path>: true for 2xx. nullptr: a real HTTP probe.
-  std::function<bool(uint16_t port, const std::string& path)> probe;
+  // GET http://<host>:<port><path> (host "" = 127.0.0.1): true for 2xx. nullptr: a real HTTP
+  // probe.
+  std::function<bool(const std::string& host, uint16_t port, const std::string& path)> probe;
+  // The jobs run on other hosts (the Slurm executor): replicas listen on every interface of
+  // their node, and are reached at their job's node. false: on 127.0.0.1 of this server.
+  bool replicas_on_other_hosts = false;
   std::chrono::milliseconds reconcile_interval{200};
   std::chrono::milliseconds probe_interval{1'000};  // for ready replicas
   std::chrono::milliseconds drain_timeout = kReplicaDrainTimeout;

@@ -79,7 +79,7 @@ class BillingJobsTest : public testing::JobServiceTest {
     o.flavors = &FlavorCatalog::Default();
     o.region = "EU-WEST-LOCAL";
     o.api_url = "http://127.0.0.1:8080";
-    o.probe = [](uint16_t, const std::string&) { return true; };
+    o.probe = [](const std::string&, uint16_t, const std::string&) { return true; };
     o.reconcile_interval = std::chrono::milliseconds(50);
     o.drain_timeout = std::chrono::milliseconds(500);
     auto apps = AppService::Start(*db_, std::move(o));

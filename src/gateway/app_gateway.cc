@@ -128,7 +128,7 @@ struct AppGateway::Impl {
     }
     std::vector<Replica> replicas;
     for (const control::AppRoute::Target& t : route.ready) {
-      replicas.push_back({t.job, "127.0.0.1", t.port});
+      replicas.push_back({t.job, t.host.empty() ? std::string("127.0.0.1") : t.host, t.port});
     }
     entry->replicas.Update(replicas);
     std::lock_guard lock(entry->mu);

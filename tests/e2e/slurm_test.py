@@ -3,8 +3,10 @@ Debian's slurm-wlm, started here) and a real `sovai server --executor slurm`. Jo
 REST API exactly as on the local executor; the test checks states, Slurm reasons, exit codes,
 stop, timeout, queueing on a full node, a two-task job's RANK/WORLD_SIZE, live logs, volumes in
 and out, and a server restart while a Slurm job runs."""
+import json
 import os
 import subprocess
+import urllib.request
 import time
 import unittest
 
@@ -184,6 +186,49 @@ class SlurmExecutorTest(unittest.TestCase):
         self.assertIn("Slurm will never start", job["status"]["reason"])
         self.assertEqual([j for j in self.cluster.squeue() if j[0] == job["status"]["slurm_job_id"]],
                          [])
+
+
+class SlurmAppTest(unittest.TestCase):
+    """An app's replica is a Slurm job on a node; the gateway reaches it at that node."""
+
+    def test_an_app_replica_runs_on_a_node_and_answers_through_the_gateway(self):
+        cluster = SlurmCluster(cpus=2).start()
+        self.addCleanup(cluster.stop)
+        server = SovaiServer(extra_args=["--executor", "slurm",
+                                         "--slurm-config", cluster.config_file()]).start()
+        self.addCleanup(server.cleanup)
+        s3 = server.boto3_client()
+        s3.create_bucket(Bucket="models")
+        model_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                 "models", "sovai-tiny-llama")
+        for name in os.listdir(model_dir):
+            s3.upload_file(os.path.join(model_dir, name), "models", "tiny/" + name)
+        status, app = server.api("POST", "/v1/apps", {
+            "name": "tiny", "model": "models@EU-WEST-LOCAL/tiny", "flavor": "ai1-1-cpu",
+            "unsecure_http": True})
+        self.assertEqual(status, 201, app)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            _, app = server.api("GET", "/v1/apps/tiny")
+            if app["state"] in ("RUNNING", "FAILED"):
+                break
+            time.sleep(0.5)
+        self.assertEqual(app["state"], "RUNNING", (app, server.server_log()))
+        replica = app["status"]["replicas"][0]
+        self.assertEqual(replica["node"], cluster.host)
+        status, job = server.api("GET", "/v1/jobs/" + replica["job"])
+        self.assertTrue(job["status"]["slurm_job_id"].isdigit(), job["status"])
+        self.assertEqual(job["status"]["node"], cluster.host)
+        req = urllib.request.Request(
+            app["url"] + "v1/chat/completions", method="POST",
+            data=json.dumps({"model": "tiny", "max_tokens": 4,
+                             "messages": [{"role": "user", "content": "hi"}]}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            answer = json.load(r)
+        self.assertEqual(answer["object"], "chat.completion")
+        self.assertGreater(answer["usage"]["completion_tokens"], 0)
+        server.api("DELETE", "/v1/apps/tiny")
 
 
 class SlurmRestartTest(unittest.TestCase):
