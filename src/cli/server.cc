@@ -781,6 +781,7 @@ struct PlatformServer::Impl {
   base::Status StartNotebooks() {
     control::NotebookServiceOptions o;
     o.jobs = jobs.get();
+    o.on_other_hosts = config.executor == "slurm";
     o.is_leader = LeaderCheck();
     o.env = &env;
     SOVAI_ASSIGN_OR_RETURN(notebooks, control::NotebookService::Start(control->db(), std::move(o)));

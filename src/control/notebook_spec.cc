@@ -131,7 +131,8 @@ std::string NotebookDirOf(const NotebookSpec& spec) {
 }
 
 JobSpec NotebookJobSpec(const std::string& id, const NotebookSpec& spec, uint16_t port,
-                        const std::string& jupyter_token, const std::vector<std::string>& program) {
+                        const std::string& jupyter_token, const std::vector<std::string>& program,
+                        bool listen_everywhere) {
   JobSpec job;
   job.name = spec.name.empty() ? id : spec.name;
   job.image = std::string(kShellImage);
@@ -139,7 +140,8 @@ JobSpec NotebookJobSpec(const std::string& id, const NotebookSpec& spec, uint16_
   job.command = program;
   job.command.insert(
       job.command.end(),
-      {"--no-browser", "--ip=127.0.0.1", "--port=" + std::to_string(port), "--port-retries=0",
+      {"--no-browser", listen_everywhere ? "--ip=0.0.0.0" : "--ip=127.0.0.1",
+       "--port=" + std::to_string(port), "--port-retries=0",
        "--NotebookApp.base_url=/notebooks/" + id + "/", "--NotebookApp.notebook_dir=" + dir,
        // The gateway checks the Origin of websockets and of cookie-authenticated
        // requests; Jupyter sees every request come from it (docs/api/notebooks.md).

@@ -70,8 +70,11 @@ inline constexpr std::string_view kJupyterProgram = "jupyter-notebook";
 // there) with Jupyter's flags, serving on 127.0.0.1:`port` with base URL /notebooks/<id>/, its
 // token in JUPYTER_TOKEN (never on the command line), its state in the sandbox's /tmp, labelled
 // kNotebookLabel=id, on the host network (the gateway reaches it on loopback).
+// With `listen_everywhere` (jobs on other hosts: the Slurm executor) it serves on every
+// interface of its node instead, for the gateway to reach it there.
 JobSpec NotebookJobSpec(const std::string& id, const NotebookSpec& spec, uint16_t port,
                         const std::string& jupyter_token,
-                        const std::vector<std::string>& program = {std::string(kJupyterProgram)});
+                        const std::vector<std::string>& program = {std::string(kJupyterProgram)},
+                        bool listen_everywhere = false);
 
 }  // namespace sovai::control

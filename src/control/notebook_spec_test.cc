@@ -157,6 +157,12 @@ TEST(NotebookSpecTest, TheJobRunsJupyterWithThePlatformsToken) {
   EXPECT_EQ(job.volumes, spec.volumes);
   EXPECT_EQ(job.network, NetworkMode::kHost);
   EXPECT_EQ(job.timeout_s, kNotebookJobTimeoutS);
+  // On another host (a Slurm node), Jupyter listens on the node's interfaces for the gateway.
+  JobSpec remote = NotebookJobSpec("nb_1", spec, 41234, "s3cret", {"jupyter-notebook"}, true);
+  EXPECT_NE(std::find(remote.command.begin(), remote.command.end(), "--ip=0.0.0.0"),
+            remote.command.end());
+  EXPECT_EQ(std::find(remote.command.begin(), remote.command.end(), "--ip=127.0.0.1"),
+            remote.command.end());
   // A stand-in program keeps Jupyter's flags after its own arguments.
   JobSpec fake = NotebookJobSpec("nb_1", spec, 1, "t", {"python3", "fake.py"});
   EXPECT_EQ(fake.command[0], "python3");

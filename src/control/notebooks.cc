@@ -42,9 +42,10 @@ bool Startable(NotebookState s) {
 
 std::string BasePath(const std::string& id) { return "/notebooks/" + id + "/"; }
 
-std::optional<JupyterAnswer> HttpFetch(uint16_t port, const std::string& path,
-                                       const std::string& token) {
+std::optional<JupyterAnswer> HttpFetch(const std::string& host, uint16_t port,
+                                       const std::string& path, const std::string& token) {
   net::ClientOptions options;
+  if (!host.empty()) options.host = host;
   options.port = port;
   options.connect_timeout = kProbeTimeout;
   options.read_timeout = kProbeTimeout;
@@ -352,7 +353,8 @@ Status NotebookService::SubmitJob(Notebook& nb, std::string* bad_field) {
   std::string token = base::RandomToken("", 24);
   SOVAI_ASSIGN_OR_RETURN(Job job, options_.jobs->Submit(nb.project, nb.user,
                                                         NotebookJobSpec(nb.id, nb.spec, port, token,
-                                                                        options_.jupyter_command),
+                                                                        options_.jupyter_command,
+                                                                        options_.on_other_hosts),
                                                         bad_field));
   nb.job = job.id;
   nb.port = port;
@@ -537,7 +539,8 @@ std::optional<NotebookRoute> NotebookService::Route(const std::string& id) {
   auto it = notebooks_.find(id);
   if (it == notebooks_.end() || it->second.state == NotebookState::kDeleted) return std::nullopt;
   const Notebook& nb = it->second;
-  return NotebookRoute{nb.id, nb.project, nb.spec.labels, nb.state, nb.port, nb.jupyter_token};
+  return NotebookRoute{nb.id,   nb.project,       nb.spec.labels, nb.state,
+                       nb.port, nb.jupyter_token, nb.host};
 }
 
 void NotebookService::NoteActivity(const std::string& id) {
@@ -550,7 +553,8 @@ void NotebookService::NoteActivity(const std::string& id) {
 std::optional<int64_t> NotebookService::JupyterActivity(const Notebook& nb) {
   const std::string base = BasePath(nb.id);
   // no_track_activity: the platform's own calls must not count as the user's activity.
-  auto status = options_.fetch(nb.port, base + "api/status?no_track_activity=1", nb.jupyter_token);
+  auto status =
+      options_.fetch(nb.host, nb.port, base + "api/status?no_track_activity=1", nb.jupyter_token);
   if (!status || status->status != 200) return std::nullopt;
   auto doc = base::ParseJson(status->body);
   if (!doc.ok() || !doc->is_object()) return std::nullopt;
@@ -560,8 +564,8 @@ std::optional<int64_t> NotebookService::JupyterActivity(const Notebook& nb) {
   }
   // A kernel that computes without printing updates nothing: busy means active now.
   if (doc->value("kernels", 0) > 0) {
-    auto kernels =
-        options_.fetch(nb.port, base + "api/kernels?no_track_activity=1", nb.jupyter_token);
+    auto kernels = options_.fetch(nb.host, nb.port, base + "api/kernels?no_track_activity=1",
+                                  nb.jupyter_token);
     if (kernels && kernels->status == 200) {
       auto list = base::ParseJson(kernels->body);
       if (list.ok() && list->is_array()) {
@@ -631,6 +635,7 @@ void NotebookService::Reconcile(const std::string& id) {
 
   // 1. Look at the job, and at Jupyter; decide without the lock.
   auto job = options_.jobs->Get(snapshot.project, snapshot.job);
+  if (job.ok()) snapshot.host = job->node;
   std::optional<NotebookState> next;
   std::string why;
   std::vector<std::string> events;
@@ -668,9 +673,9 @@ void NotebookService::Reconcile(const std::string& id) {
     if (snapshot.state == NotebookState::kStarting) {
       if (now - rt->last_probe >= options_.probe_interval) {
         rt->last_probe = now;
-        auto answer =
-            options_.fetch(snapshot.port, BasePath(snapshot.id) + "api/status?no_track_activity=1",
-                           snapshot.jupyter_token);
+        auto answer = options_.fetch(snapshot.host, snapshot.port,
+                                     BasePath(snapshot.id) + "api/status?no_track_activity=1",
+                                     snapshot.jupyter_token);
         if (answer && answer->status == 200) {
           next = NotebookState::kRunning;
           events.push_back("Jupyter answers on port " + std::to_string(snapshot.port));
@@ -698,6 +703,7 @@ void NotebookService::Reconcile(const std::string& id) {
     auto it = notebooks_.find(id);
     if (it == notebooks_.end() || it->second.job != snapshot.job) return;
     Notebook& nb = it->second;
+    nb.host = snapshot.host;
     bool dirty = false;
     for (std::string& e : events) {
       AddEventLocked(nb, std::move(e));

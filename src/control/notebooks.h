@@ -95,6 +95,9 @@ struct Notebook {
   std::string reason;
   std::string job;  // the current (or last) job; "" before the first submission
   uint16_t port = 0;
+  // Where Jupyter listens: its job's node (a Slurm node), as the last round saw it; "" =
+  // 127.0.0.1.
+  std::string host;
   // Jupyter's token for the current job (new at each start). Never in the REST representation.
   std::string jupyter_token;
   std::vector<std::string> recent_jobs;  // newest last, bounded
@@ -115,6 +118,7 @@ struct NotebookRoute {
   NotebookState state = NotebookState::kStarting;
   uint16_t port = 0;
   std::string jupyter_token;
+  std::string host;  // "" = 127.0.0.1
 };
 
 // An answer of Jupyter's API: its status and body.
@@ -126,11 +130,14 @@ struct JupyterAnswer {
 struct NotebookServiceOptions {
   JobService* jobs = nullptr;  // not owned
   base::Env* env = nullptr;    // nullptr = base::Env::Default()
-  // GET http://127.0.0.1:<port><path> with `Authorization: token <token>`; nullopt when nothing
-  // answered. nullptr: a real HTTP call (kProbeTimeout).
-  std::function<std::optional<JupyterAnswer>(uint16_t port, const std::string& path,
-                                             const std::string& token)>
+  // GET http://<host>:<port><path> (host "" = 127.0.0.1) with `Authorization: token <token>`;
+  // nullopt when nothing answered. nullptr: a real HTTP call (kProbeTimeout).
+  std::function<std::optional<JupyterAnswer>(const std::string& host, uint16_t port,
+                                             const std::string& path, const std::string& token)>
       fetch;
+  // The jobs run on other hosts (the Slurm executor): Jupyter listens on every interface of its
+  // node, and is reached at its job's node.
+  bool on_other_hosts = false;
   // The program and first arguments of the notebook's job (NotebookJobSpec); tests put a
   // stand-in for Jupyter here.
   std::vector<std::string> jupyter_command = {std::string(kJupyterProgram)};

@@ -205,12 +205,16 @@ struct NotebookGateway::Impl {
     // as is.
     const std::string target(request.target());
     if (upgrade) {
-      return ForwardUpgrade(request, {.host = "127.0.0.1", .port = route->port}, target, set,
-                            tunnels, options.tunnel);
+      return ForwardUpgrade(request,
+                            {.host = route->host.empty() ? std::string("127.0.0.1") : route->host,
+                             .port = route->port},
+                            target, set, tunnels, options.tunnel);
     }
     headers.Set("Authorization", "token " + route->jupyter_token);
     ReplicaSet replicas;
-    replicas.Update({{.id = id, .host = "127.0.0.1", .port = route->port}});
+    replicas.Update({{.id = id,
+                      .host = route->host.empty() ? std::string("127.0.0.1") : route->host,
+                      .port = route->port}});
     return Forward(request, replicas, target, options.proxy);
   }
 

@@ -5,6 +5,7 @@ stop, timeout, queueing on a full node, a two-task job's RANK/WORLD_SIZE, live l
 and out, and a server restart while a Slurm job runs."""
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 import time
@@ -188,37 +189,51 @@ class SlurmExecutorTest(unittest.TestCase):
                          [])
 
 
-class SlurmAppTest(unittest.TestCase):
-    """An app's replica is a Slurm job on a node; the gateway reaches it at that node."""
+class SlurmServicesTest(unittest.TestCase):
+    """An app's replica and a notebook are Slurm jobs on a node; the gateway reaches them there."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = SlurmCluster(cpus=2).start()
+        try:
+            cls.server = SovaiServer(extra_args=[
+                "--executor", "slurm", "--slurm-config", cls.cluster.config_file()]).start()
+        except Exception:
+            cls.cluster.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.cleanup()
+        cls.cluster.stop()
+
+    def wait_for(self, path, field, states, timeout=180):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            _, body = self.server.api("GET", path)
+            if body[field] in states:
+                return body
+            time.sleep(0.5)
+        return body
 
     def test_an_app_replica_runs_on_a_node_and_answers_through_the_gateway(self):
-        cluster = SlurmCluster(cpus=2).start()
-        self.addCleanup(cluster.stop)
-        server = SovaiServer(extra_args=["--executor", "slurm",
-                                         "--slurm-config", cluster.config_file()]).start()
-        self.addCleanup(server.cleanup)
-        s3 = server.boto3_client()
+        s3 = self.server.boto3_client()
         s3.create_bucket(Bucket="models")
         model_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                  "models", "sovai-tiny-llama")
         for name in os.listdir(model_dir):
             s3.upload_file(os.path.join(model_dir, name), "models", "tiny/" + name)
-        status, app = server.api("POST", "/v1/apps", {
+        status, app = self.server.api("POST", "/v1/apps", {
             "name": "tiny", "model": "models@EU-WEST-LOCAL/tiny", "flavor": "ai1-1-cpu",
             "unsecure_http": True})
         self.assertEqual(status, 201, app)
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            _, app = server.api("GET", "/v1/apps/tiny")
-            if app["state"] in ("RUNNING", "FAILED"):
-                break
-            time.sleep(0.5)
-        self.assertEqual(app["state"], "RUNNING", (app, server.server_log()))
+        app = self.wait_for("/v1/apps/tiny", "state", ("RUNNING", "FAILED"))
+        self.assertEqual(app["state"], "RUNNING", (app, self.server.server_log()))
         replica = app["status"]["replicas"][0]
-        self.assertEqual(replica["node"], cluster.host)
-        status, job = server.api("GET", "/v1/jobs/" + replica["job"])
+        self.assertEqual(replica["node"], self.cluster.host)
+        status, job = self.server.api("GET", "/v1/jobs/" + replica["job"])
         self.assertTrue(job["status"]["slurm_job_id"].isdigit(), job["status"])
-        self.assertEqual(job["status"]["node"], cluster.host)
+        self.assertEqual(job["status"]["node"], self.cluster.host)
         req = urllib.request.Request(
             app["url"] + "v1/chat/completions", method="POST",
             data=json.dumps({"model": "tiny", "max_tokens": 4,
@@ -228,7 +243,24 @@ class SlurmAppTest(unittest.TestCase):
             answer = json.load(r)
         self.assertEqual(answer["object"], "chat.completion")
         self.assertGreater(answer["usage"]["completion_tokens"], 0)
-        server.api("DELETE", "/v1/apps/tiny")
+        self.server.api("DELETE", "/v1/apps/tiny")
+
+    def test_a_notebook_runs_on_a_node_and_answers_through_the_gateway(self):
+        if shutil.which("jupyter-notebook") is None:
+            self.skipTest("jupyter-notebook is not installed")
+        status, nb = self.server.api("POST", "/v1/notebooks", {"flavor": "ai1-1-cpu"})
+        self.assertEqual(status, 201, nb)
+        nb = self.wait_for("/v1/notebooks/" + nb["id"], "state", ("RUNNING", "FAILED", "ERROR"))
+        self.assertEqual(nb["state"], "RUNNING", (nb, self.server.server_log()))
+        req = urllib.request.Request(
+            self.server.api_url + "/notebooks/%s/api/status" % nb["id"],
+            headers={"Authorization": "Bearer " + self.server.admin_token()})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            self.assertIn("last_activity", json.load(r))
+        status, job = self.server.api("GET", "/v1/jobs/" + nb["job"])
+        self.assertTrue(job["status"]["slurm_job_id"].isdigit(), job["status"])
+        self.assertEqual(job["status"]["node"], self.cluster.host)
+        self.server.api("POST", "/v1/notebooks/%s/stop" % nb["id"])
 
 
 class SlurmRestartTest(unittest.TestCase):
