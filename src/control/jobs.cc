@@ -1353,6 +1353,12 @@ int MasterPortFor(const std::string& job_id) {
   return 20000 + static_cast<int>(value % 20000);
 }
 
+// "Slurm job 12 ended NODE_FAIL (NodeDown)".
+std::string SlurmEnded(const std::string& slurm_id, const exec::SlurmJobInfo& info) {
+  return "Slurm job " + slurm_id + " ended " + info.state +
+         (info.reason.empty() || info.reason == "None" ? "" : " (" + info.reason + ")");
+}
+
 // Pending reasons that no amount of waiting changes: the request exceeds what the partition,
 // the account or the QOS can ever give.
 bool NeverStarts(std::string_view reason) {
@@ -1533,6 +1539,25 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
       job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
   std::optional<std::chrono::steady_clock::time_point> deadline;
   std::optional<std::pair<JobState, std::string>> stopping;
+  // The outcome when Slurm itself ended the job (its state says how), or nothing when the job
+  // ended on its own (the agent's report then says how).
+  auto slurm_verdict = [&](const exec::SlurmJobInfo& info) -> std::optional<Outcome> {
+    const std::string what = SlurmEnded(job.slurm_job_id, info);
+    switch (info.phase) {
+      case exec::SlurmPhase::kTimeout:
+        return ended(JobState::kTimeout, what + ": it reached its --time limit");
+      case exec::SlurmPhase::kNodeFail:
+        return ended(JobState::kError, what + ": a node of the allocation failed");
+      case exec::SlurmPhase::kOutOfMemory:
+        return ended(JobState::kFailed, what + ": out of memory");
+      case exec::SlurmPhase::kCancelled:
+      case exec::SlurmPhase::kPreempted:
+        if (stopping) return ended(stopping->first, stopping->second);
+        return ended(JobState::kInterrupted, what);
+      default:
+        return std::nullopt;
+    }
+  };
   std::chrono::steady_clock::time_point stop_sent{};
   bool killed = false;
   std::string last_query_error;
@@ -1560,6 +1585,11 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
       pull_log();
       (void)reports.DeleteObject(bucket, prefix + std::string(exec::kAgentStatusName));
       advance_to(JobState::kFinalizing);
+      // Slurm's verdict comes first when Slurm itself ended the job (a node failure, its time
+      // limit, an administrator's scancel): the agent then saw only its steps vanish.
+      if (auto info = slurm.client->Query(job.slurm_job_id); info.ok()) {
+        if (auto verdict = slurm_verdict(*info)) return *verdict;
+      }
       Outcome o;
       if (!status->exit) {
         o = ended(JobState::kError,
@@ -1616,32 +1646,15 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
       // The batch step ended; its last report may have landed after the read above.
       if (auto last = agent_status(); last && last->phase == exec::AgentPhase::kDone) continue;
       pull_log();
-      const std::string what =
-          "Slurm job " + job.slurm_job_id + " ended " + info->state +
-          (info->reason.empty() || info->reason == "None" ? "" : " (" + info->reason + ")");
-      switch (info->phase) {
-        case exec::SlurmPhase::kTimeout:
-          return ended(JobState::kTimeout, what + ": it reached its --time limit");
-        case exec::SlurmPhase::kNodeFail:
-          return ended(JobState::kError, what + ": a node of the allocation failed");
-        case exec::SlurmPhase::kOutOfMemory:
-          return ended(JobState::kFailed, what + ": out of memory");
-        case exec::SlurmPhase::kCancelled:
-        case exec::SlurmPhase::kPreempted:
-          if (stopping) return ended(stopping->first, stopping->second);
-          return ended(JobState::kInterrupted, what);
-        default: {
-          Outcome o = ended(JobState::kError,
-                            what +
-                                ", but the agent's final report never arrived: the outputs "
-                                "may not be synced");
-          if (info->exit && info->exit->exited) o.exit_code = info->exit->code;
-          if (info->exit && info->exit->signaled) o.exit_signal = info->exit->signal;
-          job.exit_code = o.exit_code;
-          job.exit_signal = o.exit_signal;
-          return o;
-        }
-      }
+      if (auto verdict = slurm_verdict(*info)) return *verdict;
+      Outcome o = ended(JobState::kError, SlurmEnded(job.slurm_job_id, *info) +
+                                              ", but the agent's final report never arrived: "
+                                              "the outputs may not be synced");
+      if (info->exit && info->exit->exited) o.exit_code = info->exit->code;
+      if (info->exit && info->exit->signaled) o.exit_signal = info->exit->signal;
+      job.exit_code = o.exit_code;
+      job.exit_signal = o.exit_signal;
+      return o;
     }
 
     // Requests: a stop, a push (not available here), the timeout.

@@ -34,8 +34,11 @@ def memory_mb():
 
 
 class SlurmCluster:
-    def __init__(self, cpus=2):
+    def __init__(self, cpus=2, slurmd_timeout_s=300):
         self.cpus = cpus
+        # How long slurmctld waits for a silent slurmd before it declares the node DOWN (and its
+        # jobs NODE_FAIL).
+        self.slurmd_timeout_s = slurmd_timeout_s
         self.tmp = tempfile.mkdtemp(prefix="sovai-slurm-")
         # slurmd runs the jobs as the submitting user (root here); the workloads' own uid must
         # traverse the scratch directory.
@@ -96,6 +99,7 @@ class SlurmCluster:
             "ReturnToService=2",
             "MinJobAge=3600",
             "KillWait=5",
+            "SlurmdTimeout=%d" % self.slurmd_timeout_s,
             "MpiDefault=none",
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
@@ -147,6 +151,13 @@ class SlurmCluster:
             with open(self.path("log", name), "rb") as f:
                 out.append("--- %s\n%s" % (name, f.read().decode(errors="replace")[-2000:]))
         return "\n".join(out)
+
+    def kill_slurmd(self):
+        """SIGKILL of slurmd, as a node that dies (its running steps stay behind)."""
+        for p in self.procs:
+            if p.args[0].endswith("slurmd"):
+                p.kill()
+                p.wait()
 
     def squeue(self):
         r = subprocess.run(["squeue", "-h", "-o", "%i|%T|%r"], env=self.env, capture_output=True,

@@ -263,6 +263,36 @@ class SlurmServicesTest(unittest.TestCase):
         self.server.api("POST", "/v1/notebooks/%s/stop" % nb["id"])
 
 
+class SlurmNodeFailureTest(unittest.TestCase):
+    """A node that dies under a job: Slurm declares NODE_FAIL, the job ends ERROR saying so."""
+
+    def test_a_node_failure_ends_the_job_in_error(self):
+        cluster = SlurmCluster(cpus=2, slurmd_timeout_s=3).start()
+        self.addCleanup(cluster.stop)
+        server = SovaiServer(extra_args=["--executor", "slurm",
+                                         "--slurm-config", cluster.config_file()]).start()
+        self.addCleanup(server.cleanup)
+        status, job = server.api("POST", "/v1/jobs", shell("echo up; sleep 300"))
+        self.assertEqual(status, 201, job)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            _, job = server.api("GET", "/v1/jobs/" + job["id"])
+            if job["status"]["state"] == "RUNNING":
+                break
+            time.sleep(0.2)
+        self.assertEqual(job["status"]["state"], "RUNNING")
+        cluster.kill_slurmd()
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            _, job = server.api("GET", "/v1/jobs/" + job["id"])
+            if job["status"]["state"] in TERMINAL:
+                break
+            time.sleep(0.5)
+        self.assertEqual(job["status"]["state"], "ERROR", (job["status"], cluster.logs()))
+        self.assertIn("NODE_FAIL", job["status"]["reason"])
+        self.assertIn("a node of the allocation failed", job["status"]["reason"])
+
+
 class SlurmRestartTest(unittest.TestCase):
     """A Slurm job outlives the server: a restarted server follows it to its end."""
 
