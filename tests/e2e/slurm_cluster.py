@@ -175,9 +175,47 @@ class SlurmCluster:
             json.dump(settings, f)
         return path
 
+    def _own_processes(self):
+        """Pids of every process this cluster's daemons started (slurmstepd inherits their
+        SLURM_CONF) and of their descendants."""
+        parents, marked = {}, set()
+        needle = ("SLURM_CONF=" + self.conf).encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry, "rb") as f:
+                    stat = f.read()
+                parents[int(entry)] = int(stat[stat.rindex(b")") + 2:].split()[1])
+                with open("/proc/%s/environ" % entry, "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        marked.add(int(entry))
+            except (OSError, ValueError):
+                continue
+        daemons = {p.pid for p in self.procs}
+        found = set(marked - daemons)
+        changed = True
+        while changed:
+            changed = False
+            for pid, parent in parents.items():
+                if parent in found and pid not in found and pid not in daemons:
+                    found.add(pid)
+                    changed = True
+        return found
+
     def stop(self):
-        subprocess.run(["scancel", "--full", "--state=RUNNING", "-u", "root"], env=self.env,
+        subprocess.run(["scancel", "--state=PENDING", "-u", "root"], env=self.env,
                        capture_output=True)
+        subprocess.run(["scancel", "--full", "-u", "root"], env=self.env, capture_output=True)
+        deadline = time.time() + 15
+        while self.squeue() and time.time() < deadline:
+            time.sleep(0.2)
+        # Steps that outlived their slurmd (a killed node) are this test's to end.
+        for pid in self._own_processes():
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
         for p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
