@@ -59,12 +59,20 @@ std::map<std::string, std::string> SlurmEnvironment() {
   return out;
 }
 
-// The job's directory on this node: <scratch>/sovai-<Slurm job id>.
+// The job's directory on this node: <scratch>/sovai-<Slurm job id>, where "%n" in the scratch
+// directory is this node's Slurm name (as in slurm.conf's SlurmdSpoolDir), for nodes that share
+// a filesystem.
 Result<std::string> WorkDir(const exec::SlurmPlan& plan) {
   std::string id = Getenv("SLURM_JOB_ID");
-  if (id.empty())
+  if (id.empty()) {
     return base::FailedPreconditionError("SLURM_JOB_ID is not set: not in a Slurm job");
-  return base::JoinPath(plan.scratch_dir, "sovai-" + id);
+  }
+  std::string scratch = plan.scratch_dir;
+  for (size_t at; (at = scratch.find("%n")) != std::string::npos;) {
+    scratch.replace(at, 2, Getenv("SLURMD_NODENAME"));
+  }
+  SOVAI_RETURN_IF_ERROR(exec::MakeDir(scratch, 0755));
+  return base::JoinPath(scratch, "sovai-" + id);
 }
 
 std::string VolumeDir(const std::string& work, size_t i) {
@@ -311,6 +319,7 @@ int RunBatchStep(base::Env& env, const exec::SlurmPlan& plan) {
   auto say = [&](std::string_view line) { (void)log->Write(exec::LogSource::kSovai, line); };
   Shipper shipper(env, plan, log->path(), spool);
   exec::AgentStatus status;
+  status.node = Getenv("SLURMD_NODENAME");
   auto report = [&](exec::AgentPhase phase) {
     status.phase = phase;
     status.at_unix_micros = env.NowUnixMicros();

@@ -1475,7 +1475,11 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
     const int64_t timeout_s =
         job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
     batch.time_minutes = (timeout_s + 59) / 60 + slurm.staging_minutes;
-    batch.output_path = base::JoinPath(slurm.scratch_dir, "sovai-%j.out");
+    // The batch step's own output; Slurm opens it before the agent runs, so in a directory
+    // that exists (a scratch directory per node, "%n", does not yet).
+    batch.output_path = base::JoinPath(
+        slurm.scratch_dir.find("%n") == std::string::npos ? slurm.scratch_dir : "/tmp",
+        "sovai-%j.out");
     batch.env = {{"SOVAI_SLURM_PLAN", exec::EncodeSlurmPlan(plan)}};
     batch.agent_argv = {slurm.agent_binary, "slurm-agent", "run"};
     auto script = exec::BuildBatchScript(batch);
@@ -1564,6 +1568,10 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
   for (;;) {
     pull_log();
     std::optional<exec::AgentStatus> status = agent_status();
+    if (status && job.node.empty() && !status->node.empty()) {
+      job.node = status->node;
+      (void)Save(job);
+    }
     if (status) {
       switch (status->phase) {
         case exec::AgentPhase::kInitializing:

@@ -218,6 +218,7 @@ std::string AgentStatusToJson(const AgentStatus& status) {
   json j = {{"phase", AgentPhaseName(status.phase)},
             {"message", status.message},
             {"sync_failed", status.sync_failed},
+            {"node", status.node},
             {"at_unix_micros", status.at_unix_micros}};
   if (status.exit) {
     j["exit"] = {{"exited", status.exit->exited},
@@ -247,6 +248,7 @@ Result<AgentStatus> AgentStatusFromJson(std::string_view text) {
   }
   if (!known) return base::InvalidArgumentError("agent status: unknown phase \"" + phase + "\"");
   SOVAI_ASSIGN_OR_RETURN(status.message, r.String("message", /*required=*/false));
+  SOVAI_ASSIGN_OR_RETURN(status.node, r.String("node", /*required=*/false));
   if (j.contains("sync_failed")) {
     SOVAI_ASSIGN_OR_RETURN(status.sync_failed, r.Bool("sync_failed"));
   }

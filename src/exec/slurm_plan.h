@@ -8,7 +8,8 @@
 //
 // Reports, under `log_prefix` in `log_bucket`:
 //   status.json        {"phase": "initializing|running|finalizing|done", "exit": {...},
-//                       "message": "...", "at_unix_micros": N}, rewritten at each change;
+//                       "message": "...", "node": "...", "at_unix_micros": N}, rewritten at
+//                       each change;
 //   log-00000001, ...  consecutive chunks of the job log (docs/formats/job-log.md records, whole
 //                       records only), in order; the platform appends and deletes each.
 //
@@ -69,6 +70,7 @@ struct AgentStatus {
   std::optional<base::ExitStatus> exit;  // kDone: the workload's status (none: it never ran)
   std::string message;                   // kDone without exit: why (a volume failed to sync)
   bool sync_failed = false;              // kDone: the workload ran but the outputs did not sync
+  std::string node;                      // the batch step's node (the allocation's first)
   int64_t at_unix_micros = 0;
 };
 std::string AgentStatusToJson(const AgentStatus& status);

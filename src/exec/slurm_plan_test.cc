@@ -100,6 +100,7 @@ TEST(AgentStatusTest, RoundTripsAndRefusesNonsense) {
   done.exit = base::ExitStatus{.exited = true, .code = 3};
   done.sync_failed = true;
   done.at_unix_micros = 42;
+  done.node = "gpu03";
   auto back = AgentStatusFromJson(AgentStatusToJson(done));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->phase, AgentPhase::kDone);
@@ -107,6 +108,7 @@ TEST(AgentStatusTest, RoundTripsAndRefusesNonsense) {
   EXPECT_EQ(*back->exit, *done.exit);
   EXPECT_TRUE(back->sync_failed);
   EXPECT_EQ(back->at_unix_micros, 42);
+  EXPECT_EQ(back->node, "gpu03");
 
   for (
       const char* bad :

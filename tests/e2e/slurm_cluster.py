@@ -34,8 +34,11 @@ def memory_mb():
 
 
 class SlurmCluster:
-    def __init__(self, cpus=2, slurmd_timeout_s=300):
+    def __init__(self, cpus=2, slurmd_timeout_s=300, nodes=1):
         self.cpus = cpus
+        # Two nodes are two slurmd on this host, named after two names of it (its hostname and
+        # "localhost"), so that MASTER_ADDR resolves.
+        self.nodes = nodes
         # How long slurmctld waits for a silent slurmd before it declares the node DOWN (and its
         # jobs NODE_FAIL).
         self.slurmd_timeout_s = slurmd_timeout_s
@@ -45,6 +48,7 @@ class SlurmCluster:
         os.chmod(self.tmp, 0o755)
         self.procs = []
         self.host = socket.gethostname().split(".")[0]
+        self.node_names = [self.host, "localhost"][:nodes]
 
     @staticmethod
     def skip_reason():
@@ -66,30 +70,30 @@ class SlurmCluster:
         reason = self.skip_reason()
         if reason:
             raise unittest.SkipTest(reason)
-        for d in ("state", "spool", "log", "munge", "scratch"):
+        for d in ["state", "log", "munge", "scratch"] + ["spool-" + n for n in self.node_names]:
             os.makedirs(self.path(d), exist_ok=True)
         os.chmod(self.path("scratch"), 0o755)
         with open(self.path("munge", "munge.key"), "wb") as f:
             f.write(os.urandom(1024))
         os.chmod(self.path("munge", "munge.key"), 0o600)
         socket_path = self.path("munge", "munge.sock")
-        ctld_port, slurmd_port = free_port(), free_port()
+        ctld_port = free_port()
+        slurmd_ports = [free_port() for _ in self.node_names]
         conf = "\n".join([
             "ClusterName=sovaitest",
             "SlurmctldHost=%s(127.0.0.1)" % self.host,
             "SlurmctldPort=%d" % ctld_port,
-            "SlurmdPort=%d" % slurmd_port,
             "AuthType=auth/munge",
             "AuthInfo=socket=%s" % socket_path,
             "CredType=cred/munge",
             "SlurmUser=root",
             "SlurmdUser=root",
             "StateSaveLocation=%s" % self.path("state"),
-            "SlurmdSpoolDir=%s" % self.path("spool"),
+            "SlurmdSpoolDir=%s" % self.path("spool-%n"),
             "SlurmctldPidFile=%s" % self.path("slurmctld.pid"),
-            "SlurmdPidFile=%s" % self.path("slurmd.pid"),
+            "SlurmdPidFile=%s" % self.path("slurmd-%n.pid"),
             "SlurmctldLogFile=%s" % self.path("log", "slurmctld.log"),
-            "SlurmdLogFile=%s" % self.path("log", "slurmd.log"),
+            "SlurmdLogFile=%s" % self.path("log", "slurmd-%n.log"),
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "SchedulerType=sched/backfill",
@@ -104,9 +108,14 @@ class SlurmCluster:
             "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none",
             "SwitchType=switch/none",
-            "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d State=UNKNOWN" % (
-                self.host, self.cpus, int(memory_mb() * 0.8)),
-            "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % self.host,
+        ] + [
+            "NodeName=%s NodeHostname=%s NodeAddr=127.0.0.1 Port=%d CPUs=%d RealMemory=%d "
+            "State=UNKNOWN" % (name, self.host, slurmd_ports[i], self.cpus,
+                               int(memory_mb() * 0.8 / self.nodes))
+            for i, name in enumerate(self.node_names)
+        ] + [
+            "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE State=UP" % (
+                ",".join(self.node_names)),
             "",
         ])
         self.conf = self.path("slurm.conf")
@@ -119,12 +128,14 @@ class SlurmCluster:
                       "--seed-file", self.path("munge", "seed"), "--force"])
         self._wait_for(lambda: os.path.exists(socket_path), "munged")
         self._daemon(["slurmctld", "-D", "-f", self.conf])
-        self._daemon(["slurmd", "-D", "-f", self.conf])
+        for name in self.node_names:
+            self._daemon(["slurmd", "-D", "-f", self.conf, "-N", name])
         self._wait_for(self._node_idle, "the node to be idle in sinfo")
         return self
 
     def _daemon(self, argv):
-        log = open(self.path("log", argv[0] + ".out"), "ab")
+        log = open(self.path("log", "-".join([argv[0]] + argv[-1:] if argv[0] == "slurmd"
+                                             else [argv[0]]) + ".out"), "ab")
         binary = shutil.which(argv[0]) or "/usr/sbin/" + argv[0]
         self.procs.append(subprocess.Popen([binary] + argv[1:], stdout=log, stderr=log,
                                            env=dict(os.environ, SLURM_CONF=self.path("slurm.conf"))))
@@ -132,7 +143,15 @@ class SlurmCluster:
     def _node_idle(self):
         r = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env, capture_output=True,
                            text=True)
-        return r.returncode == 0 and r.stdout.strip() in ("idle", "mix", "alloc")
+        states = r.stdout.split()
+        return (r.returncode == 0 and len(states) >= 1 and
+                all(state in ("idle", "mix", "alloc") for state in states) and
+                self._idle_nodes() == len(self.node_names))
+
+    def _idle_nodes(self):
+        r = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=self.env,
+                           capture_output=True, text=True)
+        return sum(1 for line in r.stdout.splitlines() if line.split()[1:] == ["idle"])
 
     def _wait_for(self, ready, what, timeout=30):
         deadline = time.time() + timeout
@@ -168,7 +187,8 @@ class SlurmCluster:
         """The --slurm-config file for `sovai server --executor slurm`."""
         import json
         settings.setdefault("slurm_conf", self.conf)
-        settings.setdefault("scratch_dir", self.path("scratch"))
+        # Several nodes of this host share its filesystem: a scratch directory per node.
+        settings.setdefault("scratch_dir", self.path("scratch") + ("-%n" if self.nodes > 1 else ""))
         settings.setdefault("poll_ms", 200)
         path = self.path("sovai-slurm.json")
         with open(path, "w") as f:

@@ -263,6 +263,48 @@ class SlurmServicesTest(unittest.TestCase):
         self.server.api("POST", "/v1/notebooks/%s/stop" % nb["id"])
 
 
+class SlurmTwoNodesTest(unittest.TestCase):
+    """A job over two nodes: its volumes are staged on each node, one task per node gets its
+    RANK, NODE_RANK and the first node as MASTER_ADDR, and the outputs of the first node come
+    back."""
+
+    def test_a_two_node_job(self):
+        cluster = SlurmCluster(cpus=1, nodes=2).start()
+        self.addCleanup(cluster.stop)
+        server = SovaiServer(extra_args=["--executor", "slurm",
+                                         "--slurm-config", cluster.config_file()]).start()
+        self.addCleanup(server.cleanup)
+        s3 = server.boto3_client()
+        s3.create_bucket(Bucket="data")
+        s3.put_object(Bucket="data", Key="in/shard.txt", Body=b"shared input\n")
+        status, job = server.api("POST", "/v1/jobs", shell(
+            "echo task rank=$RANK node=$NODE_RANK world=$WORLD_SIZE master=$MASTER_ADDR "
+            "input=$(cat /mnt/in/shard.txt); echo $RANK > /mnt/out/rank-$RANK.txt",
+            ["data@EU-WEST-LOCAL/in:/mnt/in:ro", "data@EU-WEST-LOCAL/out:/mnt/out:rw"],
+            units=2, nodes=2))
+        self.assertEqual(status, 201, job)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            _, job = server.api("GET", "/v1/jobs/" + job["id"])
+            if job["status"]["state"] in TERMINAL:
+                break
+            time.sleep(0.2)
+        _, log = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job["id"], raw=True)
+        self.assertEqual(job["status"]["state"], "DONE", log)
+        lines = sorted(l.split(" stdout ", 1)[1] for l in log.splitlines() if " stdout task" in l)
+        self.assertEqual(len(lines), 2, log)
+        master = job["status"]["node"]
+        self.assertIn(master, cluster.node_names)
+        for rank, line in enumerate(lines):
+            self.assertEqual(line, "task rank=%d node=%d world=2 master=%s input=shared input" % (
+                rank, rank, master))
+        # Staged on each node; the first node's outputs are the ones synced back.
+        self.assertIn("2 node(s)", log)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="data", Prefix="out/").get(
+            "Contents", [])]
+        self.assertEqual(keys, ["out/rank-0.txt"], log)
+
+
 class SlurmNodeFailureTest(unittest.TestCase):
     """A node that dies under a job: Slurm declares NODE_FAIL, the job ends ERROR saying so."""
 
