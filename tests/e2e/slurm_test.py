@@ -266,7 +266,7 @@ class SlurmServicesTest(unittest.TestCase):
 class SlurmTwoNodesTest(unittest.TestCase):
     """A job over two nodes: its volumes are staged on each node, one task per node gets its
     RANK, NODE_RANK and the first node as MASTER_ADDR, and the outputs of the first node come
-    back."""
+    back; a torch.distributed script rendezvous across the nodes with that environment."""
 
     def test_a_two_node_job(self):
         cluster = SlurmCluster(cpus=1, nodes=2).start()
@@ -303,6 +303,31 @@ class SlurmTwoNodesTest(unittest.TestCase):
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket="data", Prefix="out/").get(
             "Contents", [])]
         self.assertEqual(keys, ["out/rank-0.txt"], log)
+
+        # A torchrun-style script: torch.distributed rendezvous over env:// across the nodes.
+        if subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"],
+                          capture_output=True).returncode != 0:
+            return  # python3-torch is not installed: the environment above is what it reads
+        script = ("import torch, torch.distributed as dist\n"
+                  "dist.init_process_group('gloo', init_method='env://')\n"
+                  "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+                  "dist.all_reduce(t)\n"
+                  "print('allreduce rank', dist.get_rank(), 'of', dist.get_world_size(), '=',"
+                  " t.item(), flush=True)\n")
+        status, job = server.api("POST", "/v1/jobs", {
+            "image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 2, "nodes": 2,
+            "command": ["/usr/bin/python3", "-c", script]})
+        self.assertEqual(status, 201, job)
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            _, job = server.api("GET", "/v1/jobs/" + job["id"])
+            if job["status"]["state"] in TERMINAL:
+                break
+            time.sleep(0.5)
+        _, log = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job["id"], raw=True)
+        self.assertEqual(job["status"]["state"], "DONE", log)
+        self.assertIn("stdout allreduce rank 0 of 2 = 3.0", log)
+        self.assertIn("stdout allreduce rank 1 of 2 = 3.0", log)
 
 
 class SlurmNodeFailureTest(unittest.TestCase):
