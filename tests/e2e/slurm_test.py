@@ -11,20 +11,50 @@ import urllib.request
 import time
 import unittest
 
-from slurm_cluster import SlurmCluster
+from slurm_cluster import SlurmCluster, free_port
 from sovai_fixture import SovaiServer, TERMINAL, shell
+
+
+def start_platform(server_args=(), **cluster_args):
+    """A started Slurm cluster and a `sovai server --executor slurm` on it (the caller stops
+    the server, then the cluster)."""
+    cluster = SlurmCluster(**cluster_args).start()
+    try:
+        server = SovaiServer(extra_args=["--executor", "slurm", "--slurm-config",
+                                         cluster.config_file(), *server_args]).start()
+    except Exception:
+        cluster.stop()
+        raise
+    return cluster, server
+
+
+def slurm_platform(testcase, server_args=(), **cluster_args):
+    """start_platform, stopped when `testcase` ends."""
+    cluster, server = start_platform(server_args, **cluster_args)
+    testcase.addCleanup(cluster.stop)
+    testcase.addCleanup(server.cleanup)
+    return cluster, server
+
+
+def wait_job(server, job_id, states=TERMINAL, timeout=90):
+    """The job once its state is one of `states`, or as it is after `timeout` seconds."""
+    deadline = time.time() + timeout
+    while True:
+        _, job = server.api("GET", "/v1/jobs/" + job_id)
+        if job["status"]["state"] in states or time.time() > deadline:
+            return job
+        time.sleep(0.2)
+
+
+def job_log(server, job_id):
+    _, text = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job_id, raw=True)
+    return text
 
 
 class SlurmExecutorTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cluster = SlurmCluster(cpus=2).start()
-        try:
-            cls.server = SovaiServer(extra_args=[
-                "--executor", "slurm", "--slurm-config", cls.cluster.config_file()]).start()
-        except Exception:
-            cls.cluster.stop()
-            raise
+        cls.cluster, cls.server = start_platform(cpus=2)
         cls.s3 = cls.server.boto3_client()
         cls.s3.create_bucket(Bucket="data")
 
@@ -44,14 +74,11 @@ class SlurmExecutorTest(unittest.TestCase):
         return job
 
     def wait(self, job_id, states=TERMINAL, timeout=90):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            job = self.get(job_id)
-            if job["status"]["state"] in states:
-                return job
-            time.sleep(0.2)
-        self.fail("job %s stayed %s; log:\n%s\n%s" % (job_id, job["status"], self.log(job_id),
-                                                      self.cluster.logs()))
+        job = wait_job(self.server, job_id, states, timeout)
+        if job["status"]["state"] not in states:
+            self.fail("job %s stayed %s; log:\n%s\n%s" % (
+                job_id, job["status"], self.log(job_id), self.cluster.logs()))
+        return job
 
     def log(self, job_id):
         status, text = self.server.api("GET", "/v1/jobs/%s/logs?offset=0" % job_id, raw=True)
@@ -194,13 +221,7 @@ class SlurmServicesTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.cluster = SlurmCluster(cpus=2).start()
-        try:
-            cls.server = SovaiServer(extra_args=[
-                "--executor", "slurm", "--slurm-config", cls.cluster.config_file()]).start()
-        except Exception:
-            cls.cluster.stop()
-            raise
+        cls.cluster, cls.server = start_platform(cpus=2)
 
     @classmethod
     def tearDownClass(cls):
@@ -269,11 +290,7 @@ class SlurmTwoNodesTest(unittest.TestCase):
     back; a torch.distributed script rendezvous across the nodes with that environment."""
 
     def test_a_two_node_job(self):
-        cluster = SlurmCluster(cpus=1, nodes=2).start()
-        self.addCleanup(cluster.stop)
-        server = SovaiServer(extra_args=["--executor", "slurm",
-                                         "--slurm-config", cluster.config_file()]).start()
-        self.addCleanup(server.cleanup)
+        cluster, server = slurm_platform(self, cpus=1, nodes=2)
         s3 = server.boto3_client()
         s3.create_bucket(Bucket="data")
         s3.put_object(Bucket="data", Key="in/shard.txt", Body=b"shared input\n")
@@ -283,13 +300,8 @@ class SlurmTwoNodesTest(unittest.TestCase):
             ["data@EU-WEST-LOCAL/in:/mnt/in:ro", "data@EU-WEST-LOCAL/out:/mnt/out:rw"],
             units=2, nodes=2))
         self.assertEqual(status, 201, job)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job["id"])
-            if job["status"]["state"] in TERMINAL:
-                break
-            time.sleep(0.2)
-        _, log = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job["id"], raw=True)
+        job = wait_job(server, job["id"], timeout=120)
+        log = job_log(server, job["id"])
         self.assertEqual(job["status"]["state"], "DONE", log)
         lines = sorted(l.split(" stdout ", 1)[1] for l in log.splitlines() if " stdout task" in l)
         self.assertEqual(len(lines), 2, log)
@@ -318,13 +330,8 @@ class SlurmTwoNodesTest(unittest.TestCase):
             "image": "sovai/shell", "flavor": "ai1-1-cpu", "units": 2, "nodes": 2,
             "command": ["/usr/bin/python3", "-c", script]})
         self.assertEqual(status, 201, job)
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job["id"])
-            if job["status"]["state"] in TERMINAL:
-                break
-            time.sleep(0.5)
-        _, log = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job["id"], raw=True)
+        job = wait_job(server, job["id"], timeout=180)
+        log = job_log(server, job["id"])
         self.assertEqual(job["status"]["state"], "DONE", log)
         self.assertIn("stdout allreduce rank 0 of 2 = 3.0", log)
         self.assertIn("stdout allreduce rank 1 of 2 = 3.0", log)
@@ -334,27 +341,13 @@ class SlurmNodeFailureTest(unittest.TestCase):
     """A node that dies under a job: Slurm declares NODE_FAIL, the job ends ERROR saying so."""
 
     def test_a_node_failure_ends_the_job_in_error(self):
-        cluster = SlurmCluster(cpus=2, slurmd_timeout_s=3).start()
-        self.addCleanup(cluster.stop)
-        server = SovaiServer(extra_args=["--executor", "slurm",
-                                         "--slurm-config", cluster.config_file()]).start()
-        self.addCleanup(server.cleanup)
+        cluster, server = slurm_platform(self, cpus=2, slurmd_timeout_s=3)
         status, job = server.api("POST", "/v1/jobs", shell("echo up; sleep 300"))
         self.assertEqual(status, 201, job)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job["id"])
-            if job["status"]["state"] == "RUNNING":
-                break
-            time.sleep(0.2)
+        job = wait_job(server, job["id"], {"RUNNING"}, timeout=60)
         self.assertEqual(job["status"]["state"], "RUNNING")
         cluster.kill_slurmd()
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job["id"])
-            if job["status"]["state"] in TERMINAL:
-                break
-            time.sleep(0.5)
+        job = wait_job(server, job["id"], timeout=120)
         self.assertEqual(job["status"]["state"], "ERROR", (job["status"], cluster.logs()))
         self.assertIn("NODE_FAIL", job["status"]["reason"])
         self.assertIn("a node of the allocation failed", job["status"]["reason"])
@@ -364,15 +357,9 @@ class SlurmRestartTest(unittest.TestCase):
     """A Slurm job outlives the server: a restarted server follows it to its end."""
 
     def test_server_restart_follows_the_running_slurm_job(self):
-        cluster = SlurmCluster(cpus=2).start()
-        self.addCleanup(cluster.stop)
         # The nodes reach the platform's S3 at a fixed address, as in any deployment: the
         # restarted server listens where the first one did.
-        from slurm_cluster import free_port
-        server = SovaiServer(extra_args=[
-            "--executor", "slurm", "--slurm-config", cluster.config_file(),
-            "--listen-s3", "127.0.0.1:%d" % free_port()]).start()
-        self.addCleanup(server.cleanup)
+        cluster, server = slurm_platform(self, ["--listen-s3", "127.0.0.1:%d" % free_port()])
         s3 = server.boto3_client()
         s3.create_bucket(Bucket="data")
         status, job = server.api("POST", "/v1/jobs", shell(
@@ -380,22 +367,12 @@ class SlurmRestartTest(unittest.TestCase):
             ["data@EU-WEST-LOCAL/out:/mnt/out:rw"]))
         self.assertEqual(status, 201, job)
         job_id = job["id"]
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job_id)
-            if job["status"]["state"] == "RUNNING":
-                break
-            time.sleep(0.1)
+        job = wait_job(server, job_id, {"RUNNING"}, timeout=30)
         self.assertEqual(job["status"]["state"], "RUNNING")
         server.kill()
         server.start()
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            _, job = server.api("GET", "/v1/jobs/" + job_id)
-            if job["status"]["state"] in TERMINAL:
-                break
-            time.sleep(0.2)
-        _, log = server.api("GET", "/v1/jobs/%s/logs?offset=0" % job_id, raw=True)
+        job = wait_job(server, job_id, timeout=60)
+        log = job_log(server, job_id)
         self.assertEqual(job["status"]["state"], "DONE", log)
         self.assertIn("following Slurm job", log)
         self.assertIn(" stdout after", log)
