@@ -80,7 +80,11 @@ async function fitsPhone(name) {
   await page.setViewportSize({ width: 375, height: 812 });
   await page.waitForTimeout(300);
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  ok(width <= 375, `${name} fits 375 px`, `scrollWidth ${width}`);
+  // What sticks out, when something does: the innermost elements past the right edge.
+  const wide = width <= 375 ? [] : await page.evaluate(() => [...document.querySelectorAll("body *")]
+    .filter((e) => e.getBoundingClientRect().right > 375 && ![...e.children].some((c) => c.getBoundingClientRect().right > 375))
+    .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}.${e.className} right ${e.getBoundingClientRect().right.toFixed(1)}`));
+  ok(width <= 375, `${name} fits 375 px`, `scrollWidth ${width}${wide.length ? "; " + wide.join(", ") : ""}`);
   await shot(`phone-${name}`);
   await page.setViewportSize({ width: 1280, height: 900 });
 }
