@@ -184,8 +184,9 @@ Result<std::vector<std::string>> BuildSandboxEnv(const SandboxSpec& spec) {
     if (!seen.insert(name).second) {
       return base::InvalidArgumentError("env " + name + " is given twice");
     }
+    // (clang 14 cannot capture a structured binding: name it.)
     auto it = std::find_if(vars.begin(), vars.begin() + defaults,
-                           [&](const auto& var) { return var.first == name; });
+                           [&name = name](const auto& var) { return var.first == name; });
     if (it != vars.begin() + defaults) {
       it->second = value;
     } else {

@@ -1,11 +1,13 @@
-# Host resources, the bubblewrap sandbox, job-log capture and the Slurm commands (resources.h,
-# sandbox.h, log_capture.h, slurm.h). Included by src/exec/CMakeLists.txt.
+# Host resources, the bubblewrap sandbox, job-log capture and the Slurm commands and documents
+# (resources.h, sandbox.h, log_capture.h, slurm.h, slurm_plan.h). Included by
+# src/exec/CMakeLists.txt.
 
 add_library(sovai_exec_sandbox STATIC
   ${CMAKE_CURRENT_SOURCE_DIR}/log_capture.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/resources.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/sandbox.cc
   ${CMAKE_CURRENT_SOURCE_DIR}/slurm.cc
+  ${CMAKE_CURRENT_SOURCE_DIR}/slurm_plan.cc
 )
 target_include_directories(sovai_exec_sandbox PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(sovai_exec_sandbox PUBLIC sovai_base)
@@ -16,6 +18,11 @@ sovai_test(NAME exec_resources_test LABELS unit DEPS sovai_exec_sandbox SRCS
 
 sovai_test(NAME exec_slurm_test LABELS unit DEPS sovai_exec_sandbox SRCS
   ${CMAKE_CURRENT_SOURCE_DIR}/slurm_test.cc
+)
+
+# The Slurm agent's plan and status documents (values only: no S3 client is linked).
+sovai_test(NAME exec_slurm_plan_test LABELS unit DEPS sovai_exec_sandbox SRCS
+  ${CMAKE_CURRENT_SOURCE_DIR}/slurm_plan_test.cc
 )
 
 sovai_test(NAME exec_log_capture_test LABELS unit DEPS sovai_exec_sandbox SRCS

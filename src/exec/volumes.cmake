@@ -4,7 +4,6 @@
 # parsers are for request bodies only.
 add_library(sovai_exec_volumes STATIC
   ${CMAKE_CURRENT_LIST_DIR}/s3_client.cc
-  ${CMAKE_CURRENT_LIST_DIR}/slurm_plan.cc
   ${CMAKE_CURRENT_LIST_DIR}/volume_spec.cc
   ${CMAKE_CURRENT_LIST_DIR}/volume_sync.cc
 )
@@ -16,11 +15,6 @@ target_link_libraries(sovai_exec_volumes
 # Pure parsing: specs, the key <-> path rules.
 sovai_test(NAME exec_volume_spec_test LABELS unit DEPS sovai_exec_volumes SRCS
   ${CMAKE_CURRENT_LIST_DIR}/volume_spec_test.cc
-)
-
-# The Slurm agent's plan and status documents.
-sovai_test(NAME exec_slurm_plan_test LABELS unit DEPS sovai_exec_volumes SRCS
-  ${CMAKE_CURRENT_LIST_DIR}/slurm_plan_test.cc
 )
 
 # Against a real in-process object store and S3 front end on a loopback port.
