@@ -13,6 +13,7 @@
 #include "base/strings.h"
 #include "base/time.h"
 #include "control/datastores.h"
+#include "control/row_version.h"
 #include "exec/resources.h"
 #include "exec/s3_client.h"
 #include "exec/volume_spec.h"
@@ -393,20 +394,10 @@ Status AppService::Save(const App& app) {
   const int64_t expected = known == versions_.end() ? 0 : known->second;
   int64_t version = 0;
   SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
-    // The row must be as this process last saw it: another server's change since then is not
-    // overwritten (the next refresh reads it). The new version is above the old one even when
-    // the clocks of the servers disagree.
-    SOVAI_ASSIGN_OR_RETURN(base::Statement current,
-                           sql.Prepare("SELECT updated_at FROM apps WHERE id = ?1"));
-    current.Bind(1, app.id);
-    SOVAI_ASSIGN_OR_RETURN(bool exists, current.Step());
-    const int64_t stored = exists ? current.ColumnInt(0) : 0;
     // One server (no is_leader) is the only writer: nothing to check.
-    if (options_.is_leader && stored != expected) {
-      return base::AbortedError("app " + app.id +
-                                " was changed by another server at the same moment; try again");
-    }
-    version = std::max(env_.NowUnixMicros(), stored + 1);
+    SOVAI_ASSIGN_OR_RETURN(
+        version, NextRowVersion(sql, "apps", "app", app.id, expected, options_.is_leader != nullptr,
+                                env_.NowUnixMicros()));
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
         sql.Prepare("INSERT INTO apps(id, project, user, name, spec, adapter, state, reason, "

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "control/apps.h"
+#include "control/row_version.h"
 #include "net/client.h"
 
 namespace sovai::control {
@@ -290,20 +291,10 @@ Status NotebookService::Save(const Notebook& nb) {
   const int64_t expected = known == versions_.end() ? 0 : known->second;
   int64_t version = 0;
   SOVAI_RETURN_IF_ERROR(db_.Write([&](base::Database& sql) -> Status {
-    // The row must be as this process last saw it: another server's change since then is not
-    // overwritten (the next refresh reads it). The new version is above the old one even when
-    // the clocks of the servers disagree.
-    SOVAI_ASSIGN_OR_RETURN(base::Statement current,
-                           sql.Prepare("SELECT updated_at FROM notebooks WHERE id = ?1"));
-    current.Bind(1, nb.id);
-    SOVAI_ASSIGN_OR_RETURN(bool exists, current.Step());
-    const int64_t stored = exists ? current.ColumnInt(0) : 0;
     // One server (no is_leader) is the only writer: nothing to check.
-    if (options_.is_leader && stored != expected) {
-      return base::AbortedError("notebook " + nb.id +
-                                " was changed by another server at the same moment; try again");
-    }
-    version = std::max(env_.NowUnixMicros(), stored + 1);
+    SOVAI_ASSIGN_OR_RETURN(version,
+                           NextRowVersion(sql, "notebooks", "notebook", nb.id, expected,
+                                          options_.is_leader != nullptr, env_.NowUnixMicros()));
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
         sql.Prepare(
