@@ -12,7 +12,7 @@ import subprocess
 import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, random_bytes
+from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, random_bytes, SeveralServers
 
 TEXT = b"kept outside the platform\n"
 BLOB = random_bytes(300 * 1024, "datastore-e2e")
@@ -26,35 +26,16 @@ def copy_job(*volumes):
                                          "outputs@ext/results:/mnt/out:rw"]}
 
 
-class DatastoresTest(unittest.TestCase):
+class DatastoresTest(SeveralServers, unittest.TestCase):
     def setUp(self):
         self.servers = []
         # B: another Sovai server of its own region, standing for any S3 service.
         self.ext = self.start(SovaiServer(extra_args=["--region", "EU-NORTH-9"]))
         self.platform = self.start(SovaiServer())
-        status, info = self.platform.api("GET", "/v1/flavors")
-        self.assertEqual(status, 200, info)
-        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
-
-    def start(self, server):
-        self.servers.append(server)
-        # The workload's unprivileged uid must traverse down to its volumes.
-        os.chmod(server.tmp, 0o711)
-        return server.start()
-
-    def tearDown(self):
-        for server in reversed(self.servers):
-            server.cleanup()
+        self.require_jobs(self.platform)
 
     def s3(self, server, region, access_key, secret_key):
-        import boto3
-        from botocore.config import Config
-        return boto3.client(
-            "s3", endpoint_url=server.s3_url, region_name=region,
-            aws_access_key_id=access_key, aws_secret_access_key=secret_key,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        return server.boto3_client(access_key, secret_key, region=region)
 
     def member(self, server, project_name, user_name, role):
         """A project, a user with `role` in it and the user's token on `server`."""

@@ -9,7 +9,7 @@ import subprocess
 import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer
+from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, SeveralServers
 
 CONTENT = b"kept in EU-CENTRAL-2\n"
 
@@ -20,7 +20,7 @@ def copy_job(source_volume):
             "volumes": [source_volume, "results@EU-WEST-LOCAL/res:/workspace/out:rw"]}
 
 
-class ResidencyTest(unittest.TestCase):
+class ResidencyTest(SeveralServers, unittest.TestCase):
     def setUp(self):
         self.servers = []
         self.central = self.start(SovaiServer(extra_args=["--region", "EU-CENTRAL-2"]))
@@ -32,30 +32,10 @@ class ResidencyTest(unittest.TestCase):
         os.chmod(regions, 0o600)
         self.west = self.start(SovaiServer(
             extra_args=["--region", "EU-WEST-LOCAL", "--regions", regions]))
-        status, info = self.west.api("GET", "/v1/flavors")
-        self.assertEqual(status, 200, info)
-        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
-
-    def start(self, server):
-        self.servers.append(server)
-        # The workload's unprivileged uid must traverse down to its volumes.
-        os.chmod(server.tmp, 0o711)
-        return server.start()
-
-    def tearDown(self):
-        for server in reversed(self.servers):
-            server.cleanup()
+        self.require_jobs(self.west)
 
     def s3(self, server, region, access_key=None, secret_key=None):
-        import boto3
-        from botocore.config import Config
-        return boto3.client(
-            "s3", endpoint_url=server.s3_url, region_name=region,
-            aws_access_key_id=access_key or server.access_key,
-            aws_secret_access_key=secret_key or server.secret_key,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        return server.boto3_client(access_key, secret_key, region=region)
 
     def sovai(self, *args, token):
         """The real CLI against A, logged in by environment only."""

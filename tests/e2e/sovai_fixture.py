@@ -155,11 +155,12 @@ class SovaiServer:
         self.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def boto3_client(self, access_key=None, secret_key=None, addressing="path", **config):
+    def boto3_client(self, access_key=None, secret_key=None, addressing="path", region=REGION,
+                     **config):
         import boto3
         from botocore.config import Config
         return boto3.client(
-            "s3", endpoint_url=self.s3_url, region_name=REGION,
+            "s3", endpoint_url=self.s3_url, region_name=region,
             aws_access_key_id=access_key or self.access_key,
             aws_secret_access_key=secret_key or self.secret_key,
             verify=self.cert if self.tls else None,
@@ -200,3 +201,27 @@ class SovaiServer:
                      "Content-Type": "application/json"})
         with urllib.request.urlopen(req) as r:
             return json.load(r)
+
+
+class SeveralServers:
+    """unittest mixin for tests of several servers: start() records each one (its directory
+    traversable by the workloads' uid), tearDown stops them, the last started first."""
+
+    def start(self, server):
+        if not hasattr(self, "servers"):
+            self.servers = []
+        self.servers.append(server)
+        os.chmod(server.tmp, 0o711)
+        return server.start()
+
+    def tearDown(self):
+        for server in reversed(getattr(self, "servers", [])):
+            server.cleanup()
+
+    def require_jobs(self, server):
+        """Skips the test, saying why, where this host cannot run jobs."""
+        status, info = server.api("GET", "/v1/flavors")
+        self.assertEqual(status, 200, info)
+        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
+        if not cpu["available"]:
+            self.skipTest("jobs are not available on this host: " + cpu["reason"])
