@@ -1411,6 +1411,9 @@ JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWr
     if (auto n = base::ParseUint64(base::Trim(*text)); n.ok() && *n > 0) next_chunk = *n;
   }
   if (job.slurm_job_id.empty()) {
+    // A new Slurm job (a first try, or a retry): its agent numbers its chunks from 1.
+    next_chunk = 1;
+    (void)env_.DeleteFile(next_chunk_path);
     // --- The plan and the batch script ---
     auto flavor = options_.flavors->Find(job.spec.flavor);
     if (!flavor.ok()) return ended(JobState::kError, flavor.status().message());

@@ -119,6 +119,16 @@ class SlurmExecutorTest(unittest.TestCase):
         self.assertEqual(job["status"]["exit_code"], 7)
         self.assertEqual(job["status"]["reason"], "exited with code 7")
 
+    def test_the_restart_policy_submits_a_new_slurm_job_per_try(self):
+        job = self.wait(self.submit(shell("echo try-$SOVAI_JOB_ID; exit 3",
+                                          restart={"policy": "on-failure", "max_retries": 1})))
+        log = self.log(job["id"])
+        self.assertEqual(job["status"]["state"], "FAILED", log)
+        self.assertEqual(job["status"]["retries"], 1)
+        # Both tries' output reached the log: each Slurm job numbers its log chunks anew.
+        self.assertEqual(log.count(" stdout try-" + job["id"]), 2, log)
+        self.assertEqual(log.count("submitted to Slurm as job"), 2, log)
+
     def test_stop_terminates_and_still_syncs_outputs(self):
         job_id = self.submit(shell(
             "trap 'echo stopped > /mnt/out/stop.txt; exit 143' TERM; echo started; "
