@@ -285,22 +285,12 @@ Status AppService::RefreshLocked(bool leading) {
   std::vector<std::string> gone;              // rows that no longer exist
   std::map<std::string, Endpoint> endpoints;
   SOVAI_RETURN_IF_ERROR(db_.Read([&](base::Database& sql) -> Status {
-    // One cheap query says which rows changed since this process last read or wrote them.
-    SOVAI_ASSIGN_OR_RETURN(base::Statement st,
-                           sql.Prepare("SELECT id, updated_at FROM apps WHERE state != 'DELETED'"));
-    std::vector<std::string> load;
-    std::set<std::string> live;
-    for (;;) {
-      SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
-      std::string id = st.ColumnText(0);
-      auto known = versions_.find(id);
-      if (known == versions_.end() || st.ColumnInt(1) > known->second) load.push_back(id);
-      live.insert(std::move(id));
-    }
+    std::vector<std::string> held;
     for (const auto& [id, app] : apps_) {
-      if (!live.contains(id) && app.state != AppState::kDeleted) load.push_back(id);
+      if (app.state != AppState::kDeleted) held.push_back(id);
     }
+    SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> load,
+                           RowsToReload(sql, "apps", versions_, held));
     SOVAI_ASSIGN_OR_RETURN(base::Statement one, sql.Prepare(std::string("SELECT ") + kColumns +
                                                             " FROM apps WHERE id = ?1"));
     for (const std::string& id : load) {

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/sqlite.h"
 #include "base/status.h"
@@ -23,5 +25,13 @@ namespace sovai::control {
 base::Result<int64_t> NextRowVersion(base::Database& sql, std::string_view table,
                                      std::string_view kind, const std::string& id, int64_t expected,
                                      bool check, int64_t now_unix_micros);
+
+// Inside a read transaction: the ids of `table` to read again — live rows (state != 'DELETED')
+// whose version is above `versions` (the ones this process last read or wrote) or that it has
+// never seen, then the `held` ids (those it keeps live in memory) that have no live row any more.
+// One query of ids and versions, so that a refresh reads whole rows only when they changed.
+base::Result<std::vector<std::string>> RowsToReload(base::Database& sql, std::string_view table,
+                                                    const std::map<std::string, int64_t>& versions,
+                                                    const std::vector<std::string>& held);
 
 }  // namespace sovai::control
