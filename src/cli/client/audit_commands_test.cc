@@ -81,28 +81,9 @@ class FakeAuditApi {
   std::unique_ptr<net::Server> server_;  // last: stops before the state its handlers use
 };
 
-class AuditCommandsTest : public ::testing::Test {
+class AuditCommandsTest : public FakeApiCommandTest<FakeAuditApi> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sovai-cli-audit-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    vars_ = {{"HOME", dir_}, {"SOVAI_URL", api_.url()}, {"SOVAI_TOKEN", kToken}};
-  }
-  void TearDown() override { base::Env::Default().DeleteDirRecursive(dir_).IgnoreError(); }
-
-  int Run(std::vector<std::string> args) {
-    console_.Clear();
-    CommandContext ctx{base::Env::Default(), console_, vars_, {}};
-    std::string command = args.front();
-    args.erase(args.begin());
-    return RunClientCommand(command, args, ctx);
-  }
-
-  FakeAuditApi api_;
-  std::string dir_;
-  EnvVars vars_;
-  BufferConsole console_;
+  AuditCommandsTest() : FakeApiCommandTest(kToken) {}
 };
 
 TEST_F(AuditCommandsTest, ListPassesTheFiltersAndPrintsATable) {

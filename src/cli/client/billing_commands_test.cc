@@ -215,30 +215,9 @@ class FakeBillingApi {
   std::unique_ptr<net::Server> server_;  // last: stops before the state its handlers use
 };
 
-class BillingCommandsTest : public ::testing::Test {
+class BillingCommandsTest : public FakeApiCommandTest<FakeBillingApi> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sovai-cli-billing-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    // No config file: the environment is the whole login.
-    vars_ = {{"HOME", dir_}, {"SOVAI_URL", api_.url()}, {"SOVAI_TOKEN", kToken}};
-  }
-  void TearDown() override { base::Env::Default().DeleteDirRecursive(dir_).IgnoreError(); }
-
-  // Runs `sovai <args...>`; the output is in console_.
-  int Run(std::vector<std::string> args) {
-    console_.Clear();
-    CommandContext ctx{base::Env::Default(), console_, vars_, {}};
-    std::string command = args.front();
-    args.erase(args.begin());
-    return RunClientCommand(command, args, ctx);
-  }
-
-  FakeBillingApi api_;
-  std::string dir_;
-  EnvVars vars_;
-  BufferConsole console_;
+  BillingCommandsTest() : FakeApiCommandTest(kToken) {}
 };
 
 // --- billing usage ------------------------------------------------------------------------------

@@ -78,34 +78,15 @@ class FakeDatastoreApi {
   std::unique_ptr<net::Server> server_;  // last: stops before the state its handlers use
 };
 
-class DatastoreCommandsTest : public ::testing::Test {
+class DatastoreCommandsTest : public FakeApiCommandTest<FakeDatastoreApi> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sovai-cli-datastore-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    vars_ = {{"HOME", dir_}, {"SOVAI_URL", api_.url()}, {"SOVAI_TOKEN", kToken}};
-  }
-  void TearDown() override { base::Env::Default().DeleteDirRecursive(dir_).IgnoreError(); }
-
-  int Run(std::vector<std::string> args) {
-    console_.Clear();
-    CommandContext ctx{base::Env::Default(), console_, vars_, {}};
-    std::string command = args.front();
-    args.erase(args.begin());
-    return RunClientCommand(command, args, ctx);
-  }
+  DatastoreCommandsTest() : FakeApiCommandTest(kToken) {}
 
   const std::vector<std::string> kAdd = {"datastore",    "add",
                                          "s3",           "ext",
                                          "--endpoint",   "https://s3.example.eu",
                                          "--region",     "eu-central-1",
                                          "--access-key", "AKIAIOSFODNN7EXAMPLE"};
-
-  FakeDatastoreApi api_;
-  std::string dir_;
-  EnvVars vars_;
-  BufferConsole console_;
 };
 
 TEST_F(DatastoreCommandsTest, AddReadsTheSecretFromStdinAndNeverPrintsIt) {

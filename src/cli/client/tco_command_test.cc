@@ -105,30 +105,16 @@ class FakeTcoApi {
   std::unique_ptr<net::Server> server_;  // last: stops before the state its handlers use
 };
 
-class TcoCommandTest : public ::testing::Test {
+class TcoCommandTest : public FakeApiCommandTest<FakeTcoApi> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sovai-cli-tco-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    vars_ = {{"HOME", dir_}, {"SOVAI_URL", api_.url()}, {"SOVAI_TOKEN", kToken}};
-  }
-  void TearDown() override { base::Env::Default().DeleteDirRecursive(dir_).IgnoreError(); }
+  TcoCommandTest() : FakeApiCommandTest(kToken) {}
 
+  // Runs `sovai tco <args...>`.
   int Run(std::vector<std::string> args) {
-    console_.Clear();
-    CommandContext ctx{base::Env::Default(), console_, vars_, {}};
     args.insert(args.begin(), "tco");
-    std::string command = args.front();
-    args.erase(args.begin());
-    return RunClientCommand(command, args, ctx);
+    return FakeApiCommandTest::Run(std::move(args));
   }
   void LogOut() { vars_ = {{"HOME", dir_}}; }
-
-  FakeTcoApi api_;
-  std::string dir_;
-  EnvVars vars_;
-  BufferConsole console_;
 };
 
 TEST_F(TcoCommandTest, TableUsesTheCatalogPriceAndTheLast90Days) {
