@@ -168,6 +168,8 @@ const char* Int8KernelName(cpu::Int8Kernel kernel) {
       return "AVX2";
     case cpu::Int8Kernel::kAvx512Vnni:
       return "AVX-512 VNNI";
+    case cpu::Int8Kernel::kAvx2Rows:
+      return "AVX2 rows";
   }
   return "?";
 }
@@ -236,6 +238,50 @@ int MainQ8_0(const Options& options) {
                   shape.name, static_cast<long long>(n), slow.wall_s * 1e3, fast.wall_s * 1e3,
                   slow.wall_s / fast.wall_s, flops / slow.wall_s / 1e9, flops / fast.wall_s / 1e9,
                   slow.cpu_s * 1e3, fast.cpu_s * 1e3, slow.cpu_s / fast.cpu_s);
+      std::fflush(stdout);
+    }
+  }
+
+  // The int8 kernels themselves at the batch sizes of decode: the row kernel (what
+  // Q8_0ProductInt8 runs up to Int8KernelForRows' threshold) against the tile kernel it replaces,
+  // on the same weights and rows, alternating run by run.
+  const cpu::Int8Kernel widest = cpu::Int8KernelFor(isa);
+  if (widest == cpu::Int8Kernel::kPlain) return 0;
+  std::printf("\nint8 row kernel (%s) against the tile kernel (%s); '*' marks what runs\n",
+              Int8KernelName(cpu::Int8Kernel::kAvx2Rows), Int8KernelName(widest));
+  std::printf("%-18s %5s %11s %11s %8s %9s\n", "shape (I -> O)", "N", "rows ms", "tile ms",
+              "tile/rows", "GB/s rows");
+  cpu::Context context(options.threads > 0 ? options.threads : 0, isa);
+  for (const Shape shape : {Shape{"up 896 -> 4864", hidden, intermediate},
+                            Shape{"down 4864 -> 896", intermediate, hidden}}) {
+    const Vec w = Random(rng, static_cast<size_t>(shape.out * shape.in), 0.05f);
+    std::vector<uint8_t> bytes(Q8_0Bytes(w.size()));
+    QuantizeRowQ8_0(w, bytes);
+    const WeightRef weight{.format = WeightRef::Format::kQ8_0,
+                           .data = bytes.data(),
+                           .rows = shape.out,
+                           .cols = shape.in};
+    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{6}, int64_t{8}}) {
+      const Vec x = Random(rng, static_cast<size_t>(n * shape.in));
+      Vec out(static_cast<size_t>(n * shape.out));
+      const auto run_with = [&](cpu::Int8Kernel kernel) {
+        return [&, kernel] {
+          cpu::Q8_0ProductInt8With(kernel, context, out.data(), x.data(), weight, n, 0.0f);
+        };
+      };
+      std::vector<double> rows_ms, tile_ms;
+      for (int r = 0; r < options.runs; ++r) {
+        rows_ms.push_back(Measure(1, run_with(cpu::Int8Kernel::kAvx2Rows)).wall_s * 1e3);
+        tile_ms.push_back(Measure(1, run_with(widest)).wall_s * 1e3);
+      }
+      std::sort(rows_ms.begin(), rows_ms.end());
+      std::sort(tile_ms.begin(), tile_ms.end());
+      const double rows = rows_ms[rows_ms.size() / 2];
+      const double tile = tile_ms[tile_ms.size() / 2];
+      const bool rows_run = cpu::Int8KernelForRows(widest, n) == cpu::Int8Kernel::kAvx2Rows;
+      std::printf("%-18s %5lld %10.3f%s %10.3f%s %7.2fx %9.1f\n", shape.name,
+                  static_cast<long long>(n), rows, rows_run ? "*" : " ", tile, rows_run ? " " : "*",
+                  tile / rows, static_cast<double>(bytes.size()) / (rows * 1e-3) / 1e9);
       std::fflush(stdout);
     }
   }

@@ -152,6 +152,54 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2(const uint8_t* q, const float* d, const uin
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(sums[g], sum[g]);
 }
 
+// --- AVX2, one row at a time: 8 outputs per pass -------------------------------------------------
+
+// Outputs per pass of the row kernel: one 8-lane vector of sums.
+constexpr int64_t kRowKernelOutputs = 8;
+
+// sums[g] (g < count <= 8) = the product of one quantized row (qx, dx) with the weight rows
+// w_rows + g * row_bytes. Block by block: each output's 32 products summed exactly in int32 (the
+// 8 outputs' partial sums reduced by a tree of horizontal adds into one vector whose lane g is
+// output g's isum), then sum = sum + float(isum) * (dx * dw) in f32 with the outputs in the lanes:
+// the tile kernels' steps, operand for operand.
+SOVAI_TARGET_INT8_AVX2 void RowTimesOutputsAvx2(const int8_t* qx, const float* dx,
+                                                const uint8_t* w_rows, int64_t row_bytes,
+                                                int64_t count, int64_t blocks, float* sums) {
+  // Lanes past `count` repeat the last output (read, never stored).
+  const uint8_t* rows[kRowKernelOutputs];
+  for (int64_t g = 0; g < kRowKernelOutputs; ++g) {
+    rows[g] = w_rows + std::min(g, count - 1) * row_bytes;
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + b * kBlockValues));
+    __m256i acc[kRowKernelOutputs];
+    uint16_t halves[kRowKernelOutputs];
+    for (int64_t g = 0; g < kRowKernelOutputs; ++g) {
+      const uint8_t* block = rows[g] + b * kBlockBytes;
+      std::memcpy(&halves[g], block, sizeof halves[g]);
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+      acc[g] = _mm256_madd_epi16(pairs, ones);
+    }
+    // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave outputs 0-3
+    // (and 4-7) in order, split between the two halves; adding the halves finishes the sums.
+    const __m256i h0123 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+    const __m256i h4567 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
+    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves)));
+    const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(dx[b]), dw);
+    sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
+  }
+  float all[kRowKernelOutputs];
+  _mm256_storeu_ps(all, sum);
+  std::copy_n(all, count, sums);
+}
+
 // --- AVX-512 VNNI: 16 rows per tile --------------------------------------------------------------
 
 // GCC 12 warns about the deliberately undefined pass-through operand inside _mm512_cvtepi32_ps.
@@ -290,6 +338,8 @@ void TilesTimesOutputs(Int8Kernel kernel, const PackedRows& packed, int64_t tile
       return TileVnniAnyCount<1>(count, q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw,
                                  neg, blocks, sums);
     }
+    case Int8Kernel::kAvx2Rows:
+      SOVAI_CHECK(false) << "the row kernel has no tiles";
 #else
     default:
       SOVAI_CHECK(false) << "no SIMD int8 kernels in this build";
@@ -316,6 +366,8 @@ bool RunsHere(Int8Kernel kernel) {
     case Int8Kernel::kAvx512Vnni:
       return f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vnni");
+    case Int8Kernel::kAvx2Rows:
+      return __builtin_cpu_supports("avx2") && f16c;
   }
   return false;
 #else
@@ -332,9 +384,27 @@ Int8Kernel Int8KernelFor(Isa isa) {
   return Int8Kernel::kPlain;
 }
 
+Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
+  // Work per block and output: a tile of L lanes costs about as much as one row of the row
+  // kernel times L / 8 (AVX2: 8 groups of 6 operations against 6 operations plus the adds and
+  // scales for 8 outputs), so the row kernel wins below about 6 rows for AVX2 and at 1 for VNNI
+  // (16 lanes for 2 operations a group); kernels_bench --q8_0 measures both sides.
+  constexpr int64_t kAvx2RowKernelMaxRows = 4;
+  constexpr int64_t kVnniRowKernelMaxRows = 1;
+  switch (widest) {
+    case Int8Kernel::kAvx2:
+      return rows <= kAvx2RowKernelMaxRows ? Int8Kernel::kAvx2Rows : widest;
+    case Int8Kernel::kAvx512Vnni:
+      return rows <= kVnniRowKernelMaxRows ? Int8Kernel::kAvx2Rows : widest;
+    default:
+      return widest;
+  }
+}
+
 int64_t Int8TileRows(Int8Kernel kernel) {
   switch (kernel) {
     case Int8Kernel::kPlain:
+    case Int8Kernel::kAvx2Rows:
       return 1;
     case Int8Kernel::kAvx2:
       return 8;
@@ -378,7 +448,8 @@ SOVAI_CPU_CLONES void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, flo
 
 void Q8_0ProductInt8(Context& context, float* out, const float* x, const WeightRef& w, int64_t n,
                      float beta) {
-  Q8_0ProductInt8With(Int8KernelFor(context.isa()), context, out, x, w, n, beta);
+  Q8_0ProductInt8With(Int8KernelForRows(Int8KernelFor(context.isa()), n), context, out, x, w, n,
+                      beta);
 }
 
 void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const float* x,
@@ -433,8 +504,30 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
       });
 
   // Tasks are tiles of kQ8_0OutputTile outputs, as Q8_0Product's: the tile's weights stay in
-  // cache while every row tile passes them.
+  // cache while every row (or row tile) passes them.
   const int64_t output_tiles = (out_features + kQ8_0OutputTile - 1) / kQ8_0OutputTile;
+  const auto store = [&](int64_t row, int64_t first_output, const float* sums, int64_t count) {
+    float* dst = out + row * out_features + first_output;
+    for (int64_t g = 0; g < count; ++g) dst[g] = beta == 0 ? sums[g] : dst[g] + sums[g];
+  };
+#if SOVAI_INT8_X86
+  if (kernel == Int8Kernel::kAvx2Rows) {
+    ParallelTasks(context, output_tiles, [&](int64_t task, int) {
+      const int64_t o0 = task * kQ8_0OutputTile;
+      const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
+      float sums[kRowKernelOutputs];
+      for (int64_t og = o0; og < o1; og += kRowKernelOutputs) {
+        const int64_t count = std::min(kRowKernelOutputs, o1 - og);
+        for (int64_t r = 0; r < n; ++r) {
+          RowTimesOutputsAvx2(reinterpret_cast<const int8_t*>(packed.Q(r)), packed.D(r),
+                              weights + og * row_bytes, row_bytes, count, blocks, sums);
+          store(r, og, sums, count);
+        }
+      }
+    });
+    return;
+  }
+#endif
   ParallelTasks(context, output_tiles, [&](int64_t task, int thread) {
     const int64_t o0 = task * kQ8_0OutputTile;
     const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
@@ -464,11 +557,9 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
           const int64_t first_row = (tile + t) * packed.lanes;
           const int64_t rows = std::min(packed.lanes, n - first_row);
           for (int64_t lane = 0; lane < rows; ++lane) {
-            float* dst = out + (first_row + lane) * out_features + og;
-            for (int64_t g = 0; g < count; ++g) {
-              const float value = sums[t * count + g][lane];
-              dst[g] = beta == 0 ? value : dst[g] + value;
-            }
+            float lane_sums[kInt8OutputGroup];
+            for (int64_t g = 0; g < count; ++g) lane_sums[g] = sums[t * count + g][lane];
+            store(first_row + lane, og, lane_sums, count);
           }
         }
       }

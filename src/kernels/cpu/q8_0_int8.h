@@ -22,6 +22,13 @@
 // AVX2 multiplies |qw| by qx with qw's sign (vpmaddubsw cannot saturate: |qx| <= 127). A task
 // computes a tile of kQ8_0OutputTile outputs for every row tile, kInt8OutputGroup outputs per pass.
 //
+// A tile pads a batch smaller than L with rows of zeros, whose products cost as much as real ones:
+// decode (one row per running sequence) would spend 7/8 (AVX2) or 15/16 (VNNI) of its work on
+// padding. Small batches therefore take the row kernel (kAvx2Rows): one row against 8 outputs at
+// a time, 32 bytes of a block per instruction, the 8 outputs' block sums gathered into one vector
+// by a tree of integer horizontal adds (exact), then the same f32 steps as the tiles with the
+// outputs in the lanes. Same formula, same bits.
+//
 // Accuracy: quantizing x adds an error of at most dx / 2 per value (dx = max |x| / 127 of its
 // block), so against the f32-activation product a row's outputs move by a relative error of about
 // 0.3% to 1% of their typical size (kernels_q8_0_int8_test measures it), as llama.cpp's do.
@@ -41,11 +48,16 @@ enum class Int8Kernel : uint8_t {
   kPlain,       // any CPU
   kAvx2,        // AVX2
   kAvx512Vnni,  // AVX-512 F/BW and VNNI
+  kAvx2Rows,    // AVX2, one row at a time (small batches)
 };
 // The widest kernel for a context limited to `isa` on this CPU (VNNI needs kAvx512 and the CPU's
 // avx512vnni flag).
 Int8Kernel Int8KernelFor(Isa isa);
-// Rows of x per tile for `kernel`.
+// The kernel Q8_0ProductInt8 runs for a batch of `rows` when `widest` is the widest this context
+// allows: the row kernel for batches too small to fill a tile (whose padding would cost more than
+// the row kernel's extra horizontal adds), `widest` otherwise.
+Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows);
+// Rows of x per tile for `kernel` (1 for the row kernel).
 int64_t Int8TileRows(Int8Kernel kernel);
 
 // Outputs that share one pass over a tile's activations.

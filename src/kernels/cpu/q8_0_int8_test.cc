@@ -30,7 +30,10 @@ constexpr int64_t kBlock = 32;
 // The kernels this CPU can run (the plain one always).
 std::vector<Int8Kernel> KernelsHere() {
   std::vector<Int8Kernel> kernels = {Int8Kernel::kPlain};
-  if (Int8KernelFor(Isa::kAvx2) == Int8Kernel::kAvx2) kernels.push_back(Int8Kernel::kAvx2);
+  if (Int8KernelFor(Isa::kAvx2) == Int8Kernel::kAvx2) {
+    kernels.push_back(Int8Kernel::kAvx2);
+    kernels.push_back(Int8Kernel::kAvx2Rows);
+  }
   if (Int8KernelFor(Isa::kAvx512) == Int8Kernel::kAvx512Vnni) {
     kernels.push_back(Int8Kernel::kAvx512Vnni);
   }
@@ -45,6 +48,8 @@ const char* KernelName(Int8Kernel kernel) {
       return "avx2";
     case Int8Kernel::kAvx512Vnni:
       return "avx512vnni";
+    case Int8Kernel::kAvx2Rows:
+      return "avx2-rows";
   }
   return "?";
 }
@@ -227,6 +232,17 @@ TEST(Q8_0ProductInt8Test, DispatchPicksTheWidestKernel) {
 #endif
   for (const Int8Kernel kernel : KernelsHere())
     std::printf("int8 kernel: %s\n", KernelName(kernel));
+}
+
+// Batches too small to fill a tile take the row kernel; the plain kernel stays plain.
+TEST(Q8_0ProductInt8Test, SmallBatchesTakeTheRowKernel) {
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kPlain, 1), Int8Kernel::kPlain);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 1), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 5), Int8Kernel::kAvx2);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 1), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 2), Int8Kernel::kAvx512Vnni);
+  EXPECT_EQ(Int8TileRows(Int8Kernel::kAvx2Rows), 1);
 }
 
 // Every kernel equals the reference bit for bit, for 1 and 2 threads, overwriting and adding.
