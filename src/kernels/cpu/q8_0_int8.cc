@@ -152,52 +152,80 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2(const uint8_t* q, const float* d, const uin
   for (int g = 0; g < G; ++g) _mm256_storeu_ps(sums[g], sum[g]);
 }
 
-// --- AVX2, one row at a time: 8 outputs per pass -------------------------------------------------
+// --- AVX2, one row at a time: 8 blocks per pass -------------------------------------------------
 
-// Outputs per pass of the row kernel: one 8-lane vector of sums.
-constexpr int64_t kRowKernelOutputs = 8;
-
-// sums[g] (g < count <= 8) = the product of one quantized row (qx, dx) with the weight rows
-// w_rows + g * row_bytes. Block by block: each output's 32 products summed exactly in int32 (the
-// 8 outputs' partial sums reduced by a tree of horizontal adds into one vector whose lane g is
-// output g's isum), then sum = sum + float(isum) * (dx * dw) in f32 with the outputs in the lanes:
-// the tile kernels' steps, operand for operand.
-SOVAI_TARGET_INT8_AVX2 void RowTimesOutputsAvx2(const int8_t* qx, const float* dx,
-                                                const uint8_t* w_rows, int64_t row_bytes,
-                                                int64_t count, int64_t blocks, float* sums) {
-  // Lanes past `count` repeat the last output (read, never stored).
-  const uint8_t* rows[kRowKernelOutputs];
-  for (int64_t g = 0; g < kRowKernelOutputs; ++g) {
-    rows[g] = w_rows + std::min(g, count - 1) * row_bytes;
-  }
+// The products float(isum) * (dx * dw) of blocks b0 .. b0 + 7 of one quantized row (qx, dx) and
+// one weight row, lane k for block b0 + k: each block's 32 products summed exactly in int32, the 8
+// blocks' partial sums reduced by a tree of horizontal adds into one vector, then the tiles' f32
+// steps with the blocks in the lanes. kTail: only the first `count` blocks exist (the other lanes
+// are 0).
+template <bool kTail>
+SOVAI_TARGET_INT8_AVX2 inline __m256 BlockProductsAvx2(const int8_t* qx, const float* dx,
+                                                       const uint8_t* w_row, int64_t b0,
+                                                       int64_t count) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + b * kBlockValues));
-    __m256i acc[kRowKernelOutputs];
-    uint16_t halves[kRowKernelOutputs];
-    for (int64_t g = 0; g < kRowKernelOutputs; ++g) {
-      const uint8_t* block = rows[g] + b * kBlockBytes;
-      std::memcpy(&halves[g], block, sizeof halves[g]);
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-      const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-      acc[g] = _mm256_madd_epi16(pairs, ones);
+  __m256i acc[8];
+  uint16_t halves[8];
+  for (int64_t k = 0; k < 8; ++k) {
+    if (kTail && k >= count) {
+      acc[k] = _mm256_setzero_si256();
+      halves[k] = 0;
+      continue;
     }
-    // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave outputs 0-3
-    // (and 4-7) in order, split between the two halves; adding the halves finishes the sums.
-    const __m256i h0123 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-    const __m256i h4567 =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
-    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                          _mm256_permute2x128_si256(h0123, h4567, 0x31));
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(halves)));
-    const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(dx[b]), dw);
-    sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scale));
+    const uint8_t* block = w_row + (b0 + k) * kBlockBytes;
+    std::memcpy(&halves[k], block, sizeof halves[k]);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+    const __m256i x =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + (b0 + k) * kBlockValues));
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    acc[k] = _mm256_madd_epi16(pairs, ones);
   }
-  float all[kRowKernelOutputs];
-  _mm256_storeu_ps(all, sum);
-  std::copy_n(all, count, sums);
+  // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave blocks 0-3
+  // (and 4-7) in order, split between the two halves; adding the halves finishes the sums.
+  const __m256i h0123 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+  const __m256i h4567 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
+  const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
+                                        _mm256_permute2x128_si256(h0123, h4567, 0x31));
+  // The halves as a vector built in registers (a store of 8 halves read back as one load would
+  // stall store forwarding).
+  const __m256 dw = _mm256_cvtph_ps(
+      _mm_setr_epi16(static_cast<int16_t>(halves[0]), static_cast<int16_t>(halves[1]),
+                     static_cast<int16_t>(halves[2]), static_cast<int16_t>(halves[3]),
+                     static_cast<int16_t>(halves[4]), static_cast<int16_t>(halves[5]),
+                     static_cast<int16_t>(halves[6]), static_cast<int16_t>(halves[7])));
+  __m256 dx_lanes;
+  if (kTail) {
+    float padded[8] = {};
+    std::copy_n(dx + b0, count, padded);
+    dx_lanes = _mm256_loadu_ps(padded);
+  } else {
+    dx_lanes = _mm256_loadu_ps(dx + b0);
+  }
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx_lanes, dw));
+}
+
+// The product of one quantized row (qx, dx) with one weight row: the blocks' products (8 at a
+// time, BlockProductsAvx2) added to the sum one after the other, in block order. One weight row
+// is read front to back, so a task's rows (contiguous) are one sequential stream. (Two rows
+// interleaved, to overlap their chains of additions, measured 2x slower from memory: two streams
+// per core prefetch worse than one.)
+SOVAI_TARGET_INT8_AVX2 float RowDotAvx2(const int8_t* qx, const float* dx, const uint8_t* w_row,
+                                        int64_t blocks) {
+  float sum = 0.0f;
+  float products[8];
+  int64_t b0 = 0;
+  for (; b0 + 8 <= blocks; b0 += 8) {
+    _mm256_storeu_ps(products, BlockProductsAvx2<false>(qx, dx, w_row, b0, 8));
+    for (const float product : products) sum = sum + product;
+  }
+  if (b0 < blocks) {
+    const int64_t count = blocks - b0;
+    _mm256_storeu_ps(products, BlockProductsAvx2<true>(qx, dx, w_row, b0, count));
+    for (int64_t k = 0; k < count; ++k) sum = sum + products[k];
+  }
+  return sum;
 }
 
 // --- AVX-512 VNNI: 16 rows per tile --------------------------------------------------------------
@@ -385,11 +413,12 @@ Int8Kernel Int8KernelFor(Isa isa) {
 }
 
 Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
-  // Work per block and output: a tile of L lanes costs about as much as one row of the row
-  // kernel times L / 8 (AVX2: 8 groups of 6 operations against 6 operations plus the adds and
-  // scales for 8 outputs), so the row kernel wins below about 6 rows for AVX2 and at 1 for VNNI
-  // (16 lanes for 2 operations a group); kernels_bench --q8_0 measures both sides.
-  constexpr int64_t kAvx2RowKernelMaxRows = 4;
+  // A tile costs the same for 1 row as for L; the row kernel costs about L / 4 of a tile per row
+  // (per block: 6 operations, plus 2 for the sums and scales, against 8 groups of 6 for L rows of
+  // a tile). Measured (kernels_bench --q8_0, AVX2, weights from memory and from cache): the row
+  // kernel is 2.2-3.2x faster at 1 row, 1.3-2x at 2, even at 4. VNNI tiles are 16 lanes for 2
+  // operations a group: the row kernel is worth it at 1 row only.
+  constexpr int64_t kAvx2RowKernelMaxRows = 3;
   constexpr int64_t kVnniRowKernelMaxRows = 1;
   switch (widest) {
     case Int8Kernel::kAvx2:
@@ -515,13 +544,11 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
     ParallelTasks(context, output_tiles, [&](int64_t task, int) {
       const int64_t o0 = task * kQ8_0OutputTile;
       const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
-      float sums[kRowKernelOutputs];
-      for (int64_t og = o0; og < o1; og += kRowKernelOutputs) {
-        const int64_t count = std::min(kRowKernelOutputs, o1 - og);
+      for (int64_t o = o0; o < o1; ++o) {
         for (int64_t r = 0; r < n; ++r) {
-          RowTimesOutputsAvx2(reinterpret_cast<const int8_t*>(packed.Q(r)), packed.D(r),
-                              weights + og * row_bytes, row_bytes, count, blocks, sums);
-          store(r, og, sums, count);
+          const float sum = RowDotAvx2(reinterpret_cast<const int8_t*>(packed.Q(r)), packed.D(r),
+                                       weights + o * row_bytes, blocks);
+          store(r, o, &sum, 1);
         }
       }
     });

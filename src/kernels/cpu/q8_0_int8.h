@@ -24,10 +24,11 @@
 //
 // A tile pads a batch smaller than L with rows of zeros, whose products cost as much as real ones:
 // decode (one row per running sequence) would spend 7/8 (AVX2) or 15/16 (VNNI) of its work on
-// padding. Small batches therefore take the row kernel (kAvx2Rows): one row against 8 outputs at
-// a time, 32 bytes of a block per instruction, the 8 outputs' block sums gathered into one vector
-// by a tree of integer horizontal adds (exact), then the same f32 steps as the tiles with the
-// outputs in the lanes. Same formula, same bits.
+// padding. Small batches therefore take the row kernel (kAvx2Rows): one row against one weight
+// row at a time, read front to back (a task's weights are one sequential stream), 32 bytes of a
+// block per instruction, 8 blocks' sums gathered into one vector by a tree of integer horizontal
+// adds (exact), their f32 products formed in the lanes as the tiles form them, then added to the
+// sum block after block in order. Same formula, same bits.
 //
 // Accuracy: quantizing x adds an error of at most dx / 2 per value (dx = max |x| / 127 of its
 // block), so against the f32-activation product a row's outputs move by a relative error of about

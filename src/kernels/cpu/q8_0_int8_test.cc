@@ -238,8 +238,8 @@ TEST(Q8_0ProductInt8Test, DispatchPicksTheWidestKernel) {
 TEST(Q8_0ProductInt8Test, SmallBatchesTakeTheRowKernel) {
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kPlain, 1), Int8Kernel::kPlain);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 1), Int8Kernel::kAvx2Rows);
-  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2Rows);
-  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 5), Int8Kernel::kAvx2);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 3), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 1), Int8Kernel::kAvx2Rows);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 2), Int8Kernel::kAvx512Vnni);
   EXPECT_EQ(Int8TileRows(Int8Kernel::kAvx2Rows), 1);
