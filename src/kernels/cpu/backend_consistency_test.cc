@@ -356,14 +356,23 @@ TEST_F(ConsistencyTest, EmbeddingQ8_0) {
 }
 
 // Decode and chunked prefill over a paged cache: three sequences with scattered, shared-free
-// block tables, GQA, and one case with a sliding window.
+// block tables, GQA, and one case with a sliding window; head sizes of the generic loop (16) and
+// of the AVX2 kernels (64, 128; sequence 1 sees 18 positions: two groups of 8 and a tail).
 TEST_F(ConsistencyTest, PagedAttention) {
-  for (const int64_t window : {int64_t{0}, int64_t{5}}) {
-    Check({"paged_attention window=" + std::to_string(window), kProducts, [&](Backend& backend) {
+  struct Variant {
+    int64_t window, head_dim;
+  };
+  for (const Variant c :
+       {Variant{0, 16}, Variant{5, 16}, Variant{0, 64}, Variant{5, 64}, Variant{0, 128}}) {
+    const int64_t window = c.window;
+    const int64_t head_dim = c.head_dim;
+    Check({"paged_attention window=" + std::to_string(window) +
+               " head_dim=" + std::to_string(head_dim),
+           kProducts, [&](Backend& backend) {
              Rng rng(12);
              Backend::PagedAttentionShape s{.q_heads = 4,
                                             .kv_heads = 2,
-                                            .head_dim = 16,
+                                            .head_dim = head_dim,
                                             .block_size = 4,
                                             .max_blocks = 5,
                                             .window = window,

@@ -8,6 +8,13 @@
 #include "kernels/q8_0.h"
 #include "tensor/dtype.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define SOVAI_PAGED_ATTENTION_AVX2 1
+#else
+#define SOVAI_PAGED_ATTENTION_AVX2 0
+#endif
+
 namespace sovai::kernels::cpu {
 namespace {
 
@@ -139,25 +146,62 @@ void KvCacheWrite(Context& context, float* k_cache, float* v_cache, const float*
 
 namespace {
 
+// The visible positions first .. last of one sequence, block by block of its table (a division
+// per block, not per position): Next() gives the row of kv head g at the next position of
+// `cache` ([slots, Hkv, D]).
+class PositionCursor {
+ public:
+  PositionCursor(const float* cache, const int32_t* table, int64_t first, int64_t last, int64_t g,
+                 const Backend::PagedAttentionShape& s)
+      : cache_(cache),
+        table_(table),
+        j_(first),
+        last_(last),
+        block_size_(s.block_size),
+        row_(s.kv_heads * s.head_dim),
+        head_offset_(g * s.head_dim) {}
+
+  const float* Next() {
+    if (j_ >= block_end_) {
+      const int64_t block = j_ / block_size_;
+      block_end_ = std::min(last_ + 1, (block + 1) * block_size_);
+      base_ = cache_ + (static_cast<int64_t>(table_[block]) - block) * block_size_ * row_ +
+              head_offset_;
+    }
+    return base_ + j_++ * row_;
+  }
+
+ private:
+  const float* cache_;
+  const int32_t* table_;
+  int64_t j_;
+  int64_t last_;
+  int64_t block_size_;
+  int64_t row_;
+  int64_t head_offset_;
+  int64_t block_end_ = 0;
+  const float* base_ = nullptr;
+};
+
 // One (token, query head): scores over the visible positions into `scores`, softmax, then the
-// weighted sum of values.
+// weighted sum of values, every sum in position order.
 SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache,
                                 const float* v_cache, const int32_t* table, int64_t first,
                                 int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
                                 float* scores) {
   const int64_t d_size = s.head_dim;
+  const int64_t count = last - first + 1;
   float max_score = -std::numeric_limits<float>::infinity();
-  for (int64_t j = first; j <= last; ++j) {
-    const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
-    const float* kj = k_cache + (slot * s.kv_heads + g) * d_size;
+  PositionCursor keys(k_cache, table, first, last, g, s);
+  for (int64_t j = 0; j < count; ++j) {
+    const float* kj = keys.Next();
     float dot = 0;
 #pragma omp simd reduction(+ : dot)
     for (int64_t d = 0; d < d_size; ++d) dot += q[d] * kj[d];
     const float score = dot * s.scale;
-    scores[j - first] = score;
+    scores[j] = score;
     max_score = std::max(max_score, score);
   }
-  const int64_t count = last - first + 1;
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < count; ++j) {
@@ -166,14 +210,78 @@ SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < d_size; ++d) out[d] = 0;
-  for (int64_t j = first; j <= last; ++j) {
-    const int64_t slot = table[j / s.block_size] * s.block_size + j % s.block_size;
-    const float* vj = v_cache + (slot * s.kv_heads + g) * d_size;
-    const float p = scores[j - first] * inv;
+  PositionCursor values(v_cache, table, first, last, g, s);
+  for (int64_t j = 0; j < count; ++j) {
+    const float* vj = values.Next();
+    const float p = scores[j] * inv;
 #pragma omp simd
     for (int64_t d = 0; d < d_size; ++d) out[d] += p * vj[d];
   }
 }
+
+#if SOVAI_PAGED_ATTENTION_AVX2
+// AttendOne for head_dim = 8 * kChunks with AVX2 and FMA, the accumulators in registers: the
+// scores of 8 positions at a time (one vector of partial products per position, the 8 reduced
+// together by a tree of horizontal adds instead of one reduction per position), and the weighted
+// sum of values 8 chunks of the head at a time over all positions. Sums run in position order.
+template <int kChunks>
+SOVAI_TARGET_AVX2 void AttendOneAvx2(float* out, const float* q, const float* k_cache,
+                                     const float* v_cache, const int32_t* table, int64_t first,
+                                     int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
+                                     float* scores) {
+  const int64_t count = last - first + 1;
+  __m256 max_lanes = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m256 scale = _mm256_set1_ps(s.scale);
+  PositionCursor keys(k_cache, table, first, last, g, s);
+  for (int64_t j0 = 0; j0 < count; j0 += 8) {
+    const int64_t n = std::min<int64_t>(8, count - j0);
+    const float* rows[8];
+    rows[0] = keys.Next();  // lanes past n repeat it (computed, never stored)
+    for (int64_t i = 1; i < 8; ++i) rows[i] = i < n ? keys.Next() : rows[0];
+    __m256 acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int c = 0; c < kChunks; ++c) {
+      const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+      for (int i = 0; i < 8; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + 8 * c), qc, acc[i]);
+    }
+    // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave positions
+    // 0-3 (and 4-7) in order, split between the halves; adding the halves finishes the dots.
+    const __m256 h0123 =
+        _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
+    const __m256 h4567 =
+        _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
+    const __m256 dots = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                                      _mm256_permute2f128_ps(h0123, h4567, 0x31));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, _mm256_mul_ps(dots, scale));
+    for (int64_t i = 0; i < n; ++i) {
+      scores[j0 + i] = lanes[i];
+      max_lanes = _mm256_max_ps(max_lanes, _mm256_set1_ps(lanes[i]));
+    }
+  }
+  float max_score = _mm_cvtss_f32(_mm256_castps256_ps128(max_lanes));
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < count; ++j) {
+    scores[j] = ExpF(scores[j] - max_score);
+    sum += scores[j];
+  }
+  const float inv = 1.0f / sum;
+  // Eight chunks (64 values) of the head per pass over the positions: eight accumulators.
+  for (int c0 = 0; c0 < kChunks; c0 += 8) {
+    __m256 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    PositionCursor values(v_cache, table, first, last, g, s);
+    for (int64_t j = 0; j < count; ++j) {
+      const float* vj = values.Next() + 8 * c0;
+      const __m256 p = _mm256_set1_ps(scores[j] * inv);
+      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + 8 * (c0 + c), acc[c]);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -184,14 +292,28 @@ void PagedAttention(Context& context, float* out, const float* q, const float* k
   int64_t longest = 1;
   for (int64_t t = 0; t < n; ++t) longest = std::max<int64_t>(longest, positions[t] + 1);
   context.ReserveThreadScratch(static_cast<size_t>(longest));
+  // Head sizes of 64 and 128 (Llama, Qwen, Mistral) take the AVX2 kernel where the CPU has it.
+  [[maybe_unused]] const bool avx2 = context.isa() >= Isa::kAvx2;
   ParallelTasks(context, n * s.q_heads, [&](int64_t task, int thread) {
     const int64_t t = task / s.q_heads;
     const int64_t h = task % s.q_heads;
     const int64_t pos = positions[t];
     const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
     const int32_t* table = block_tables + static_cast<int64_t>(seq_of[t]) * s.max_blocks;
-    AttendOne(out + (t * s.q_heads + h) * s.head_dim, q + (t * s.q_heads + h) * s.head_dim, k_cache,
-              v_cache, table, first, pos, h / group, s, context.ThreadScratch(thread));
+    float* head_out = out + (t * s.q_heads + h) * s.head_dim;
+    const float* head_q = q + (t * s.q_heads + h) * s.head_dim;
+#if SOVAI_PAGED_ATTENTION_AVX2
+    if (avx2 && s.head_dim == 64) {
+      return AttendOneAvx2<8>(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
+                              context.ThreadScratch(thread));
+    }
+    if (avx2 && s.head_dim == 128) {
+      return AttendOneAvx2<16>(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
+                               context.ThreadScratch(thread));
+    }
+#endif
+    AttendOne(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
+              context.ThreadScratch(thread));
   });
 }
 
