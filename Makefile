@@ -12,7 +12,7 @@ export CCACHE_NOHASHDIR ?= 1
 export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-asan test-fuzz \
-        test-slow \
+        test-cuda-build test-slow \
         cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
         bench-serve bench-gateway clean
 
@@ -52,7 +52,7 @@ demo: build
 # The whole default suite: every label but `slow` and `gpu` in the release build, the unit,
 # integration and fuzz (corpus replay) labels again under ASan+UBSan, then the libFuzzer smoke
 # runs (clang, also under ASan+UBSan).
-test: test-default test-asan test-fuzz
+test: test-default test-asan test-fuzz test-cuda-build
 
 test-default: build
 	ctest --test-dir build --output-on-failure -LE 'slow|gpu' $(CTEST_ARGS)
@@ -62,6 +62,17 @@ test-asan: build-asan
 
 test-fuzz: build-fuzz
 	ctest --test-dir build-fuzz --output-on-failure -L fuzz $(CTEST_ARGS)
+
+# The CUDA backend compiled for its targets (sm_90a and sm_80), so that a break shows without a
+# GPU; its `gpu` tests run where there is one and report themselves skipped (exit 77) elsewhere.
+test-cuda-build: bootstrap
+	@if [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  cmake --preset cuda >/dev/null && \
+	  cmake --build --preset cuda --target sovai_kernels_cuda cuda_device_test cuda_ops_test && \
+	  ctest --test-dir build-cuda --output-on-failure -L gpu $(CTEST_ARGS); \
+	else \
+	  echo "test-cuda-build: /usr/local/cuda/bin/nvcc is missing: the CUDA backend was NOT compiled"; \
+	fi
 
 test-slow: build
 	ctest --test-dir build --output-on-failure -L slow $(CTEST_ARGS)

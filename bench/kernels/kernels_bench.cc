@@ -174,6 +174,14 @@ const char* Int8KernelName(cpu::Int8Kernel kernel) {
   return "?";
 }
 
+// A Q8_0 weight [rows, cols] of random values (std 0.05, as trained weights roughly are).
+std::vector<uint8_t> RandomQ8_0(std::mt19937& rng, int64_t rows, int64_t cols) {
+  const Vec w = Random(rng, static_cast<size_t>(rows * cols), 0.05f);
+  std::vector<uint8_t> bytes(Q8_0Bytes(w.size()));
+  QuantizeRowQ8_0(w, bytes);
+  return bytes;
+}
+
 // LinearForward with Q8_0 weights: f32 activations against int8 activations, same weights, same
 // inputs, same threads, one after the other for each shape.
 int MainQ8_0(const Options& options) {
@@ -199,9 +207,7 @@ int MainQ8_0(const Options& options) {
   };
   for (const Shape shape : {Shape{"up 896 -> 4864", hidden, intermediate},
                             Shape{"down 4864 -> 896", intermediate, hidden}}) {
-    const Vec w = Random(rng, static_cast<size_t>(shape.out * shape.in), 0.05f);
-    std::vector<uint8_t> bytes(Q8_0Bytes(w.size()));
-    QuantizeRowQ8_0(w, bytes);
+    const std::vector<uint8_t> bytes = RandomQ8_0(rng, shape.out, shape.in);
     const WeightRef weight{.format = WeightRef::Format::kQ8_0,
                            .data = bytes.data(),
                            .rows = shape.out,
@@ -257,9 +263,7 @@ int MainQ8_0(const Options& options) {
   for (const Shape shape : {Shape{"up 896 -> 4864", hidden, intermediate},
                             Shape{"down 4864 -> 896", intermediate, hidden},
                             Shape{"head 896 -> 151936", hidden, 151936}}) {
-    const Vec w = Random(rng, static_cast<size_t>(shape.out * shape.in), 0.05f);
-    std::vector<uint8_t> bytes(Q8_0Bytes(w.size()));
-    QuantizeRowQ8_0(w, bytes);
+    const std::vector<uint8_t> bytes = RandomQ8_0(rng, shape.out, shape.in);
     const WeightRef weight{.format = WeightRef::Format::kQ8_0,
                            .data = bytes.data(),
                            .rows = shape.out,

@@ -10,6 +10,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
+
+#include "kernels/cpu/avx2_sums.h"
 #define SOVAI_PAGED_ATTENTION_AVX2 1
 #else
 #define SOVAI_PAGED_ATTENTION_AVX2 0
@@ -183,6 +185,19 @@ class PositionCursor {
   const float* base_ = nullptr;
 };
 
+// The softmax's numerators in place: scores[j] = exp(scores[j] - max_score); returns 1 / their
+// sum. Inlined into each caller, so that it is compiled for the caller's instruction set.
+inline __attribute__((always_inline)) float ExponentiateScores(float* scores, int64_t count,
+                                                               float max_score) {
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < count; ++j) {
+    scores[j] = ExpF(scores[j] - max_score);
+    sum += scores[j];
+  }
+  return 1.0f / sum;
+}
+
 // One (token, query head): scores over the visible positions into `scores`, softmax, then the
 // weighted sum of values, every sum in position order.
 SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache,
@@ -202,13 +217,7 @@ SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache
     scores[j] = score;
     max_score = std::max(max_score, score);
   }
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < count; ++j) {
-    scores[j] = ExpF(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float inv = 1.0f / sum;
+  const float inv = ExponentiateScores(scores, count, max_score);
   for (int64_t d = 0; d < d_size; ++d) out[d] = 0;
   PositionCursor values(v_cache, table, first, last, g, s);
   for (int64_t j = 0; j < count; ++j) {
@@ -230,7 +239,7 @@ SOVAI_TARGET_AVX2 void AttendOneAvx2(float* out, const float* q, const float* k_
                                      int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
                                      float* scores) {
   const int64_t count = last - first + 1;
-  __m256 max_lanes = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  float max_score = -std::numeric_limits<float>::infinity();
   const __m256 scale = _mm256_set1_ps(s.scale);
   PositionCursor keys(k_cache, table, first, last, g, s);
   for (int64_t j0 = 0; j0 < count; j0 += 8) {
@@ -245,29 +254,15 @@ SOVAI_TARGET_AVX2 void AttendOneAvx2(float* out, const float* q, const float* k_
       for (int i = 0; i < 8; ++i)
         acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + 8 * c), qc, acc[i]);
     }
-    // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave positions
-    // 0-3 (and 4-7) in order, split between the halves; adding the halves finishes the dots.
-    const __m256 h0123 =
-        _mm256_hadd_ps(_mm256_hadd_ps(acc[0], acc[1]), _mm256_hadd_ps(acc[2], acc[3]));
-    const __m256 h4567 =
-        _mm256_hadd_ps(_mm256_hadd_ps(acc[4], acc[5]), _mm256_hadd_ps(acc[6], acc[7]));
-    const __m256 dots = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
-                                      _mm256_permute2f128_ps(h0123, h4567, 0x31));
+    const __m256 dots = SumEachOf8(acc);  // lane i: position j0 + i
     float lanes[8];
     _mm256_storeu_ps(lanes, _mm256_mul_ps(dots, scale));
     for (int64_t i = 0; i < n; ++i) {
       scores[j0 + i] = lanes[i];
-      max_lanes = _mm256_max_ps(max_lanes, _mm256_set1_ps(lanes[i]));
+      max_score = std::max(max_score, lanes[i]);
     }
   }
-  float max_score = _mm_cvtss_f32(_mm256_castps256_ps128(max_lanes));
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < count; ++j) {
-    scores[j] = ExpF(scores[j] - max_score);
-    sum += scores[j];
-  }
-  const float inv = 1.0f / sum;
+  const float inv = ExponentiateScores(scores, count, max_score);
   // Eight chunks (64 values) of the head per pass over the positions: eight accumulators.
   for (int c0 = 0; c0 < kChunks; c0 += 8) {
     __m256 acc[8];

@@ -17,6 +17,8 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "kernels/cpu/avx2_sums.h"
 #define SOVAI_INT8_X86 1
 #define SOVAI_TARGET_INT8_AVX2 __attribute__((target("avx2,f16c")))
 #define SOVAI_TARGET_INT8_VNNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vnni")))
@@ -180,14 +182,7 @@ SOVAI_TARGET_INT8_AVX2 inline __m256 BlockProductsAvx2(const int8_t* qx, const f
     const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
     acc[k] = _mm256_madd_epi16(pairs, ones);
   }
-  // Per 128-bit half, hadd(a, b) = [a0+a1, a2+a3, b0+b1, b2+b3]: two levels leave blocks 0-3
-  // (and 4-7) in order, split between the two halves; adding the halves finishes the sums.
-  const __m256i h0123 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-  const __m256i h4567 =
-      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
-  const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(h0123, h4567, 0x20),
-                                        _mm256_permute2x128_si256(h0123, h4567, 0x31));
+  const __m256i isum = SumEachOf8(acc);  // lane k: block b0 + k
   // The halves as a vector built in registers (a store of 8 halves read back as one load would
   // stall store forwarding).
   const __m256 dw = _mm256_cvtph_ps(

@@ -92,11 +92,18 @@ __device__ __forceinline__ int64_t GlobalThread() {
 __device__ __forceinline__ int64_t GridThreads() { return int64_t{gridDim.x} * blockDim.x; }
 
 // --- kernels --------------------------------------------------------------------------------
+//
+// __launch_bounds__ holds each kernel to the most threads its plan can ask for (LaunchLimits'
+// default for the row ops, kElementwiseThreads for the others), so that the compiler never uses
+// more registers than such a block can get.
+
+constexpr int kMaxRowThreads = LaunchLimits{}.max_threads_per_block;
 
 // out[N, C] = table[ids[n]] or zeros for a bad id (counted in *errors). One block per row.
 template <int W, typename OutT>
-__global__ void EmbeddingKernel(OutT* out, const int32_t* ids, const uint16_t* table, int64_t n,
-                                int64_t vocab, int64_t c, EmbeddingIdErrors* errors) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    EmbeddingKernel(OutT* out, const int32_t* ids, const uint16_t* table, int64_t n, int64_t vocab,
+                    int64_t c, EmbeddingIdErrors* errors) {
   const int64_t vectors = c / W;
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const int32_t id = ids[row];
@@ -129,9 +136,10 @@ __global__ void EmbeddingKernel(OutT* out, const int32_t* ids, const uint16_t* t
 }
 
 template <int W>
-__global__ void RmsNormForwardKernel(uint16_t* out, float* rstd, uint16_t* residual_out,
-                                     const uint16_t* x, const uint16_t* residual,
-                                     const uint16_t* weight, int64_t n, int64_t c, float eps) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    RmsNormForwardKernel(uint16_t* out, float* rstd, uint16_t* residual_out, const uint16_t* x,
+                         const uint16_t* residual, const uint16_t* weight, int64_t n, int64_t c,
+                         float eps) {
   __shared__ float scratch[kWarpThreads];
   const int64_t vectors = c / W;
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
@@ -169,9 +177,9 @@ __global__ void RmsNormForwardKernel(uint16_t* out, float* rstd, uint16_t* resid
 }
 
 template <int W>
-__global__ void RmsNormBackwardKernel(uint16_t* dx, const uint16_t* dout, const uint16_t* h,
-                                      const uint16_t* weight, const float* rstd, int64_t n,
-                                      int64_t c) {
+__global__ void __launch_bounds__(kMaxRowThreads)
+    RmsNormBackwardKernel(uint16_t* dx, const uint16_t* dout, const uint16_t* h,
+                          const uint16_t* weight, const float* rstd, int64_t n, int64_t c) {
   __shared__ float scratch[kWarpThreads];
   const int64_t vectors = c / W;
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
@@ -208,8 +216,9 @@ __global__ void RmsNormBackwardKernel(uint16_t* dx, const uint16_t* dout, const 
 // A unit is W pairs (i, i + D/2) of one head; `inverse` rotates by the opposite angle (the
 // backward pass: the same formula with sin negated).
 template <int W>
-__global__ void RopeKernel(uint16_t* x, const int32_t* positions, const float* inv_freq,
-                           int64_t vectors, int64_t heads, int64_t half, bool inverse) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    RopeKernel(uint16_t* x, const int32_t* positions, const float* inv_freq, int64_t vectors,
+               int64_t heads, int64_t half, bool inverse) {
   const int64_t units_per_head = half / W;
   for (int64_t u = GlobalThread(); u < vectors; u += GridThreads()) {
     const int64_t head_row = u / units_per_head;  // n * H + h
@@ -238,8 +247,8 @@ __global__ void RopeKernel(uint16_t* x, const int32_t* positions, const float* i
 __device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 template <int W>
-__global__ void SwiGluForwardKernel(uint16_t* out, const uint16_t* gate, const uint16_t* up,
-                                    int64_t vectors) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    SwiGluForwardKernel(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t vectors) {
   for (int64_t u = GlobalThread(); u < vectors; u += GridThreads()) {
     const Vec<uint16_t, W> g = Load<W>(gate + u * W);
     const Vec<uint16_t, W> p = Load<W>(up + u * W);
@@ -254,8 +263,9 @@ __global__ void SwiGluForwardKernel(uint16_t* out, const uint16_t* gate, const u
 }
 
 template <int W>
-__global__ void SwiGluBackwardKernel(uint16_t* dgate, uint16_t* dup, const uint16_t* dout,
-                                     const uint16_t* gate, const uint16_t* up, int64_t vectors) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    SwiGluBackwardKernel(uint16_t* dgate, uint16_t* dup, const uint16_t* dout, const uint16_t* gate,
+                         const uint16_t* up, int64_t vectors) {
   for (int64_t u = GlobalThread(); u < vectors; u += GridThreads()) {
     const Vec<uint16_t, W> d = Load<W>(dout + u * W);
     const Vec<uint16_t, W> g = Load<W>(gate + u * W);
@@ -284,10 +294,10 @@ struct Nf4Table {
 // A unit is W code bytes = 2W values inside one block of 64. Every product and sum is a separate
 // IEEE f32 operation (the _rn intrinsics are never fused), as DequantizeNf4 computes them.
 template <int W>
-__global__ void Nf4DequantizeKernel(uint16_t* out, const uint8_t* codes,
-                                    const uint8_t* absmax_codes, const float* absmax_scales,
-                                    const float* absmax_map, float absmax_offset, Nf4Table table,
-                                    int64_t vectors) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    Nf4DequantizeKernel(uint16_t* out, const uint8_t* codes, const uint8_t* absmax_codes,
+                        const float* absmax_scales, const float* absmax_map, float absmax_offset,
+                        Nf4Table table, int64_t vectors) {
   __shared__ float values[16];
   if (threadIdx.x < 16) values[threadIdx.x] = table.values[threadIdx.x];
   __syncthreads();
@@ -329,8 +339,9 @@ struct AdamWScalars {
 // The reference's expression order, each operation an explicit IEEE double op so that nothing is
 // fused; every f32 store rounds where the reference's does.
 template <int W>
-__global__ void AdamWKernel(float* param, const float* grad, float* m, float* v, int64_t vectors,
-                            AdamWScalars s) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    AdamWKernel(float* param, const float* grad, float* m, float* v, int64_t vectors,
+                AdamWScalars s) {
   for (int64_t u = GlobalThread(); u < vectors; u += GridThreads()) {
     Vec<float, W> p = Load<W>(param + u * W);
     const Vec<float, W> g = Load<W>(grad + u * W);
@@ -357,7 +368,8 @@ __global__ void AdamWKernel(float* param, const float* grad, float* m, float* v,
 
 // partials[blockIdx.x] = this block's sum of squares (grid-stride, then BlockSum).
 template <int W>
-__global__ void SumOfSquaresPartialKernel(double* partials, const float* grad, int64_t vectors) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    SumOfSquaresPartialKernel(double* partials, const float* grad, int64_t vectors) {
   __shared__ double scratch[kWarpThreads];
   double sum = 0;
   for (int64_t u = GlobalThread(); u < vectors; u += GridThreads()) {
@@ -370,7 +382,8 @@ __global__ void SumOfSquaresPartialKernel(double* partials, const float* grad, i
 }
 
 // One block: *result = the sum of partials[count] in a fixed order.
-__global__ void SumOfSquaresFinalKernel(double* result, const double* partials, int64_t count) {
+__global__ void __launch_bounds__(kElementwiseThreads)
+    SumOfSquaresFinalKernel(double* result, const double* partials, int64_t count) {
   __shared__ double scratch[kWarpThreads];
   double sum = 0;
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += partials[i];
