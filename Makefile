@@ -68,7 +68,7 @@ test-fuzz: build-fuzz
 test-cuda-build: bootstrap
 	@if [ -x /usr/local/cuda/bin/nvcc ]; then \
 	  cmake --preset cuda >/dev/null && \
-	  cmake --build --preset cuda --target sovai_kernels_cuda cuda_device_test cuda_ops_test && \
+	  cmake --build --preset cuda --target sovai_kernels_cuda cuda_device_test cuda_ops_test cuda_matmul_test && \
 	  ctest --test-dir build-cuda --output-on-failure -L gpu $(CTEST_ARGS); \
 	else \
 	  echo "test-cuda-build: /usr/local/cuda/bin/nvcc is missing: the CUDA backend was NOT compiled"; \
