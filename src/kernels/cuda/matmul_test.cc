@@ -13,19 +13,18 @@
 // of strided rows must come back untouched.
 #include "kernels/cuda/matmul.h"
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
-#include "kernels/cuda/device.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "tensor/dtype.h"
 
 namespace sovai::kernels::cuda {
@@ -35,53 +34,8 @@ using base::StatusCode;
 using tensor::BF16ToFloat;
 using tensor::DType;
 using tensor::FloatToBF16;
-
-void CudaCheck(cudaError_t error, const char* what) {
-  SOVAI_CHECK(error == cudaSuccess) << what << ": " << cudaGetErrorString(error);
-}
-
-// Raw device bytes, freed on destruction.
-class DeviceBytes {
- public:
-  explicit DeviceBytes(size_t bytes) : bytes_(std::max<size_t>(bytes, 1)) {
-    CudaCheck(cudaMalloc(&ptr_, bytes_), "cudaMalloc");
-  }
-  ~DeviceBytes() { cudaFree(ptr_); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-
-  uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
-  void Upload(const void* host, size_t bytes) {
-    SOVAI_CHECK(bytes <= bytes_);
-    CudaCheck(cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice), "upload");
-  }
-  // Waits for all work on the device first (cudaMemcpy on the legacy default stream).
-  void Download(void* host, size_t bytes) const {
-    SOVAI_CHECK(bytes <= bytes_);
-    CudaCheck(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost), "download");
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-class Report {
- public:
-  void Expect(bool ok, const std::string& what) {
-    ok ? ++passed_ : ++failed_;
-    std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what.c_str());
-  }
-  void ExpectStatus(const base::Status& status, StatusCode code, const std::string& what) {
-    Expect(status.code() == code, what + " -> " + status.ToString());
-  }
-  int passed() const { return passed_; }
-  int failed() const { return failed_; }
-
- private:
-  int passed_ = 0;
-  int failed_ = 0;
-};
+using testing::DeviceArray;
+using testing::Report;
 
 // Values of `dtype` as host bytes (bf16 bits or f32), and back.
 std::vector<uint8_t> Encode(const std::vector<float>& values, DType dtype) {
@@ -173,12 +127,12 @@ void RunCase(Report& report, MatmulPlanner& planner, std::mt19937& rng, const Ca
   }
 
   const size_t c_size = tensor::DTypeSize(c.c_type);
-  DeviceBytes d_a(a.size() * 2), d_b(b.size() * 2), d_c(c0.size() * c_size),
+  DeviceArray<uint8_t> d_a(a.size() * 2), d_b(b.size() * 2), d_c(c0.size() * c_size),
       d_bias(bias.size() * c_size);
-  d_a.Upload(Encode(a, DType::kBF16).data(), a.size() * 2);
-  d_b.Upload(Encode(b, DType::kBF16).data(), b.size() * 2);
-  d_c.Upload(Encode(c0, c.c_type).data(), c0.size() * c_size);
-  d_bias.Upload(Encode(bias, c.c_type).data(), bias.size() * c_size);
+  d_a.Upload(Encode(a, DType::kBF16));
+  d_b.Upload(Encode(b, DType::kBF16));
+  d_c.Upload(Encode(c0, c.c_type));
+  d_bias.Upload(Encode(bias, c.c_type));
   args.a = reinterpret_cast<const uint16_t*>(d_a.get()) + c.offset;
   args.b = reinterpret_cast<const uint16_t*>(d_b.get()) + c.offset;
   args.c = d_c.get() + c.offset * c_size;
@@ -189,9 +143,7 @@ void RunCase(Report& report, MatmulPlanner& planner, std::mt19937& rng, const Ca
     report.Expect(false, Name(c) + " -> " + status.ToString());
     return;
   }
-  std::vector<uint8_t> got_bytes(c0.size() * c_size);
-  d_c.Download(got_bytes.data(), got_bytes.size());
-  const std::vector<float> got = Decode(got_bytes, c.c_type);
+  const std::vector<float> got = Decode(d_c.Download(), c.c_type);
 
   const double out_rel = c.c_type == DType::kBF16 ? 1.0 / 256 : 0.0;
   double max_error = 0, error_sq = 0, want_sq = 0;
@@ -349,7 +301,7 @@ void TestCache(Report& report, MatmulPlanner& planner, std::mt19937& rng, Stream
 }
 
 void TestErrors(Report& report, MatmulPlanner& planner, Stream stream) {
-  DeviceBytes buffer(1 << 16);
+  DeviceArray<uint8_t> buffer(1 << 16);
   const auto* bf16 = reinterpret_cast<const uint16_t*>(buffer.get());
   const GemmArgs valid{.m = 8, .n = 8, .k = 8, .a = bf16, .b = bf16 + 64, .c = buffer.get() + 1024};
   auto expect_invalid = [&](GemmArgs args, const std::string& what) {
@@ -376,16 +328,14 @@ void TestErrors(Report& report, MatmulPlanner& planner, Stream stream) {
 
   // An empty batch launches nothing and leaves C alone.
   std::vector<float> sentinel(8, 3.0f);
-  DeviceBytes c(sentinel.size() * 4);
-  c.Upload(sentinel.data(), sentinel.size() * 4);
+  DeviceArray<float> c(sentinel.size());
+  c.Upload(sentinel);
   args = valid;
   args.m = 0;
   args.c = c.get();
   args.c_type = DType::kF32;
   report.ExpectStatus(planner.Gemm(args, stream), StatusCode::kOk, "M = 0 is nothing to do");
-  std::vector<float> after(sentinel.size());
-  c.Download(after.data(), after.size() * 4);
-  report.Expect(after == sentinel, "M = 0 leaves C unchanged");
+  report.Expect(c.Download() == sentinel, "M = 0 leaves C unchanged");
 }
 
 }  // namespace
@@ -393,20 +343,11 @@ void TestErrors(Report& report, MatmulPlanner& planner, Stream stream) {
 
 int main() {
   using namespace sovai::kernels::cuda;
-  auto devices = ListCudaDevices();
-  if (!devices.ok() || devices->empty()) {
-    std::printf("no CUDA device: %s\n",
-                devices.ok() ? "none visible" : devices.status().ToString().c_str());
-    return 77;
-  }
-  const DeviceInfo& device = devices->front();
-  std::printf("device %d: %s sm_%d%d\n", device.index, device.name.c_str(), device.compute_major,
-              device.compute_minor);
-  CudaCheck(cudaSetDevice(device.index), "cudaSetDevice");
-  cudaStream_t cuda_stream = nullptr;
-  CudaCheck(cudaStreamCreate(&cuda_stream), "cudaStreamCreate");
-  const Stream stream{cuda_stream};
+  std::optional<testing::GpuTestContext> context = testing::OpenFirstDeviceOrSkip();
+  if (!context) return testing::kSkippedExitCode;
+  const Stream stream = context->stream();
 
+  // Declared after the context, so that it is destroyed before the stream it enqueues on.
   auto planner = MatmulPlanner::Create();
   if (!planner.ok()) {
     std::printf("MatmulPlanner::Create: %s\n", planner.status().ToString().c_str());
@@ -422,9 +363,6 @@ int main() {
   TestErrors(report, **planner, stream);
 
   // Errors inside cuBLASLt's kernels (bad addresses) surface here, not at the launches.
-  CudaCheck(cudaStreamSynchronize(cuda_stream), "cudaStreamSynchronize");
-  planner.value().reset();
-  CudaCheck(cudaStreamDestroy(cuda_stream), "cudaStreamDestroy");
-  std::printf("%d passed, %d failed\n", report.passed(), report.failed());
-  return report.failed() == 0 ? 0 : 1;
+  context->Synchronize();
+  return report.Summarize();
 }

@@ -17,19 +17,18 @@
 //                                   bits on every run
 #include "kernels/cuda/ops.h"
 
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/check.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/device.h"
+#include "kernels/cuda/gpu_test_util.h"
 #include "kernels/cuda/launch_plan.h"
 #include "kernels/nf4.h"
 #include "kernels/rope.h"
@@ -41,94 +40,8 @@ namespace {
 using base::StatusCode;
 using tensor::BF16ToFloat;
 using tensor::FloatToBF16;
-
-void CudaCheck(cudaError_t error, const char* what) {
-  SOVAI_CHECK(error == cudaSuccess) << what << ": " << cudaGetErrorString(error);
-}
-
-// count elements of T in device memory, freed on destruction.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(size_t count) : count_(count) {
-    CudaCheck(cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc");
-  }
-  ~DeviceArray() { cudaFree(ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-
-  T* get() const { return ptr_; }
-  void Upload(const std::vector<T>& host, size_t offset = 0) {
-    SOVAI_CHECK(offset + host.size() <= count_);
-    CudaCheck(
-        cudaMemcpy(ptr_ + offset, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-        "upload");
-  }
-  // Waits for all work on the device first (cudaMemcpy on the legacy default stream).
-  std::vector<T> Download(size_t offset, size_t count) const {
-    SOVAI_CHECK(offset + count <= count_);
-    std::vector<T> host(count);
-    CudaCheck(cudaMemcpy(host.data(), ptr_ + offset, count * sizeof(T), cudaMemcpyDeviceToHost),
-              "download");
-    return host;
-  }
-  std::vector<T> Download() const { return Download(0, count_); }
-
- private:
-  T* ptr_ = nullptr;
-  size_t count_ = 0;
-};
-
-class Report {
- public:
-  void Expect(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed_;
-    } else {
-      ++failed_;
-    }
-    std::printf("%s %s\n", ok ? "  ok  " : "  FAIL", what.c_str());
-  }
-  void ExpectStatus(const base::Status& status, StatusCode code, const std::string& what) {
-    Expect(status.code() == code, what + " -> " + status.ToString());
-  }
-  void ExpectOk(const base::Status& status, const std::string& what) {
-    ExpectStatus(status, StatusCode::kOk, what);
-  }
-  // |got - want| <= rel * (|want| + |base|) + abs for every element (base: the initial value of an
-  // accumulated result, or empty).
-  void ExpectNear(const std::string& what, const std::vector<float>& got,
-                  const std::vector<float>& want, double rel, double abs,
-                  const std::vector<float>& base = {}) {
-    SOVAI_CHECK(got.size() == want.size());
-    double max_error = 0;
-    int64_t bad = 0;
-    int64_t first_bad = -1;
-    for (size_t i = 0; i < got.size(); ++i) {
-      const double scale = std::fabs(want[i]) + (base.empty() ? 0.0 : std::fabs(base[i]));
-      const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
-      max_error = std::max(max_error, error);
-      if (!(error <= rel * scale + abs)) {
-        if (bad++ == 0) first_bad = static_cast<int64_t>(i);
-      }
-    }
-    char detail[256];
-    std::snprintf(detail, sizeof detail, "%s: %zu values, max |error| %.3g, %lld out of tolerance",
-                  what.c_str(), got.size(), max_error, static_cast<long long>(bad));
-    std::string message = detail;
-    if (first_bad >= 0) {
-      message += ", first at " + std::to_string(first_bad) + ": got " +
-                 std::to_string(got[first_bad]) + ", want " + std::to_string(want[first_bad]);
-    }
-    Expect(bad == 0, message);
-  }
-  int passed() const { return passed_; }
-  int failed() const { return failed_; }
-
- private:
-  int passed_ = 0;
-  int failed_ = 0;
-};
+using testing::DeviceArray;
+using testing::Report;
 
 constexpr double kBf16Rel = 1.0 / 256;
 
@@ -631,19 +544,9 @@ void TestSumOfSquares(Report& report, Backend& reference, std::mt19937& rng, Str
 
 int main() {
   using namespace sovai::kernels::cuda;
-  auto devices = ListCudaDevices();
-  if (!devices.ok() || devices->empty()) {
-    std::printf("no CUDA device: %s\n",
-                devices.ok() ? "none visible" : devices.status().ToString().c_str());
-    return 77;
-  }
-  const DeviceInfo& device = devices->front();
-  std::printf("device %d: %s sm_%d%d\n", device.index, device.name.c_str(), device.compute_major,
-              device.compute_minor);
-  CudaCheck(cudaSetDevice(device.index), "cudaSetDevice");
-  cudaStream_t cuda_stream = nullptr;
-  CudaCheck(cudaStreamCreate(&cuda_stream), "cudaStreamCreate");
-  const Stream stream{cuda_stream};
+  std::optional<testing::GpuTestContext> context = testing::OpenFirstDeviceOrSkip();
+  if (!context) return testing::kSkippedExitCode;
+  const Stream stream = context->stream();
 
   auto reference = sovai::kernels::NewReferenceBackend();
   std::mt19937 rng(20240611);
@@ -657,8 +560,6 @@ int main() {
   TestSumOfSquares(report, *reference, rng, stream);
 
   // Errors inside kernels (bad addresses) surface here, not at the launches.
-  CudaCheck(cudaStreamSynchronize(cuda_stream), "cudaStreamSynchronize");
-  CudaCheck(cudaStreamDestroy(cuda_stream), "cudaStreamDestroy");
-  std::printf("%d passed, %d failed\n", report.passed(), report.failed());
-  return report.failed() == 0 ? 0 : 1;
+  context->Synchronize();
+  return report.Summarize();
 }
