@@ -17,15 +17,17 @@
 namespace sovai::model {
 namespace {
 
-// qwen3 (per-head q/k norms), llama, or mistral with a sliding window when window > 0.
-ModelConfig SmallConfig(bool qwen3, bool tie, int64_t window = 0) {
+// qwen3 (per-head q/k norms), llama, or mistral with a sliding window when window > 0; heads of
+// `head_dim` (64 takes the cpu backend's AVX2 paged attention where the CPU has it).
+ModelConfig SmallConfig(bool qwen3, bool tie, int64_t window = 0, int64_t head_dim = 16) {
   const std::string arch = qwen3        ? "Qwen3ForCausalLM"
                            : window > 0 ? "MistralForCausalLM"
                                         : "LlamaForCausalLM";
   const std::string type = qwen3 ? "qwen3" : window > 0 ? "mistral" : "llama";
   std::string json = R"({"architectures": [")" + arch + R"("], "model_type": ")" + type + R"(",
     "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 101,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": )" +
+                     std::to_string(head_dim) + R"(, "vocab_size": 101,
     "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "sliding_window": )" +
                      (window > 0 ? std::to_string(window) : "null") +
@@ -120,6 +122,7 @@ struct Case {
   bool tie;
   int64_t window;
   BaseWeights storage;
+  int64_t head_dim = 16;
 };
 
 class LlamaInferTest : public ::testing::TestWithParam<Case> {};
@@ -130,7 +133,7 @@ class LlamaInferTest : public ::testing::TestWithParam<Case> {};
 // match the whole-sequence forward of the same model with its adapter merged in.
 TEST_P(LlamaInferTest, ChunkedBatchedMultiAdapterMatchesWholeSequenceForward) {
   const Case& param = GetParam();
-  const ModelConfig config = SmallConfig(param.qwen3, param.tie, param.window);
+  const ModelConfig config = SmallConfig(param.qwen3, param.tie, param.window, param.head_dim);
   for (const char* backend_name : {"reference", "cpu"}) {
     SCOPED_TRACE(backend_name);
     auto backend = std::string(backend_name) == "cpu" ? kernels::NewCpuBackend(2)
@@ -206,7 +209,8 @@ INSTANTIATE_TEST_SUITE_P(
     Configs, LlamaInferTest,
     ::testing::Values(Case{"llama_f32", false, false, 0, BaseWeights::kF32},
                       Case{"qwen3_tied_bf16", true, true, 0, BaseWeights::kBF16},
-                      Case{"llama_q8_0_window", false, true, 5, BaseWeights::kQ8_0}),
+                      Case{"llama_q8_0_window", false, true, 5, BaseWeights::kQ8_0},
+                      Case{"llama_q8_0_head64", false, true, 0, BaseWeights::kQ8_0, 64}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 TEST(LlamaInferErrorsTest, RefusesBadTokensPositionsAndBlocks) {
