@@ -238,6 +238,7 @@ SOVAI_TARGET_AVX2 void AttendOneAvx2(float* out, const float* q, const float* k_
                                      const float* v_cache, const int32_t* table, int64_t first,
                                      int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
                                      float* scores) {
+  static_assert(kChunks % 8 == 0, "the value sums take 8 chunks of the head per pass");
   const int64_t count = last - first + 1;
   float max_score = -std::numeric_limits<float>::infinity();
   const __m256 scale = _mm256_set1_ps(s.scale);

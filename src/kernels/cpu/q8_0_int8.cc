@@ -408,11 +408,13 @@ Int8Kernel Int8KernelFor(Isa isa) {
 }
 
 Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
-  // A tile costs the same for 1 row as for L; the row kernel costs about L / 4 of a tile per row
-  // (per block: 6 operations, plus 2 for the sums and scales, against 8 groups of 6 for L rows of
-  // a tile). Measured (kernels_bench --q8_0, AVX2, weights from memory and from cache): the row
-  // kernel is 2.2-3.2x faster at 1 row, 1.3-2x at 2, even at 4. VNNI tiles are 16 lanes for 2
-  // operations a group: the row kernel is worth it at 1 row only.
+  // A tile costs the same for 1 row as for L; the row kernel costs about a fifth of an AVX2 tile
+  // per row (per block: 6 operations, plus about 4 for the sums, scales and the in-order adds,
+  // against 8 groups of 6 for the tile's 8 rows), so it should win below about 5 rows. Measured
+  // (kernels_bench --q8_0, AVX2): the row kernel is 2.1-3.4x faster at 1 row and 1.3-2x at 2; at 4
+  // it is even with the tile for weights read from memory (the decode case) and 0.7x for weights in
+  // cache. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth it at 1 row
+  // only.
   constexpr int64_t kAvx2RowKernelMaxRows = 3;
   constexpr int64_t kVnniRowKernelMaxRows = 1;
   switch (widest) {
