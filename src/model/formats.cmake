@@ -19,6 +19,7 @@ sovai_test(NAME model_formats_test LABELS unit DEPS sovai_model_formats SRCS
   ${CMAKE_CURRENT_LIST_DIR}/model_dir_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/peft_adapter_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cc
+  SEPARATE ${CMAKE_CURRENT_LIST_DIR}/peft_adapter_test.cc ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cc
 )
 # The fuzz target's seed corpus doubles as a fixture: each valid_* file must read, each bad_* not.
 if(TARGET model_formats_test)
