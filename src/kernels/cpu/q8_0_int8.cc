@@ -35,6 +35,8 @@ constexpr int64_t kBlockBytes = static_cast<int64_t>(kQ8_0BlockBytes);
 constexpr int64_t kGroups = kBlockValues / 4;
 constexpr int64_t kMaxTileRows = 16;
 constexpr int64_t kMaxTilesPerPass = 2;
+// Rows of x the row kernel takes against one weight row at a time (RowsDotAvx2).
+constexpr int64_t kMaxRowsPerPass = 4;
 // Rows of x one thread quantizes at the least (a row of 896 values takes about a microsecond).
 constexpr int64_t kMinQuantizeRowsPerThread = 8;
 
@@ -156,26 +158,41 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2(const uint8_t* q, const float* d, const uin
 
 // --- AVX2, one row at a time: 8 blocks per pass -------------------------------------------------
 
+// The weight scales of blocks b0 .. b0 + 7 of one weight row, widened to f32 (lane k: block
+// b0 + k). kTail: only the first `count` blocks exist (the other lanes are 0).
+template <bool kTail>
+SOVAI_TARGET_INT8_AVX2 inline __m256 WeightScalesAvx2(const uint8_t* w_row, int64_t b0,
+                                                      int64_t count) {
+  uint16_t halves[8] = {};
+  for (int64_t k = 0; k < (kTail ? count : 8); ++k) {
+    std::memcpy(&halves[k], w_row + (b0 + k) * kBlockBytes, sizeof halves[k]);
+  }
+  // The halves as a vector built in registers (a store of 8 halves read back as one load would
+  // stall store forwarding).
+  return _mm256_cvtph_ps(
+      _mm_setr_epi16(static_cast<int16_t>(halves[0]), static_cast<int16_t>(halves[1]),
+                     static_cast<int16_t>(halves[2]), static_cast<int16_t>(halves[3]),
+                     static_cast<int16_t>(halves[4]), static_cast<int16_t>(halves[5]),
+                     static_cast<int16_t>(halves[6]), static_cast<int16_t>(halves[7])));
+}
+
 // The products float(isum) * (dx * dw) of blocks b0 .. b0 + 7 of one quantized row (qx, dx) and
-// one weight row, lane k for block b0 + k: each block's 32 products summed exactly in int32, the 8
-// blocks' partial sums reduced by a tree of horizontal adds into one vector, then the tiles' f32
-// steps with the blocks in the lanes. kTail: only the first `count` blocks exist (the other lanes
-// are 0).
+// one weight row (scales dw, WeightScalesAvx2), lane k for block b0 + k: each block's 32 products
+// summed exactly in int32, the 8 blocks' partial sums reduced by a tree of horizontal adds into
+// one vector, then the tiles' f32 steps with the blocks in the lanes. kTail: only the first
+// `count` blocks exist (the other lanes are 0).
 template <bool kTail>
 SOVAI_TARGET_INT8_AVX2 inline __m256 BlockProductsAvx2(const int8_t* qx, const float* dx,
-                                                       const uint8_t* w_row, int64_t b0,
+                                                       const uint8_t* w_row, __m256 dw, int64_t b0,
                                                        int64_t count) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[8];
-  uint16_t halves[8];
   for (int64_t k = 0; k < 8; ++k) {
     if (kTail && k >= count) {
       acc[k] = _mm256_setzero_si256();
-      halves[k] = 0;
       continue;
     }
     const uint8_t* block = w_row + (b0 + k) * kBlockBytes;
-    std::memcpy(&halves[k], block, sizeof halves[k]);
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
     const __m256i x =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qx + (b0 + k) * kBlockValues));
@@ -183,44 +200,49 @@ SOVAI_TARGET_INT8_AVX2 inline __m256 BlockProductsAvx2(const int8_t* qx, const f
     acc[k] = _mm256_madd_epi16(pairs, ones);
   }
   const __m256i isum = SumEachOf8(acc);  // lane k: block b0 + k
-  // The halves as a vector built in registers (a store of 8 halves read back as one load would
-  // stall store forwarding).
-  const __m256 dw = _mm256_cvtph_ps(
-      _mm_setr_epi16(static_cast<int16_t>(halves[0]), static_cast<int16_t>(halves[1]),
-                     static_cast<int16_t>(halves[2]), static_cast<int16_t>(halves[3]),
-                     static_cast<int16_t>(halves[4]), static_cast<int16_t>(halves[5]),
-                     static_cast<int16_t>(halves[6]), static_cast<int16_t>(halves[7])));
   __m256 dx_lanes;
   if (kTail) {
-    float padded[8] = {};
-    std::copy_n(dx + b0, count, padded);
-    dx_lanes = _mm256_loadu_ps(padded);
+    // A masked load: the scales past the row's end are neither read nor faulted on. (Copying
+    // them into a zeroed array and loading that stalled on store forwarding: with 896 columns,
+    // 28 blocks, the tail is every row's last 4 blocks, and it took a sixth of the time.)
+    const __m256i first_count = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(count)),
+                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    dx_lanes = _mm256_maskload_ps(dx + b0, first_count);
   } else {
     dx_lanes = _mm256_loadu_ps(dx + b0);
   }
   return _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dx_lanes, dw));
 }
 
-// The product of one quantized row (qx, dx) with one weight row: the blocks' products (8 at a
-// time, BlockProductsAvx2) added to the sum one after the other, in block order. One weight row
-// is read front to back, so a task's rows (contiguous) are one sequential stream. (Two rows
-// interleaved, to overlap their chains of additions, measured 2x slower from memory: two streams
-// per core prefetch worse than one.)
-SOVAI_TARGET_INT8_AVX2 float RowDotAvx2(const int8_t* qx, const float* dx, const uint8_t* w_row,
-                                        int64_t blocks) {
-  float sum = 0.0f;
-  float products[8];
+// Blocks b0 .. b0 + 7 (kTail: the first `count`) of R quantized rows against one weight row, each
+// row's products added to its sum in block order. The rows share the weight scales, and their
+// chains of additions (latency-bound, one per block) run side by side.
+template <int R, bool kTail>
+SOVAI_TARGET_INT8_AVX2 inline void AddBlockProductsAvx2(const int8_t* const* qx,
+                                                        const float* const* dx,
+                                                        const uint8_t* w_row, int64_t b0,
+                                                        int64_t count, float* sums) {
+  const __m256 dw = WeightScalesAvx2<kTail>(w_row, b0, count);
+  alignas(32) float products[R][8];
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(products[r], BlockProductsAvx2<kTail>(qx[r], dx[r], w_row, dw, b0, count));
+  }
+  for (int64_t k = 0; k < (kTail ? count : 8); ++k) {
+    for (int r = 0; r < R; ++r) sums[r] = sums[r] + products[r][k];
+  }
+}
+
+// The products of R quantized rows (qx[r], dx[r]) with one weight row: sums[r], block by block in
+// order. One weight row is read front to back, so a task's rows (contiguous) are one sequential
+// stream. (Two weight rows interleaved, to overlap their chains of additions, measured 2x slower
+// from memory: two streams per core prefetch worse than one.)
+template <int R>
+SOVAI_TARGET_INT8_AVX2 void RowsDotAvx2(const int8_t* const* qx, const float* const* dx,
+                                        const uint8_t* w_row, int64_t blocks, float* sums) {
+  for (int r = 0; r < R; ++r) sums[r] = 0.0f;
   int64_t b0 = 0;
-  for (; b0 + 8 <= blocks; b0 += 8) {
-    _mm256_storeu_ps(products, BlockProductsAvx2<false>(qx, dx, w_row, b0, 8));
-    for (const float product : products) sum = sum + product;
-  }
-  if (b0 < blocks) {
-    const int64_t count = blocks - b0;
-    _mm256_storeu_ps(products, BlockProductsAvx2<true>(qx, dx, w_row, b0, count));
-    for (int64_t k = 0; k < count; ++k) sum = sum + products[k];
-  }
-  return sum;
+  for (; b0 + 8 <= blocks; b0 += 8) AddBlockProductsAvx2<R, false>(qx, dx, w_row, b0, 8, sums);
+  if (b0 < blocks) AddBlockProductsAvx2<R, true>(qx, dx, w_row, b0, blocks - b0, sums);
 }
 
 // --- AVX-512 VNNI: 16 rows per tile --------------------------------------------------------------
@@ -408,14 +430,14 @@ Int8Kernel Int8KernelFor(Isa isa) {
 }
 
 Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
-  // A tile costs the same for 1 row as for L; the row kernel costs about a fifth of an AVX2 tile
-  // per row (per block: 6 operations, plus about 4 for the sums, scales and the in-order adds,
-  // against 8 groups of 6 for the tile's 8 rows), so it should win below about 5 rows. Measured
-  // (kernels_bench --q8_0, AVX2): the row kernel is 2.1-3.4x faster at 1 row and 1.3-2x at 2; at 4
-  // it is even with the tile for weights read from memory (the decode case) and 0.7x for weights in
-  // cache. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth it at 1 row
-  // only.
-  constexpr int64_t kAvx2RowKernelMaxRows = 3;
+  // A tile costs the same for 1 row as for L; the row kernel's cost grows with the rows (per
+  // block and row: 5 operations, plus about 4 for the sums and the in-order adds; the weight
+  // scales are shared by the up to 4 rows of a pass), against 8 groups of 6 for the AVX2 tile's 8
+  // rows. Measured (kernels_bench --q8_0, AVX2, 2 threads): the row kernel is 2.1-3.3x faster at
+  // 1 row, 1.6-2.1x at 2, 1.06-1.27x at 4 (the output head from memory, up and down from cache)
+  // and 0.7-0.9x at 6. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth
+  // it at 1 row only.
+  constexpr int64_t kAvx2RowKernelMaxRows = 4;
   constexpr int64_t kVnniRowKernelMaxRows = 1;
   switch (widest) {
     case Int8Kernel::kAvx2:
@@ -542,10 +564,31 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
       const int64_t o0 = task * kQ8_0OutputTile;
       const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
       for (int64_t o = o0; o < o1; ++o) {
-        for (int64_t r = 0; r < n; ++r) {
-          const float sum = RowDotAvx2(reinterpret_cast<const int8_t*>(packed.Q(r)), packed.D(r),
-                                       weights + o * row_bytes, blocks);
-          store(r, o, &sum, 1);
+        const uint8_t* w_row = weights + o * row_bytes;
+        for (int64_t r0 = 0; r0 < n; r0 += kMaxRowsPerPass) {
+          const int64_t rows = std::min(kMaxRowsPerPass, n - r0);
+          const int8_t* qx[kMaxRowsPerPass];
+          const float* dx[kMaxRowsPerPass];
+          for (int64_t r = 0; r < rows; ++r) {
+            qx[r] = reinterpret_cast<const int8_t*>(packed.Q(r0 + r));
+            dx[r] = packed.D(r0 + r);
+          }
+          float sums[kMaxRowsPerPass];
+          switch (rows) {
+            case 1:
+              RowsDotAvx2<1>(qx, dx, w_row, blocks, sums);
+              break;
+            case 2:
+              RowsDotAvx2<2>(qx, dx, w_row, blocks, sums);
+              break;
+            case 3:
+              RowsDotAvx2<3>(qx, dx, w_row, blocks, sums);
+              break;
+            default:
+              RowsDotAvx2<4>(qx, dx, w_row, blocks, sums);
+              break;
+          }
+          for (int64_t r = 0; r < rows; ++r) store(r0 + r, o, &sums[r], 1);
         }
       }
     });

@@ -238,8 +238,8 @@ TEST(Q8_0ProductInt8Test, DispatchPicksTheWidestKernel) {
 TEST(Q8_0ProductInt8Test, SmallBatchesTakeTheRowKernel) {
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kPlain, 1), Int8Kernel::kPlain);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 1), Int8Kernel::kAvx2Rows);
-  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 3), Int8Kernel::kAvx2Rows);
-  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 5), Int8Kernel::kAvx2);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 1), Int8Kernel::kAvx2Rows);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 2), Int8Kernel::kAvx512Vnni);
   EXPECT_EQ(Int8TileRows(Int8Kernel::kAvx2Rows), 1);
@@ -252,7 +252,8 @@ TEST(Q8_0ProductInt8Test, EveryKernelMatchesTheReferenceBitForBit) {
   };
   std::mt19937 gen(2);
   for (const Shape s : {Shape{1, 37, 32}, Shape{3, 37, 64}, Shape{17, 37, 64}, Shape{1, 21, 4864},
-                        Shape{17, 21, 4864}, Shape{3, 70, 896}, Shape{33, 16, 96}}) {
+                        Shape{17, 21, 4864}, Shape{3, 70, 896}, Shape{33, 16, 96}, Shape{2, 37, 96},
+                        Shape{6, 21, 896}}) {
     Vec w_values = Normal(gen, static_cast<size_t>(s.out * s.in), 0.05f);
     Bytes w = QuantizeWeight(w_values, s.out, s.in);
     // Weight edge cases: an all-zero block, quants at -128 and +-127 (ggml writes at most 127, but
