@@ -560,9 +560,11 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
   };
 #if SOVAI_INT8_X86
   if (kernel == Int8Kernel::kAvx2Rows) {
-    ParallelTasks(context, output_tiles, [&](int64_t task, int) {
-      const int64_t o0 = task * kQ8_0OutputTile;
-      const int64_t o1 = std::min(out_features, o0 + kQ8_0OutputTile);
+    // Each thread takes one contiguous range of weight rows: one sequential stream per core for
+    // the whole product. (Tiles of 16 rows handed out one at a time, as the tile kernel's tasks
+    // are, made each thread's reads jump every 16 rows; the output head from memory measured
+    // 12.0-12.3 ms against 13.5-14.4 at 1 row, 14-17 against 18 at 2.)
+    ParallelRanges(context, out_features, kQ8_0OutputTile, [&](int64_t o0, int64_t o1, int) {
       for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* w_row = weights + o * row_bytes;
         for (int64_t r0 = 0; r0 < n; r0 += kMaxRowsPerPass) {
