@@ -24,11 +24,12 @@
 //
 // A tile pads a batch smaller than L with rows of zeros, whose products cost as much as real ones:
 // decode (one row per running sequence) would spend 7/8 (AVX2) or 15/16 (VNNI) of its work on
-// padding. Small batches therefore take the row kernel (kAvx2Rows): one row against one weight
-// row at a time, read front to back (a task's weights are one sequential stream), 32 bytes of a
-// block per instruction, 8 blocks' sums gathered into one vector by a tree of integer horizontal
-// adds (exact), their f32 products formed in the lanes as the tiles form them, then added to the
-// sum block after block in order. Same formula, same bits.
+// padding. Small batches therefore take the row kernel (kAvx2Rows): up to 4 rows against one
+// weight row at a time, which they read front to back sharing its scales (each thread takes one
+// contiguous range of weight rows: one sequential stream per core), 32 bytes of a block per
+// instruction, 8 blocks' sums gathered into one vector by a tree of integer horizontal adds
+// (exact), their f32 products formed in the lanes as the tiles form them, then added to each
+// row's sum block after block in order. Same formula, same bits.
 //
 // Accuracy: quantizing x adds an error of at most dx / 2 per value (dx = max |x| / 127 of its
 // block), so against the f32-activation product a row's outputs move by a relative error of about
