@@ -58,7 +58,7 @@ test: test-default
 
 test-default: build
 	@grep -q '^SOVAI_CUDA:BOOL=ON' build/CMakeCache.txt || \
-	  echo "test: SOVAI_CUDA is off in build/ (no nvcc when it was configured, or turned off): the CUDA backend was NOT compiled"
+	  echo "test: SOVAI_CUDA is off in build/ (no working nvcc when it was configured, or turned off): the CUDA backend was NOT compiled"
 	ctest --test-dir build --output-on-failure --parallel $(CTEST_PARALLEL) -LE 'slow|gpu' $(CTEST_ARGS)
 
 # The sanitizer builds: the unit, integration and fuzz (corpus replay) labels under ASan+UBSan,
