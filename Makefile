@@ -4,8 +4,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
 CTEST_ARGS ?=
-# Tests run two at a time: many wait on child processes and sockets (the suite passes so on two
-# cores; 520 s instead of 860 s serially).
+# Tests run two at a time: many wait on child processes and sockets (on two cores the suite took
+# 509-575 s so, against about 860 s serially).
 CTEST_PARALLEL ?= 2
 # ccache hits across clones in other folders too (CI builds a fresh clone): paths under the
 # checkout are hashed relative to it.

@@ -433,9 +433,9 @@ Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
   // A tile costs the same for 1 row as for L; the row kernel's cost grows with the rows (per
   // block and row: 5 operations, plus about 4 for the sums and the in-order adds; the weight
   // scales are shared by the up to 4 rows of a pass), against 8 groups of 6 for the AVX2 tile's 8
-  // rows. Measured (kernels_bench --q8_0, AVX2, 2 threads): the row kernel is 2.1-3.3x faster at
-  // 1 row, 1.6-2.1x at 2, 1.06-1.27x at 4 (the output head from memory, up and down from cache)
-  // and 0.7-0.9x at 6. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth
+  // rows. Measured (kernels_bench --q8_0, AVX2, 2 threads): the row kernel is 2.0-3.3x faster at
+  // 1 row, 1.5-2.1x at 2, 0.9-1.4x at 4 (up and down from cache, the output head from memory) and
+  // 0.7-0.9x at 6. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth
   // it at 1 row only.
   constexpr int64_t kAvx2RowKernelMaxRows = 4;
   constexpr int64_t kVnniRowKernelMaxRows = 1;
