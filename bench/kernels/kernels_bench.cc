@@ -170,6 +170,8 @@ const char* Int8KernelName(cpu::Int8Kernel kernel) {
       return "AVX-512 VNNI";
     case cpu::Int8Kernel::kAvx2Rows:
       return "AVX2 rows";
+    case cpu::Int8Kernel::kAvx2Quads:
+      return "AVX2 quads";
   }
   return "?";
 }
@@ -248,15 +250,19 @@ int MainQ8_0(const Options& options) {
     }
   }
 
-  // The int8 kernels themselves at the batch sizes of decode: the row kernel (what
-  // Q8_0ProductInt8 runs up to Int8KernelForRows' threshold) against the tile kernel it replaces,
-  // on the same weights and rows, alternating run by run.
+  // The int8 kernels themselves at the batch sizes of decode: the row kernel and the quad kernel
+  // (what Q8_0ProductInt8 runs below Int8KernelForRows' threshold) against the tile kernel, on
+  // the same weights and rows, alternating run by run.
   const cpu::Int8Kernel widest = cpu::Int8KernelFor(isa);
   if (widest == cpu::Int8Kernel::kPlain) return 0;
-  std::printf("\nint8 row kernel (%s) against the tile kernel (%s); '*' marks what runs\n",
-              Int8KernelName(cpu::Int8Kernel::kAvx2Rows), Int8KernelName(widest));
-  std::printf("%-18s %5s %11s %11s %8s %9s\n", "shape (I -> O)", "N", "rows ms", "tile ms",
-              "tile/rows", "GB/s rows");
+  const cpu::Int8Kernel kernels[] = {cpu::Int8Kernel::kAvx2Rows, cpu::Int8Kernel::kAvx2Quads,
+                                     widest};
+  std::printf(
+      "\nint8 small-batch kernels (%s, %s) against the tile kernel (%s); '*' marks what "
+      "runs; GB/s of the weights at the fastest\n",
+      Int8KernelName(kernels[0]), Int8KernelName(kernels[1]), Int8KernelName(widest));
+  std::printf("%-18s %5s %11s %11s %11s %9s\n", "shape (I -> O)", "N", "rows ms", "quads ms",
+              "tile ms", "GB/s");
   cpu::Context context(options.threads > 0 ? options.threads : 0, isa);
   // The output head (Qwen2.5-0.5B's tied embedding: 151936 x 896, 145 MB) does not fit any
   // cache: its GB/s is the kernel's against memory, to compare with bench/serve's membw.
@@ -268,7 +274,8 @@ int MainQ8_0(const Options& options) {
                            .data = bytes.data(),
                            .rows = shape.out,
                            .cols = shape.in};
-    for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{6}, int64_t{8}}) {
+    for (const int64_t n :
+         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{6}, int64_t{8}}) {
       const Vec x = Random(rng, static_cast<size_t>(n * shape.in));
       Vec out(static_cast<size_t>(n * shape.out));
       const auto run_with = [&](cpu::Int8Kernel kernel) {
@@ -276,22 +283,23 @@ int MainQ8_0(const Options& options) {
           cpu::Q8_0ProductInt8With(kernel, context, out.data(), x.data(), weight, n, 0.0f);
         };
       };
-      run_with(cpu::Int8Kernel::kAvx2Rows)();  // warm-up, once for both
-      run_with(widest)();
-      std::vector<double> rows_ms, tile_ms;
+      for (const cpu::Int8Kernel kernel : kernels) run_with(kernel)();  // warm-up
+      std::vector<double> ms[3];
       for (int r = 0; r < options.runs; ++r) {
-        rows_ms.push_back(
-            Measure(1, run_with(cpu::Int8Kernel::kAvx2Rows), /*warm_up=*/false).wall_s * 1e3);
-        tile_ms.push_back(Measure(1, run_with(widest), /*warm_up=*/false).wall_s * 1e3);
+        for (int k = 0; k < 3; ++k) {
+          ms[k].push_back(Measure(1, run_with(kernels[k]), /*warm_up=*/false).wall_s * 1e3);
+        }
       }
-      std::sort(rows_ms.begin(), rows_ms.end());
-      std::sort(tile_ms.begin(), tile_ms.end());
-      const double rows = rows_ms[rows_ms.size() / 2];
-      const double tile = tile_ms[tile_ms.size() / 2];
-      const bool rows_run = cpu::Int8KernelForRows(widest, n) == cpu::Int8Kernel::kAvx2Rows;
-      std::printf("%-18s %5lld %10.3f%s %10.3f%s %7.2fx %9.1f\n", shape.name,
-                  static_cast<long long>(n), rows, rows_run ? "*" : " ", tile, rows_run ? " " : "*",
-                  tile / rows, static_cast<double>(bytes.size()) / (rows * 1e-3) / 1e9);
+      const cpu::Int8Kernel runs = cpu::Int8KernelForRows(widest, n);
+      std::printf("%-18s %5lld", shape.name, static_cast<long long>(n));
+      double fastest = 0;
+      for (int k = 0; k < 3; ++k) {
+        std::sort(ms[k].begin(), ms[k].end());
+        const double median = ms[k][ms[k].size() / 2];
+        fastest = k == 0 ? median : std::min(fastest, median);
+        std::printf(" %10.3f%s", median, runs == kernels[k] ? "*" : " ");
+      }
+      std::printf(" %9.1f\n", static_cast<double>(bytes.size()) / (fastest * 1e-3) / 1e9);
       std::fflush(stdout);
     }
   }

@@ -47,12 +47,14 @@ float BlockScale(const uint8_t* block) {
 }
 
 // The quantized activations of one call, in the layout of one kernel: row r is lane r % L of tile
-// r / L. Tile t, block b: the bytes of 4-value group j of every lane together,
-// q[((t * blocks + b) * kGroups + j) * L * 4 + lane * 4 + k] = qx[r][b * 32 + 4 * j + k]
-// (plus 128 for VNNI), and d[(t * blocks + b) * L + lane] = dx[r][b]. For L = 1 that is simply
-// the rows one after the other. Lanes past the last row hold q = 0 and d = 0.
+// r / L. Tile t, block b: step j's G bytes (G = the granule: 4 for the tiles, 8 for the quads) of
+// every lane together, q[((t * blocks + b) * (32 / G) + j) * L * G + lane * G + k] =
+// qx[r][b * 32 + G * j + k] (plus 128 for VNNI), and d[(t * blocks + b) * L + lane] = dx[r][b].
+// For L = 1 that is simply the rows one after the other. Lanes past the last row hold q = 0 and
+// d = 0.
 struct PackedRows {
   int64_t lanes = 1;
+  int64_t granule = 4;
   int64_t blocks = 0;
   uint8_t* q = nullptr;
   float* d = nullptr;
@@ -65,15 +67,17 @@ struct PackedRows {
 void Interleave(const PackedRows& packed, int64_t row, const int8_t* q, const float* d,
                 bool plus_128) {
   const int64_t lanes = packed.lanes;
+  const int64_t granule = packed.granule;
+  const int64_t steps = kBlockValues / granule;
   const int64_t lane = row % lanes;
   uint8_t* q_tile = packed.Q(row / lanes);
   float* d_tile = packed.D(row / lanes);
   const uint8_t flip = plus_128 ? 0x80 : 0x00;  // q + 128 as an unsigned byte
   for (int64_t b = 0; b < packed.blocks; ++b) {
-    for (int64_t j = 0; j < kGroups; ++j) {
-      uint8_t* dst = q_tile + ((b * kGroups + j) * lanes + lane) * 4;
-      const int8_t* src = q + b * kBlockValues + j * 4;
-      for (int k = 0; k < 4; ++k) dst[k] = static_cast<uint8_t>(src[k]) ^ flip;
+    for (int64_t j = 0; j < steps; ++j) {
+      uint8_t* dst = q_tile + ((b * steps + j) * lanes + lane) * granule;
+      const int8_t* src = q + b * kBlockValues + j * granule;
+      for (int64_t k = 0; k < granule; ++k) dst[k] = static_cast<uint8_t>(src[k]) ^ flip;
     }
     d_tile[b * lanes + lane] = d[b];
   }
@@ -245,6 +249,80 @@ SOVAI_TARGET_INT8_AVX2 void RowsDotAvx2(const int8_t* const* qx, const float* co
   if (b0 < blocks) AddBlockProductsAvx2<R, true>(qx, dx, w_row, b0, blocks - b0, sums);
 }
 
+// --- AVX2, 4 rows per quad: 8 bytes of each row per pair of lanes --------------------------------
+
+// Rows of x per quad.
+constexpr int64_t kQuadRows = 4;
+// Bytes of a row side by side in one step of a quad (two int32 lanes).
+constexpr int64_t kQuadGranule = 8;
+
+inline uint64_t LoadU64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Block b of a quad (q_block: its 128 bytes, 8 values of each of the 4 rows per step) times one
+// weight block: lanes 2r and 2r + 1 hold the exact integer sums of row r's two halves. Each step
+// broadcasts the weight's 8 bytes for the same 8 columns of every row.
+SOVAI_TARGET_INT8_AVX2 inline __m256i QuadBlockAvx2(const uint8_t* q_block,
+                                                    const uint8_t* w_block) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc = _mm256_setzero_si256();
+  for (int64_t j = 0; j < kBlockValues / kQuadGranule; ++j) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q_block + j * 32));
+    const __m256i w =
+        _mm256_set1_epi64x(static_cast<int64_t>(LoadU64(w_block + 2 + j * kQuadGranule)));
+    // As the tiles: |w| times x with w's sign, pairs of products fit int16.
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+  }
+  return acc;
+}
+
+// The products of the 4 rows of one quad (q, d: the quad's bytes and scales) with one weight row:
+// sums[r], block by block in order. Two blocks at a time: one
+// horizontal add gathers both blocks' sums of every row, so that the f32 steps run for 8 (row,
+// block) pairs at once; the rows' in-order additions then run side by side in 4 lanes.
+SOVAI_TARGET_INT8_AVX2 void QuadDotAvx2(const uint8_t* q, const float* d, const uint8_t* w_row,
+                                        int64_t blocks, float* sums) {
+  constexpr int64_t kQuadBlockBytes = kQuadRows * kBlockValues;
+  __m128 sum = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m256i first = QuadBlockAvx2(q + b * kQuadBlockBytes, w_row + b * kBlockBytes);
+    const __m256i second =
+        QuadBlockAvx2(q + (b + 1) * kQuadBlockBytes, w_row + (b + 1) * kBlockBytes);
+    // hadd: [b: r0 r1, b+1: r0 r1 | b: r2 r3, b+1: r2 r3]; the 64-bit permute puts block b's 4
+    // rows in the low half and block b + 1's in the high half, as d holds their scales.
+    const __m256i isum = _mm256_permute4x64_epi64(_mm256_hadd_epi32(first, second), 0xD8);
+    // The two blocks' weight scales, widened in registers as the blocks are read (a pass over the
+    // row's scales first took a third of decode's time: it was the one to wait for memory).
+    uint16_t first_half, second_half;
+    std::memcpy(&first_half, w_row + b * kBlockBytes, sizeof first_half);
+    std::memcpy(&second_half, w_row + (b + 1) * kBlockBytes, sizeof second_half);
+    const __m256 dw = _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(
+            _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(first_half),
+                                        static_cast<int16_t>(second_half), 0, 0, 0, 0, 0, 0))),
+        _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    const __m256 scales = _mm256_mul_ps(_mm256_loadu_ps(d + b * kQuadRows), dw);
+    const __m256 products = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), scales);
+    sum = _mm_add_ps(sum, _mm256_castps256_ps128(products));
+    sum = _mm_add_ps(sum, _mm256_extractf128_ps(products, 1));
+  }
+  if (b < blocks) {
+    const __m256i last = QuadBlockAvx2(q + b * kQuadBlockBytes, w_row + b * kBlockBytes);
+    const __m256i isum =
+        _mm256_permute4x64_epi64(_mm256_hadd_epi32(last, _mm256_setzero_si256()), 0xD8);
+    uint16_t half;
+    std::memcpy(&half, w_row + b * kBlockBytes, sizeof half);
+    const __m128 scales = _mm_mul_ps(_mm_loadu_ps(d + b * kQuadRows), _mm_set1_ps(_cvtsh_ss(half)));
+    sum = _mm_add_ps(sum, _mm_mul_ps(_mm_cvtepi32_ps(_mm256_castsi256_si128(isum)), scales));
+  }
+  _mm_storeu_ps(sums, sum);
+}
+
 // --- AVX-512 VNNI: 16 rows per tile --------------------------------------------------------------
 
 // GCC 12 warns about the deliberately undefined pass-through operand inside _mm512_cvtepi32_ps.
@@ -384,7 +462,8 @@ void TilesTimesOutputs(Int8Kernel kernel, const PackedRows& packed, int64_t tile
                                  neg, blocks, sums);
     }
     case Int8Kernel::kAvx2Rows:
-      SOVAI_CHECK(false) << "the row kernel has no tiles";
+    case Int8Kernel::kAvx2Quads:
+      SOVAI_CHECK(false) << "the row and quad kernels have no tiles";
 #else
     default:
       SOVAI_CHECK(false) << "no SIMD int8 kernels in this build";
@@ -412,6 +491,7 @@ bool RunsHere(Int8Kernel kernel) {
       return f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vnni");
     case Int8Kernel::kAvx2Rows:
+    case Int8Kernel::kAvx2Quads:
       return __builtin_cpu_supports("avx2") && f16c;
   }
   return false;
@@ -433,15 +513,20 @@ Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
   // A tile costs the same for 1 row as for L; the row kernel's cost grows with the rows (per
   // block and row: 5 operations, plus about 4 for the sums and the in-order adds; the weight
   // scales are shared by the up to 4 rows of a pass), against 8 groups of 6 for the AVX2 tile's 8
-  // rows. Measured (kernels_bench --q8_0, AVX2, 2 threads): the row kernel is 2.0-3.3x faster at
-  // 1 row, 1.5-2.1x at 2, 0.9-1.4x at 4 (up and down from cache, the output head from memory) and
-  // 0.7-0.9x at 6. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is worth
-  // it at 1 row only.
-  constexpr int64_t kAvx2RowKernelMaxRows = 4;
+  // rows. The quad kernel is a tile of 4 rows, 8 columns per lane pair: 4 steps of 6 per block
+  // and 4 rows, one horizontal add per 2 blocks. Measured (kernels_bench --q8_0, AVX2, 2 threads;
+  // up and down from cache, the output head from memory): the row kernel is 2.0-3.3x faster than
+  // the tile at 1 row, 1.5-2.1x at 2; at 4 rows the quads are 1.2-1.4x faster than the row kernel
+  // on up and the head, level on down, and at 3 rows level to 1.15x (0.83x on down); at 6 rows
+  // the tile beats both. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is
+  // worth it at 1 row only.
+  constexpr int64_t kAvx2RowKernelMaxRows = 2;
+  constexpr int64_t kAvx2QuadKernelMaxRows = kQuadRows;
   constexpr int64_t kVnniRowKernelMaxRows = 1;
   switch (widest) {
     case Int8Kernel::kAvx2:
-      return rows <= kAvx2RowKernelMaxRows ? Int8Kernel::kAvx2Rows : widest;
+      if (rows <= kAvx2RowKernelMaxRows) return Int8Kernel::kAvx2Rows;
+      return rows <= kAvx2QuadKernelMaxRows ? Int8Kernel::kAvx2Quads : widest;
     case Int8Kernel::kAvx512Vnni:
       return rows <= kVnniRowKernelMaxRows ? Int8Kernel::kAvx2Rows : widest;
     default:
@@ -454,6 +539,8 @@ int64_t Int8TileRows(Int8Kernel kernel) {
     case Int8Kernel::kPlain:
     case Int8Kernel::kAvx2Rows:
       return 1;
+    case Int8Kernel::kAvx2Quads:
+      return kQuadRows;
     case Int8Kernel::kAvx2:
       return 8;
     case Int8Kernel::kAvx512Vnni:
@@ -516,6 +603,7 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
   // x quantized once per call, in the kernel's layout: [tiles * L * blocks] scales, then the bytes.
   PackedRows packed;
   packed.lanes = Int8TileRows(kernel);
+  packed.granule = kernel == Int8Kernel::kAvx2Quads ? kQuadGranule : 4;
   packed.blocks = blocks;
   const int64_t tiles = (n + packed.lanes - 1) / packed.lanes;
   const int64_t scale_count = tiles * packed.lanes * blocks;
@@ -559,7 +647,7 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
     for (int64_t g = 0; g < count; ++g) dst[g] = beta == 0 ? sums[g] : dst[g] + sums[g];
   };
 #if SOVAI_INT8_X86
-  if (kernel == Int8Kernel::kAvx2Rows) {
+  if (kernel == Int8Kernel::kAvx2Rows || kernel == Int8Kernel::kAvx2Quads) {
     // Each thread takes one contiguous range of weight rows: one sequential stream per core for
     // the whole product. (Tiles of 16 rows handed out one at a time, as the tile kernel's tasks
     // are, made each thread's reads jump every 16 rows; the output head from memory measured
@@ -567,6 +655,17 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
     ParallelRanges(context, out_features, kQ8_0OutputTile, [&](int64_t o0, int64_t o1, int) {
       for (int64_t o = o0; o < o1; ++o) {
         const uint8_t* w_row = weights + o * row_bytes;
+        if (kernel == Int8Kernel::kAvx2Quads) {
+          for (int64_t tile = 0; tile < tiles; ++tile) {
+            float sums[kQuadRows];
+            QuadDotAvx2(packed.Q(tile), packed.D(tile), w_row, blocks, sums);
+            const int64_t first_row = tile * kQuadRows;
+            for (int64_t r = 0; r < std::min(kQuadRows, n - first_row); ++r) {
+              store(first_row + r, o, &sums[r], 1);
+            }
+          }
+          continue;
+        }
         for (int64_t r0 = 0; r0 < n; r0 += kMaxRowsPerPass) {
           const int64_t rows = std::min(kMaxRowsPerPass, n - r0);
           const int8_t* qx[kMaxRowsPerPass];

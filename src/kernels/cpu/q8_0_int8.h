@@ -29,7 +29,10 @@
 // contiguous range of weight rows: one sequential stream per core), 32 bytes of a block per
 // instruction, 8 blocks' sums gathered into one vector by a tree of integer horizontal adds
 // (exact), their f32 products formed in the lanes as the tiles form them, then added to each
-// row's sum block after block in order. Same formula, same bits.
+// row's sum block after block in order. Same formula, same bits. Batches of 3 and 4 rows take the
+// quad kernel (kAvx2Quads): a tile of 4 rows whose lanes pair up, 8 bytes of a row per pair, so
+// that one broadcast of 8 weight bytes serves the 4 rows; one horizontal add per 2 blocks joins
+// the pairs, and the weight rows are read as the row kernel reads them.
 //
 // Accuracy: quantizing x adds an error of at most dx / 2 per value (dx = max |x| / 127 of its
 // block), so against the f32-activation product a row's outputs move by a relative error of about
@@ -51,6 +54,7 @@ enum class Int8Kernel : uint8_t {
   kAvx2,        // AVX2
   kAvx512Vnni,  // AVX-512 F/BW and VNNI
   kAvx2Rows,    // AVX2, one row at a time (small batches)
+  kAvx2Quads,   // AVX2, 4 rows at a time (small batches)
 };
 // The widest kernel for a context limited to `isa` on this CPU (VNNI needs kAvx512 and the CPU's
 // avx512vnni flag).

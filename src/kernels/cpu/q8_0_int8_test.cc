@@ -33,6 +33,7 @@ std::vector<Int8Kernel> KernelsHere() {
   if (Int8KernelFor(Isa::kAvx2) == Int8Kernel::kAvx2) {
     kernels.push_back(Int8Kernel::kAvx2);
     kernels.push_back(Int8Kernel::kAvx2Rows);
+    kernels.push_back(Int8Kernel::kAvx2Quads);
   }
   if (Int8KernelFor(Isa::kAvx512) == Int8Kernel::kAvx512Vnni) {
     kernels.push_back(Int8Kernel::kAvx512Vnni);
@@ -50,6 +51,8 @@ const char* KernelName(Int8Kernel kernel) {
       return "avx512vnni";
     case Int8Kernel::kAvx2Rows:
       return "avx2-rows";
+    case Int8Kernel::kAvx2Quads:
+      return "avx2-quads";
   }
   return "?";
 }
@@ -234,15 +237,18 @@ TEST(Q8_0ProductInt8Test, DispatchPicksTheWidestKernel) {
     std::printf("int8 kernel: %s\n", KernelName(kernel));
 }
 
-// Batches too small to fill a tile take the row kernel; the plain kernel stays plain.
-TEST(Q8_0ProductInt8Test, SmallBatchesTakeTheRowKernel) {
+// Batches too small to fill a tile take the row or the quad kernel; the plain kernel stays plain.
+TEST(Q8_0ProductInt8Test, SmallBatchesTakeTheRowOrQuadKernel) {
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kPlain, 1), Int8Kernel::kPlain);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 1), Int8Kernel::kAvx2Rows);
-  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 2), Int8Kernel::kAvx2Rows);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 3), Int8Kernel::kAvx2Quads);
+  EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 4), Int8Kernel::kAvx2Quads);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx2, 5), Int8Kernel::kAvx2);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 1), Int8Kernel::kAvx2Rows);
   EXPECT_EQ(Int8KernelForRows(Int8Kernel::kAvx512Vnni, 2), Int8Kernel::kAvx512Vnni);
   EXPECT_EQ(Int8TileRows(Int8Kernel::kAvx2Rows), 1);
+  EXPECT_EQ(Int8TileRows(Int8Kernel::kAvx2Quads), 4);
 }
 
 // Every kernel equals the reference bit for bit, for 1 and 2 threads, overwriting and adding.
@@ -253,7 +259,7 @@ TEST(Q8_0ProductInt8Test, EveryKernelMatchesTheReferenceBitForBit) {
   std::mt19937 gen(2);
   for (const Shape s : {Shape{1, 37, 32}, Shape{3, 37, 64}, Shape{17, 37, 64}, Shape{1, 21, 4864},
                         Shape{17, 21, 4864}, Shape{3, 70, 896}, Shape{33, 16, 96}, Shape{2, 37, 96},
-                        Shape{6, 21, 896}}) {
+                        Shape{6, 21, 896}, Shape{4, 19, 160}, Shape{5, 19, 160}}) {
     Vec w_values = Normal(gen, static_cast<size_t>(s.out * s.in), 0.05f);
     Bytes w = QuantizeWeight(w_values, s.out, s.in);
     // Weight edge cases: an all-zero block, quants at -128 and +-127 (ggml writes at most 127, but
