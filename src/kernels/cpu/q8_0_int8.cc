@@ -140,7 +140,7 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2(const uint8_t* q, const float* d, const uin
     __m256i acc[G];
     for (int g = 0; g < G; ++g) acc[g] = _mm256_setzero_si256();
     const uint8_t* q_block = q + b * kGroups * 32;
-#pragma GCC unroll 8
+#pragma GCC unroll 2
     for (int64_t j = 0; j < kGroups; ++j) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q_block + j * 32));
       for (int g = 0; g < G; ++g) {
