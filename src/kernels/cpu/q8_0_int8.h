@@ -73,6 +73,8 @@ inline constexpr int64_t kInt8OutputGroup = 4;
 // computes them, d[cols / 32] = max |x| / 127 of the block in f32 (not rounded to a half). A block
 // holding a NaN gets d = NaN (so its products are NaN, as in f32), and q = 0 for the NaN values.
 void QuantizeRowQ8(const float* x, int64_t cols, int8_t* q, float* d);
+// The same without SIMD intrinsics (tests compare them).
+void QuantizeRowQ8Portable(const float* x, int64_t cols, int8_t* q, float* d);
 
 // out[N, O] (+)= x[N, I] @ w[O, I]^T for a Q8_0 weight (beta 0: overwrite, 1: add to out), by the
 // int8 kernel for the context's instruction set.

@@ -190,6 +190,27 @@ TEST(QuantizeRowQ8Test, SameQuantsAsQ8_0AndTheUnroundedScale) {
   }
 }
 
+// The SIMD quantizer (what QuantizeRowQ8 runs on an AVX2 CPU) gives the portable one's bytes on
+// every kind of block, NaN and infinity included.
+TEST(QuantizeRowQ8Test, DispatchedAndPortableGiveTheSameBytes) {
+  std::mt19937 gen(4);
+  const int64_t cols = 4864;
+  Vec x = EdgeCaseActivations(gen, cols);
+  x[40] = std::nanf("");
+  x[100] = std::numeric_limits<float>::infinity();
+  x[200] = -std::numeric_limits<float>::infinity();
+  x[201] = std::nanf("");
+  const int64_t blocks = cols / kBlock;
+  std::vector<int8_t> q(cols), q_portable(cols);
+  Vec d(blocks), d_portable(blocks);
+  QuantizeRowQ8(x.data(), cols, q.data(), d.data());
+  QuantizeRowQ8Portable(x.data(), cols, q_portable.data(), d_portable.data());
+  EXPECT_EQ(q, q_portable);
+  EXPECT_TRUE(SameBits(d, d_portable));
+  EXPECT_TRUE(std::isnan(d[40 / kBlock]));
+  EXPECT_TRUE(std::isnan(d[200 / kBlock]));
+}
+
 TEST(QuantizeRowQ8Test, RoundsHalfAwayFromZeroAndClamps) {
   Vec x(kBlock, 0.0f);
   x[0] = 127.0f;  // d = 1 exactly: q = round(x)
