@@ -678,6 +678,11 @@ Result<App> AppService::Update(const std::string& project, const std::string& ap
 }
 
 Result<App> AppService::Stop(const std::string& project, const std::string& app_name) {
+  return StopBecause(project, app_name, "stopped by the user");
+}
+
+Result<App> AppService::StopBecause(const std::string& project, const std::string& app_name,
+                                    const std::string& reason) {
   std::lock_guard lock(mu_);
   SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));
@@ -685,8 +690,7 @@ Result<App> AppService::Stop(const std::string& project, const std::string& app_
     return base::FailedPreconditionError("app " + app->id + " is being deleted");
   }
   if (app->state == AppState::kStopped || app->state == AppState::kStopping) return *app;
-  SetStateLocked(*app, app->replicas.empty() ? AppState::kStopped : AppState::kStopping,
-                 "stopped by the user");
+  SetStateLocked(*app, app->replicas.empty() ? AppState::kStopped : AppState::kStopping, reason);
   SOVAI_RETURN_IF_ERROR(Save(*app));
   cv_.notify_all();
   return *app;

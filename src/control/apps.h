@@ -238,6 +238,10 @@ class AppService {
                            bool rolling, std::string* bad_field = nullptr);
   // Drains and stops every replica (STOPPING, STOPPED). FailedPrecondition when deleting.
   base::Result<App> Stop(const std::string& project, const std::string& app);
+  // Stop with the reason the app records (Stop's is "stopped by the user"; the budget watcher
+  // names the cap).
+  base::Result<App> StopBecause(const std::string& project, const std::string& app,
+                                const std::string& reason);
   // A STOPPED or FAILED app starts again (QUEUED). FailedPrecondition otherwise.
   base::Result<App> StartApp(const std::string& project, const std::string& app);
   // DELETING: replicas stopped, then DELETED (the name is free again at once).

@@ -166,11 +166,16 @@ TEST_F(BillingJobsTest, TheCapStopsTheProjectsAppsAndTheirReplicas) {
   EXPECT_EQ(stopped.state, AppState::kStopped);
   Job ended = WaitFor(replica);
   EXPECT_EQ(ended.state, JobState::kInterrupted) << ended.reason;
-  // Started again, it gets no replica: admission refuses them, and the watcher stops it again.
+  // Started again, it gets no replica: admission refuses them. Whichever acts first ends it: the
+  // budget watcher stops the app (STOPPED), or the app's own start of a replica is refused
+  // (FAILED); either way with the cap as the reason, and no replica runs.
   ASSERT_TRUE(apps_->StartApp(kProject, created->id).ok());
-  App refused =
-      WaitForApp(created->id, [](const App& app) { return app.state == AppState::kStopped; });
-  EXPECT_EQ(refused.state, AppState::kStopped);
+  App refused = WaitForApp(created->id, [](const App& app) {
+    return app.state == AppState::kStopped || app.state == AppState::kFailed;
+  });
+  EXPECT_TRUE(refused.state == AppState::kStopped || refused.state == AppState::kFailed)
+      << static_cast<int>(refused.state);
+  EXPECT_NE(refused.reason.find("monthly budget cap"), std::string::npos) << refused.reason;
   auto replicas = service_->List(kProject, {{std::string(kAppLabel), created->id}}, 10, "");
   ASSERT_TRUE(replicas.ok());
   EXPECT_EQ(replicas->jobs.size(), 1u);  // only the first replica ever ran

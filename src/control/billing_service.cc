@@ -444,7 +444,7 @@ void BillingService::StopProject(const std::string& project, const std::string& 
             app.state == AppState::kDeleted) {
           continue;
         }
-        auto stopped = apps_->Stop(project, app.id);
+        auto stopped = apps_->StopBecause(project, app.id, reason);
         if (stopped.ok()) {
           SOVAI_LOG(WARNING).With("project", project).With("app", app.id)
               << "stopping app " << app.id << ": " << reason;
