@@ -208,15 +208,16 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2AnyCount(int64_t count, const uint8_t* q, in
       default:
         return TileAvx2<4, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
     }
-  }
-  for (int64_t g0 = 0; g0 < count; g0 += 2) {
-    const uint8_t* w = w_rows + g0 * row_bytes;
-    if (count - g0 == 1) {
-      TileAvx2<1, T>(q, q_tile_bytes, d, d_tile_floats, w, row_bytes, dw + g0 * blocks, blocks,
-                     sums + g0, count);
-    } else {
-      TileAvx2<2, T>(q, q_tile_bytes, d, d_tile_floats, w, row_bytes, dw + g0 * blocks, blocks,
-                     sums + g0, count);
+  } else {
+    for (int64_t g0 = 0; g0 < count; g0 += 2) {
+      const uint8_t* w = w_rows + g0 * row_bytes;
+      if (count - g0 == 1) {
+        TileAvx2<1, T>(q, q_tile_bytes, d, d_tile_floats, w, row_bytes, dw + g0 * blocks, blocks,
+                       sums + g0, count);
+      } else {
+        TileAvx2<2, T>(q, q_tile_bytes, d, d_tile_floats, w, row_bytes, dw + g0 * blocks, blocks,
+                       sums + g0, count);
+      }
     }
   }
 }
@@ -624,10 +625,11 @@ Int8Kernel Int8KernelForRows(Int8Kernel widest, int64_t rows) {
   // rows. The quad kernel is a tile of 4 rows, 8 columns per lane pair: 4 steps of 6 per block
   // and 4 rows, one horizontal add per 2 blocks. Measured (kernels_bench --q8_0, AVX2, 2 threads;
   // up and down from cache, the output head from memory): the row kernel is 2.0-3.3x faster than
-  // the tile at 1 row, 1.5-2.1x at 2; at 4 rows the quads are 1.2-1.4x faster than the row kernel
-  // on up and the head, level on down, and at 3 rows level to 1.15x (0.83x on down); at 6 rows
-  // the tile beats both. VNNI tiles are 16 lanes for 2 operations a group: the row kernel is
-  // worth it at 1 row only.
+  // the tile at 1 row, 1.5-2.1x at 2 (the quads 0.6-1.1x of it there); at 4 rows the quads are
+  // 1.2-1.6x faster than the row kernel, at 3 rows 1.2-1.35x on up and the head, level on down.
+  // At 6-8 rows the tile is faster on up from cache and the quads on the head from memory; in
+  // the server (8 streams) either gave the same tokens/s, so the tile keeps them. VNNI tiles are
+  // 16 lanes for 2 operations a group: the row kernel is worth it at 1 row only.
   constexpr int64_t kAvx2RowKernelMaxRows = 2;
   constexpr int64_t kAvx2QuadKernelMaxRows = kQuadRows;
   constexpr int64_t kVnniRowKernelMaxRows = 1;

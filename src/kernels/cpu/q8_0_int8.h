@@ -20,11 +20,12 @@
 // int32 per row (no horizontal sums). VNNI's vpdpbusd multiplies unsigned by signed bytes: the
 // activations are stored plus 128 and the accumulator starts from -128 * sum(qw) of the block.
 // AVX2 multiplies |qw| by qx with qw's sign (vpmaddubsw cannot saturate: |qx| <= 127). A task
-// computes a tile of kQ8_0OutputTile outputs for every row tile, kInt8OutputGroup outputs per pass.
+// computes a tile of kQ8_0OutputTile outputs for every row tile, two row tiles and up to
+// kInt8OutputGroup outputs per pass.
 //
 // A tile pads a batch smaller than L with rows of zeros, whose products cost as much as real ones:
 // decode (one row per running sequence) would spend 7/8 (AVX2) or 15/16 (VNNI) of its work on
-// padding. Small batches therefore take the row kernel (kAvx2Rows): up to 4 rows against one
+// padding. Batches of 1-2 rows therefore take the row kernel (kAvx2Rows): up to 4 rows against one
 // weight row at a time, which they read front to back sharing its scales (each thread takes one
 // contiguous range of weight rows: one sequential stream per core), 32 bytes of a block per
 // instruction, 8 blocks' sums gathered into one vector by a tree of integer horizontal adds
