@@ -224,6 +224,9 @@ base::Result<AuditPage> AuditLog::List(const AuditFilter& filter) {
   if (filter.limit < 1 || filter.limit > kMaxPageSize) {
     return base::InvalidArgumentError("limit must be from 1 to " + std::to_string(kMaxPageSize));
   }
+  // Read-your-writes: a call's entry is queued before its answer goes out, so a caller that
+  // lists right after it must find it. (A past write error is not this read's.)
+  Flush().IgnoreError();
   std::string sql = std::string("SELECT ") + kColumns + " FROM audit_log WHERE seq > ?";
   if (filter.from_us) sql += " AND at >= ?";
   if (filter.to_us) sql += " AND at < ?";
@@ -264,6 +267,7 @@ base::Result<AuditPage> AuditLog::List(const AuditFilter& filter) {
 }
 
 base::Result<AuditVerifyReport> AuditLog::Verify() {
+  Flush().IgnoreError();  // as List: what was queued before the call is walked too
   // Every entry up to the last one this process wrote (or saw at Open) must exist (catches a
   // cut-off end).
   int64_t written_tail;

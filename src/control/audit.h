@@ -107,9 +107,11 @@ class AuditLog {
   // last write error, if any.
   base::Status Flush();
 
-  // Entries matching `filter`, ascending by seq. InvalidArgument for a bad limit.
+  // Entries matching `filter`, ascending by seq, every event appended before the call included
+  // (it waits for the writer). InvalidArgument for a bad limit.
   base::Result<AuditPage> List(const AuditFilter& filter);
-  // Walks the whole chain (in chunks, not holding the database lock throughout). The report says
+  // Walks the whole chain (in chunks, not holding the database lock throughout), every event
+  // appended before the call included. The report says
   // where and why it is broken; errors are only the database's.
   base::Result<AuditVerifyReport> Verify();
 

@@ -200,6 +200,22 @@ TEST_F(AuditLogTest, ListFiltersAndPages) {
   EXPECT_FALSE(audit_->List({.limit = kMaxPageSize + 1}).ok());
 }
 
+TEST_F(AuditLogTest, ListAndVerifySeeWhatWasAppendedBeforeThem) {
+  // No Flush: the writer is still at its first batches when the reads begin.
+  constexpr int kEvents = 2000;
+  for (int i = 1; i <= kEvents; ++i) {
+    audit_->Append({.at_us = i, .action = "S3 PUT", .resource = "/b/k" + std::to_string(i)});
+  }
+  auto last = audit_->List({.limit = 10, .after_seq = kEvents - 1});
+  ASSERT_TRUE(last.ok()) << last.status();
+  ASSERT_EQ(last->items.size(), 1u);
+  EXPECT_EQ(last->items[0].event.resource, "/b/k2000");
+  for (int i = 1; i <= kEvents; ++i) audit_->Append({.at_us = i, .action = "S3 GET"});
+  AuditVerifyReport report = Verify();
+  EXPECT_TRUE(report.ok) << report.problem;
+  EXPECT_EQ(report.entries, 2 * kEvents);
+}
+
 TEST_F(AuditLogTest, LongFieldsAreCutVisibly) {
   audit_->Append({.action = "PUT /v1/x", .detail = std::string(kMaxAuditFieldBytes * 2, 'x')});
   ASSERT_TRUE(audit_->Flush().ok());

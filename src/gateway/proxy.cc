@@ -170,11 +170,35 @@ class Upstream {
     lease_.Release();
   }
 
+  // Reads the body's first piece (at most `piece_bytes`, or its end) and keeps it for ReadAll or
+  // Pipe: until then nothing of the answer has gone to the client, so a replica that dies between
+  // its head and its body can still be replaced. On failure the connection is closed (the lease
+  // is left to the caller, which may retry elsewhere).
+  Status ReadFirstPiece(size_t piece_bytes) {
+    first_piece_.resize(piece_bytes);
+    Result<size_t> n = client_->ReadBody(first_piece_.data(), piece_bytes);
+    if (!n.ok()) {
+      client_.reset();
+      first_piece_.clear();
+      return n.status();
+    }
+    first_piece_.resize(*n);
+    body_ended_ = *n == 0;
+    return Status();
+  }
+
   // Reads the rest of the body into `out`, which holds at most `max_bytes` (a Content-Length
   // the parser enforces). Finishes on success, abandons on failure.
   Status ReadAll(std::string& out, uint64_t max_bytes) {
     out.resize(static_cast<size_t>(max_bytes));
-    size_t filled = 0;
+    size_t filled = std::min(first_piece_.size(), out.size());
+    std::memcpy(out.data(), first_piece_.data(), filled);
+    first_piece_.clear();
+    if (body_ended_) {
+      out.resize(filled);
+      Finish();
+      return Status();
+    }
     char end_probe;  // ReadBody needs room to report the end after the last byte
     for (;;) {
       char* dest = filled < out.size() ? out.data() + filled : &end_probe;
@@ -201,6 +225,18 @@ class Upstream {
   // reading from the replica, and TCP backpressure reaches the replica).
   Status Pipe(net::BodyWriter& out, size_t piece_bytes) {
     if (client_ == nullptr) return base::FailedPreconditionError("the body was already written");
+    if (!first_piece_.empty()) {
+      Status st = out.Write(first_piece_);
+      first_piece_.clear();
+      if (!st.ok()) {
+        Abandon();
+        return st;
+      }
+    }
+    if (body_ended_) {
+      Finish();
+      return Status();
+    }
     auto buf = std::make_unique_for_overwrite<char[]>(piece_bytes);  // not zeroed: overwritten
     for (;;) {
       Result<size_t> n = client_->ReadBody(buf.get(), piece_bytes);
@@ -226,6 +262,8 @@ class Upstream {
   UpstreamPool* const pool_;  // may be null: no pool
   ReplicaSet::Lease lease_;   // declared before client_, so released after it is closed
   std::unique_ptr<net::HttpClient> client_;
+  std::string first_piece_;  // read by ReadFirstPiece, not yet passed on
+  bool body_ended_ = false;  // ReadFirstPiece met the body's end
 };
 
 // Why no replica answered: what to tell the client instead.
@@ -245,12 +283,18 @@ net::ClientOptions ClientOptionsFor(const Replica& replica, const ProxyOptions& 
   return o;
 }
 
-// Sends `request` to replicas until one answers with a head (then `upstream` holds that client,
-// and the head is in `head`) or the attempts run out (the failure is returned). Runs on the
-// calling thread; the lease in `upstream` follows the replica being tried.
+// Sends `request` to replicas until one answers with a head and, when a body follows, the body's
+// first piece (then `upstream` holds that client and the piece, and the head is in `head`) or the
+// attempts run out (the failure is returned). Runs on the calling thread; the lease in `upstream`
+// follows the replica being tried.
 std::optional<Failure> SendToReplicas(Upstream& upstream, ReplicaSet& replicas,
                                       net::ClientRequest request, const std::string& body,
-                                      const ProxyOptions& options, net::ClientResponse& head) {
+                                      const ProxyOptions& options, size_t piece_bytes,
+                                      net::ClientResponse& head) {
+  const bool head_request = request.method == "HEAD";
+  auto has_body = [&](const net::ClientResponse& h) {
+    return !head_request && h.status != 101 && !IsBodylessStatus(h.status);
+  };
   // The body is sent from memory through a source, to learn whether it was sent completely.
   std::string_view rest;
   bool request_sent = false;
@@ -293,7 +337,15 @@ std::optional<Failure> SendToReplicas(Upstream& upstream, ReplicaSet& replicas,
       if (result.ok()) {
         upstream.Attach(std::move(client));
         head = std::move(*result);
-        return std::nullopt;
+        if (!has_body(head)) return std::nullopt;
+        // The head is held until the body's first piece arrives: a replica that dies in
+        // between (killed while it thinks) has sent nothing the client saw, so the request
+        // may go elsewhere under the rules above.
+        Status first = upstream.ReadFirstPiece(piece_bytes);
+        if (first.ok()) return std::nullopt;
+        request_sent = true;
+        result = Status(first.code(), "its answer broke off after the head: " + first.message());
+        break;
       }
       const bool stale = pooled && result.status().code() == base::StatusCode::kUnavailable;
       if (!stale || (request_sent && !idempotent)) break;
@@ -398,10 +450,12 @@ net::Response ForwardBody(net::Request& request, std::string request_body, Repli
   upstream_request.headers = UpstreamHeaders(request);
   const bool head_request = request.method() == "HEAD";
 
+  const size_t piece_bytes =
+      std::clamp<size_t>(options.max_queued_response_bytes, 1, kResponsePieceBytes);
   auto upstream = std::make_shared<Upstream>(options.upstream_pool, std::move(*lease));
   net::ClientResponse head;
-  if (std::optional<Failure> failure =
-          SendToReplicas(*upstream, replicas, std::move(upstream_request), *body, options, head)) {
+  if (std::optional<Failure> failure = SendToReplicas(
+          *upstream, replicas, std::move(upstream_request), *body, options, piece_bytes, head)) {
     return OpenAiError(failure->status, failure->message, "server_error", failure->code);
   }
   if (head.status == 101) {
@@ -440,8 +494,6 @@ net::Response ForwardBody(net::Request& request, std::string request_body, Repli
     return res;
   }
   res.stream_length = length;
-  const size_t piece_bytes =
-      std::clamp<size_t>(options.max_queued_response_bytes, 1, kResponsePieceBytes);
   res.stream = [upstream, piece_bytes](net::BodyWriter& out) {
     return upstream->Pipe(out, piece_bytes);
   };

@@ -55,28 +55,30 @@ struct ProxyOptions {
 // (see RemoveHopByHopHeaders), Host, Expect and Content-Length removed, and X-Forwarded-For
 // (appended to), X-Forwarded-Proto and X-Forwarded-Host set. Host is the replica's.
 //
-// The answer: the replica's status and header fields (less the hop-by-hop ones) as soon as they
-// arrive, then a streamed body that is written to the client piece by piece as the replica sends
-// it (never gathered first: Server-Sent Events pass event by event). A body whose Content-Length
-// is at most options.max_queued_response_bytes is the exception: it is read whole first and goes
-// out with the head as one fixed body (a JSON answer), and a replica that fails midway through
-// it gets the error below instead. If the client goes away, the replica's connection is closed,
-// which tells it to stop. If the replica fails mid-body, the client's response is cut short (no
-// final chunk), never completed.
+// The answer: the replica's status and header fields (less the hop-by-hop ones) as soon as the
+// first piece of its body arrives (or at once when no body follows), then a streamed body that is
+// written to the client piece by piece as the replica sends it (never gathered first: Server-Sent
+// Events pass event by event). A body whose Content-Length is at most
+// options.max_queued_response_bytes is the exception: it is read whole first and goes out with the
+// head as one fixed body (a JSON answer), and a replica that fails midway through it gets the error
+// below instead. If the client goes away, the replica's connection is closed, which tells it to
+// stop. If the replica fails mid-body, the client's response is cut short (no final chunk), never
+// completed.
 //
 // Connections: taken from options.upstream_pool, and given back only once the answer was read to
 // its end and the replica did not say "Connection: close"; closed in every other case.
 //
 // Retries: when the connection fails (refused, reset, closed, timed out) before any byte of the
-// answer arrived, the request goes to another replica, up to options.max_attempts in all,
-// provided it was not completely sent (connecting or sending failed) or its method is idempotent
-// (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) or options.retry_sent_posts is set: a POST that
-// reached a replica may be running there, so it is not sent twice unless the caller says that is
-// harmless. Nothing is retried once the answer has begun. A pooled connection that
-// fails before any byte of the answer (the replica closed it while it was idle) is first tried
-// again on a fresh connection to the same replica, under the same conditions; that does not count
-// as an attempt. (A POST that went out completely on it is not resent: it gets 502. The pool's
-// idle timeout, below the replicas' own, makes that rare.)
+// answer arrived, or after the head but before any byte of its body (nothing has reached the
+// client yet: a replica killed while it thinks), the request goes to another replica, up to
+// options.max_attempts in all, provided it was not completely sent (connecting or sending failed)
+// or its method is idempotent (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) or options.retry_sent_posts
+// is set: a POST that reached a replica may be running there, so it is not sent twice unless the
+// caller says that is harmless. Nothing is retried once the answer's body has begun. A pooled
+// connection that fails before any byte of the answer (the replica closed it while it was idle) is
+// first tried again on a fresh connection to the same replica, under the same conditions; that does
+// not count as an attempt. (A POST that went out completely on it is not resent: it gets 502. The
+// pool's idle timeout, below the replicas' own, makes that rare.)
 //
 // Errors are answered with an OpenAI-style JSON body ({"error":{"message","type","param",
 // "code"}}):
@@ -92,10 +94,11 @@ struct ProxyOptions {
 // A client that vanished while its body was being read gets Response::Error for that failure
 // (nobody reads it).
 //
-// Threads: none of its own. The request is sent and the head read on the calling thread (the
-// server worker running the handler); a streamed body is read from the replica by the response
-// writer, on the worker that writes it to the client. A returned response whose body is never
-// written closes the replica connection and releases the lease when it is destroyed.
+// Threads: none of its own. The request is sent and the head and first body piece read on the
+// calling thread (the server worker running the handler); the rest of a streamed body is read from
+// the replica by the response writer, on the worker that writes it to the client. A returned
+// response whose body is never written closes the replica connection and releases the lease when it
+// is destroyed.
 net::Response Forward(net::Request& request, ReplicaSet& replicas, std::string upstream_target,
                       const ProxyOptions& options = {});
 

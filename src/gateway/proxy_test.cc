@@ -149,11 +149,12 @@ uint16_t ClosedPort() {
   return ntohs(a.sin_port);
 }
 
-// A replica that accepts connections, reads the request, and closes without answering (a crash
-// after the request arrived).
+// A replica that accepts connections, reads the request, sends `before_hang_up` (nothing by
+// default), and closes without answering further (a crash after the request arrived).
 class HangUpReplica {
  public:
-  HangUpReplica() {
+  explicit HangUpReplica(std::string before_hang_up = "")
+      : before_hang_up_(std::move(before_hang_up)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -181,6 +182,10 @@ class HangUpReplica {
           got.append(buf, static_cast<size_t>(n));
         }
         std::this_thread::sleep_for(20ms);  // the rest of the body, if any
+        if (!before_hang_up_.empty()) {
+          ::send(conn, before_hang_up_.data(), before_hang_up_.size(), MSG_NOSIGNAL);
+          std::this_thread::sleep_for(20ms);  // the head arrives on its own
+        }
         ::close(conn);
       }
     });
@@ -194,6 +199,7 @@ class HangUpReplica {
   int accepted() const { return accepted_; }
 
  private:
+  const std::string before_hang_up_;
   int fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -707,6 +713,40 @@ TEST_F(ProxyTest, PostsOfSideEffectFreeReplicasAreRetriedAfterAHangUp) {
   }
   EXPECT_GE(hang_up.accepted(), 1);
   EXPECT_EQ(State("live").requests.load(), 2);
+  ExpectAllReleased();
+}
+
+TEST_F(ProxyTest, ReplicaDyingBetweenItsHeadAndItsBodyIsReplacedWhenSafe) {
+  // A model server killed while it thinks: its event stream's head went out, no event did.
+  HangUpReplica dies(
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+  replicas_.Update({{"dies", "127.0.0.1", dies.port()}, AddReplica("live")});
+  StartGateway();
+  net::HttpClient client(GatewayClient());
+  // Nothing reached the client, but the POST may have had effects there: 502, not the dead
+  // replica's 200 cut short, and not sent again.
+  auto post = client.Post("/apps/test/v1/echo", "{}");
+  ASSERT_TRUE(post.ok()) << post.status();
+  ExpectOpenAiError(*post, 502, "server_error", "upstream_unavailable");
+  EXPECT_NE(post->body.find("broke off after the head"), std::string::npos) << post->body;
+  EXPECT_EQ(State("live").requests.load(), 0);
+  // A GET, and (for a side-effect-free replica) a POST, go to the live replica instead. The
+  // rotation starts every other request on the dying one; two of each cover one of those.
+  for (int i = 0; i < 2; ++i) {
+    auto get = client.Get("/apps/test/v1/sized");
+    ASSERT_TRUE(get.ok()) << get.status();
+    EXPECT_EQ(get->status, 200) << get->body;
+    EXPECT_EQ(get->body, "twelve bytes");
+  }
+  EXPECT_EQ(dies.accepted(), 2);
+  options_.retry_sent_posts = true;  // read by the gateway at each request
+  for (int i = 0; i < 2; ++i) {
+    auto post_again = client.Post("/apps/test/v1/echo", "{}");
+    ASSERT_TRUE(post_again.ok()) << post_again.status();
+    EXPECT_EQ(post_again->status, 202) << post_again->body;
+  }
+  EXPECT_GE(dies.accepted(), 3);
+  EXPECT_EQ(State("live").requests.load(), 4);
   ExpectAllReleased();
 }
 
