@@ -5,6 +5,7 @@
 //
 //   kernels_bench [--threads=N] [--runs=N] [--reference-runs=N] [--tokens=N] [--only=SUBSTRING]
 //   kernels_bench --q8_0 [--threads=N] [--runs=N] [--isa=avx512|avx2|baseline]
+//   kernels_bench --paged [--threads=N] [--runs=N]
 //
 // Shapes (defaults): N=1024 tokens as B=2 sequences of T=512, C=512, F=1376, V=8192, H=8 query
 // heads, KV=4 key/value heads, D=64, LoRA rank 16. Prints medians over --runs (cpu, default 7) and
@@ -14,6 +15,12 @@
 // Qwen2.5-0.5B (896 -> 4864 and 4864 -> 896) for N = 1, 8, 64 and 256 rows: f32 activations
 // against activations quantized to int8 (kernels/cpu/q8_0_int8.h), side by side with the ratio and
 // the GFLOP/s of each (2 N I O operations per product).
+//
+// --paged times inference's attention over a paged KV cache (PagedAttention) on Qwen2.5-0.5B's
+// heads (14 query heads, 2 kv heads, D = 64, blocks of 16): a 44-token prefill chunk after 688
+// cached positions (the prefix-cache request of bench/serve), and decoding tokens of 1 and 4
+// sequences; against the reference backend (one thread), with GFLOP/s (4 D operations per query
+// head and visible position) beside the sgemm peak measured in the same run.
 #include <cblas.h>
 #include <time.h>
 
@@ -49,6 +56,7 @@ struct Options {
   int64_t tokens = 1024;
   std::string only;
   bool q8_0 = false;
+  bool paged = false;
   cpu::Isa isa = cpu::CpuIsa();
 };
 
@@ -72,6 +80,8 @@ Options ParseOptions(int argc, char** argv) {
       options.only = v;
     } else if (arg == "--q8_0") {
       options.q8_0 = true;
+    } else if (arg == "--paged") {
+      options.paged = true;
     } else if (const char* v = value("--isa=")) {
       const std::string isa = v;
       options.isa = isa == "avx512" ? cpu::Isa::kAvx512
@@ -82,7 +92,8 @@ Options ParseOptions(int argc, char** argv) {
                    "usage: kernels_bench [--threads=N] [--runs=N] [--reference-runs=N] "
                    "[--tokens=N] [--only=SUBSTRING]\n"
                    "       kernels_bench --q8_0 [--threads=N] [--runs=N] "
-                   "[--isa=avx512|avx2|baseline]\n");
+                   "[--isa=avx512|avx2|baseline]\n"
+                   "       kernels_bench --paged [--threads=N] [--runs=N]\n");
       std::exit(2);
     }
   }
@@ -306,9 +317,78 @@ int MainQ8_0(const Options& options) {
   return 0;
 }
 
+// PagedAttention on serving shapes: the cpu backend against the reference, same inputs.
+int MainPaged(const Options& options) {
+  std::unique_ptr<Backend> reference = NewReferenceBackend();
+  std::unique_ptr<Backend> cpu = NewCpuBackend(options.threads);
+  const double peak = PeakSgemmGflops(options.threads > 0 ? options.threads : 0, 1024, 3);
+  std::printf(
+      "kernels_bench --paged: PagedAttention, 14 query heads, 2 kv heads, D=64; cpu "
+      "threads: %s; medians of %d runs; sgemm peak %.1f GFLOP/s\n\n",
+      options.threads > 0 ? std::to_string(options.threads).c_str() : "all cores", options.runs,
+      peak);
+  std::printf("%-34s %12s %10s %9s %10s %8s\n", "case", "reference ms", "cpu ms", "speed-up",
+              "cpu GF/s", "of peak");
+  Backend::PagedAttentionShape s{.q_heads = 14,
+                                 .kv_heads = 2,
+                                 .head_dim = 64,
+                                 .block_size = 16,
+                                 .max_blocks = 64,
+                                 .window = 0,
+                                 .scale = 0.125f};
+  struct Case {
+    const char* name;
+    int64_t sequences, tokens, first_position;  // each sequence: tokens from first_position on
+  };
+  std::mt19937 rng(5);
+  const int64_t row = s.kv_heads * s.head_dim;
+  for (const Case c : {Case{"prefill 44 after 688 cached", 1, 44, 688},
+                       Case{"decode 1 sequence at 731", 1, 1, 731},
+                       Case{"decode 4 sequences at 300", 4, 1, 300}}) {
+    const int64_t blocks = c.sequences * s.max_blocks;
+    const Vec k_cache = Random(rng, static_cast<size_t>(blocks * s.block_size * row));
+    const Vec v_cache = Random(rng, static_cast<size_t>(blocks * s.block_size * row));
+    std::vector<int32_t> tables(static_cast<size_t>(blocks));
+    // Scattered blocks: sequence b's block i is b + sequences * (max_blocks - 1 - i).
+    for (int64_t b = 0; b < c.sequences; ++b) {
+      for (int64_t i = 0; i < s.max_blocks; ++i) {
+        tables[static_cast<size_t>(b * s.max_blocks + i)] =
+            static_cast<int32_t>(b + c.sequences * (s.max_blocks - 1 - i));
+      }
+    }
+    std::vector<int32_t> seq_of, positions;
+    double visible = 0;
+    for (int64_t b = 0; b < c.sequences; ++b) {
+      for (int64_t t = 0; t < c.tokens; ++t) {
+        seq_of.push_back(static_cast<int32_t>(b));
+        positions.push_back(static_cast<int32_t>(c.first_position + t));
+        visible += static_cast<double>(c.first_position + t + 1);
+      }
+    }
+    const int64_t n = static_cast<int64_t>(seq_of.size());
+    const Vec q = Random(rng, static_cast<size_t>(n * s.q_heads * s.head_dim));
+    Vec out(q.size());
+    const auto run_on = [&](Backend& backend) {
+      return [&] {
+        backend.PagedAttention(out.data(), q.data(), k_cache.data(), v_cache.data(), seq_of.data(),
+                               positions.data(), tables.data(), n, s);
+      };
+    };
+    const double reference_s = Measure(3, run_on(*reference), /*warm_up=*/false).wall_s;
+    const double cpu_s = Measure(options.runs, run_on(*cpu)).wall_s;
+    const double flops = 4.0 * static_cast<double>(s.head_dim * s.q_heads) * visible;
+    std::printf("%-34s %12.3f %10.3f %8.1fx %10.1f %7.1f%%\n", c.name, reference_s * 1e3,
+                cpu_s * 1e3, reference_s / cpu_s, flops / cpu_s / 1e9,
+                100.0 * flops / cpu_s / 1e9 / peak);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const Options options = ParseOptions(argc, argv);
   if (options.q8_0) return MainQ8_0(options);
+  if (options.paged) return MainPaged(options);
   std::unique_ptr<Backend> reference = NewReferenceBackend();
   std::unique_ptr<Backend> cpu = NewCpuBackend(options.threads);
   const int threads = options.threads > 0 ? options.threads : 0;

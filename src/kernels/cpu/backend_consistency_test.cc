@@ -408,6 +408,65 @@ TEST_F(ConsistencyTest, PagedAttention) {
   }
 }
 
+// The serving engine's other promise: a token's attention output is bit-identical whether it is
+// computed alone or with others (the grouped kernel shares key and value reads among the rows of a
+// task, never their arithmetic). A Qwen-like group of 7 query heads per kv head, a 44-token
+// prefill chunk after a cached prefix, a decoding token and a prefill from 0; with and without a
+// window; on 1-3 threads and on 16 (which splits the groups' heads across tasks).
+TEST_F(ConsistencyTest, PagedAttentionIsBatchInvariant) {
+  cpu_.push_back(NewCpuBackend(16));
+  for (const int64_t head_dim : {64, 128}) {
+    for (const int64_t window : {0, 37}) {
+      SCOPED_TRACE("head_dim " + std::to_string(head_dim) + " window " + std::to_string(window));
+      Rng rng(31);
+      Backend::PagedAttentionShape s{.q_heads = 14,
+                                     .kv_heads = 2,
+                                     .head_dim = head_dim,
+                                     .block_size = 16,
+                                     .max_blocks = 10,
+                                     .window = window,
+                                     .scale = 0.125f};
+      const int64_t blocks = 24, row = s.kv_heads * s.head_dim;
+      Vec k_cache = rng.Normal(static_cast<size_t>(blocks * s.block_size * row));
+      Vec v_cache = rng.Normal(static_cast<size_t>(blocks * s.block_size * row));
+      // Scattered block tables: sequence 0 reads blocks 23, 21, ..., 5, sequence 1 blocks 0, 2,
+      // ..., 8, sequence 2 blocks 13 and 15 (also sequence 0's: nothing writes the cache here).
+      std::vector<int32_t> tables(static_cast<size_t>(3 * s.max_blocks), -1);
+      for (int b = 0; b < 10; ++b) tables[static_cast<size_t>(b)] = 23 - 2 * b;
+      for (int b = 0; b < 5; ++b) tables[static_cast<size_t>(s.max_blocks + b)] = 2 * b;
+      tables[static_cast<size_t>(2 * s.max_blocks)] = 13;
+      tables[static_cast<size_t>(2 * s.max_blocks + 1)] = 15;
+      std::vector<int32_t> seq_of, positions;
+      for (int32_t p = 100; p < 144; ++p) seq_of.push_back(0), positions.push_back(p);
+      seq_of.push_back(1), positions.push_back(70);
+      for (int32_t p = 0; p < 20; ++p) seq_of.push_back(2), positions.push_back(p);
+      const int64_t n = static_cast<int64_t>(seq_of.size());
+      const Vec q = rng.Normal(static_cast<size_t>(n * s.q_heads * s.head_dim));
+      const size_t token_floats = static_cast<size_t>(s.q_heads * s.head_dim);
+      Vec expected(static_cast<size_t>(n) * token_floats);
+      reference_->PagedAttention(expected.data(), q.data(), k_cache.data(), v_cache.data(),
+                                 seq_of.data(), positions.data(), tables.data(), n, s);
+      for (auto& backend : cpu_) {
+        Vec all(expected.size(), std::nanf(""));
+        backend->PagedAttention(all.data(), q.data(), k_cache.data(), v_cache.data(), seq_of.data(),
+                                positions.data(), tables.data(), n, s);
+        const auto mismatch = Mismatch(expected, all, kProducts);
+        EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+        for (int64_t t = 0; t < n; ++t) {
+          Vec alone(token_floats, std::nanf(""));
+          backend->PagedAttention(alone.data(), q.data() + t * token_floats, k_cache.data(),
+                                  v_cache.data(), &seq_of[static_cast<size_t>(t)],
+                                  &positions[static_cast<size_t>(t)], tables.data(), 1, s);
+          EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + t * token_floats,
+                                   token_floats * sizeof(float)))
+              << "token " << t << " (sequence " << seq_of[static_cast<size_t>(t)] << ", position "
+              << positions[static_cast<size_t>(t)] << ")";
+        }
+      }
+    }
+  }
+}
+
 TEST_F(ConsistencyTest, RmsNorm) {
   for (const auto& [n, c] : {std::pair<int64_t, int64_t>{1, 7}, {33, 300}, {70, 130}}) {
     for (const bool with_dweight : {false, true}) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/vec_math.h"
 #include "kernels/q8_0.h"
@@ -229,53 +231,207 @@ SOVAI_CPU_CLONES void AttendOne(float* out, const float* q, const float* k_cache
 }
 
 #if SOVAI_PAGED_ATTENTION_AVX2
-// AttendOne for head_dim = 8 * kChunks with AVX2 and FMA, the accumulators in registers: the
-// scores of 8 positions at a time (one vector of partial products per position, the 8 reduced
-// together by a tree of horizontal adds instead of one reduction per position), and the weighted
-// sum of values 8 chunks of the head at a time over all positions. Sums run in position order.
+// One row of a grouped attention task: query head h of token t, which sees positions first..last.
+struct AttendRow {
+  const float* q;
+  float* out;
+  int64_t first;
+  int64_t last;
+};
+
+// Positions per block of the grouped kernel: its keys or values (8 KiB at head_dim 64) stay in L1
+// while every row of the task passes over them.
+constexpr int64_t kAttendBlock = 32;
+// Floats of scratch a grouped task may use for its rows' scores.
+constexpr int64_t kAttendScoreBudget = 64 * 1024;
+// Rows of one grouped task at most (its maxima and reciprocals live on the stack).
+constexpr int64_t kAttendMaxRows = 64;
+
+// The floats between two rows' scores in the scratch: room for the longest row and for the 7
+// lanes a last group of 8 positions may store past it, rounded to 16, so that every row's scores
+// start at the same alignment as the scratch itself (the softmax's vectorized sum then groups
+// them the same way whatever else is in the task).
+int64_t ScoreStride(int64_t longest) { return (longest + 7 + 15) / 16 * 16; }
+
+// Adds the weighted values of positions [begin, end) (rows of `block_rows`, which starts at
+// position j0) to kRowsAtOnce rows that see the same positions: out_r[d] += p_r[j] * v_j[d], in
+// position order, where p_r[j] = scores_r[j] * inv_r. Four chunks of 8 values per pass and row,
+// so that two rows hold eight accumulators and share every load of the values.
+template <int kChunks, int kRowsAtOnce>
+SOVAI_TARGET_AVX2 inline void AddWeightedValues(float* const* out, const float* const* scores,
+                                                const float* inv, const float* const* block_rows,
+                                                int64_t j0, int64_t begin, int64_t end) {
+  constexpr int kPass = 8 / kRowsAtOnce;  // chunks per pass
+  for (int c0 = 0; c0 < kChunks; c0 += kPass) {
+    __m256 acc[kRowsAtOnce][kPass];
+    for (int r = 0; r < kRowsAtOnce; ++r) {
+      for (int c = 0; c < kPass; ++c) acc[r][c] = _mm256_loadu_ps(out[r] + 8 * (c0 + c));
+    }
+    for (int64_t j = begin; j < end; ++j) {
+      const float* vj = block_rows[j - j0] + 8 * c0;
+      __m256 p[kRowsAtOnce];
+      for (int r = 0; r < kRowsAtOnce; ++r) p[r] = _mm256_set1_ps(scores[r][j] * inv[r]);
+      for (int c = 0; c < kPass; ++c) {
+        const __m256 v = _mm256_loadu_ps(vj + 8 * c);
+        for (int r = 0; r < kRowsAtOnce; ++r) acc[r][c] = _mm256_fmadd_ps(p[r], v, acc[r][c]);
+      }
+    }
+    for (int r = 0; r < kRowsAtOnce; ++r) {
+      for (int c = 0; c < kPass; ++c) _mm256_storeu_ps(out[r] + 8 * (c0 + c), acc[r][c]);
+    }
+  }
+}
+
+// Attention of `count` rows that share kv head g of one sequence (the query heads of a GQA group,
+// for one or more consecutive tokens), head_dim = 8 * kChunks, AVX2 and FMA. Each row's
+// arithmetic is the same sequence of operations whatever the other rows are (so a token's
+// result does not depend on the batch): a score is its position's dot product (one vector of
+// partial products per position, 8 positions reduced together by a tree of horizontal adds that
+// treats every lane alike), the softmax runs over the row's own scores, and the weighted sum of
+// values accumulates in position order. What the grouping changes is the memory traffic: the keys
+// and values are read block by block, and each block serves every row while it sits in L1,
+// instead of being read once per row from L2 or L3 (a sequence's keys and values outgrow L2).
 template <int kChunks>
-SOVAI_TARGET_AVX2 void AttendOneAvx2(float* out, const float* q, const float* k_cache,
-                                     const float* v_cache, const int32_t* table, int64_t first,
-                                     int64_t last, int64_t g, const Backend::PagedAttentionShape& s,
-                                     float* scores) {
+SOVAI_TARGET_AVX2 void AttendRowsAvx2(const AttendRow* rows, int64_t count, const float* k_cache,
+                                      const float* v_cache, const int32_t* table, int64_t g,
+                                      const Backend::PagedAttentionShape& s, float* scores,
+                                      int64_t stride) {
   static_assert(kChunks % 8 == 0, "the value sums take 8 chunks of the head per pass");
-  const int64_t count = last - first + 1;
-  float max_score = -std::numeric_limits<float>::infinity();
+  constexpr int64_t kHead = 8 * kChunks;
+  int64_t first = rows[0].first, last = rows[0].last;
+  for (int64_t r = 1; r < count; ++r) {
+    first = std::min(first, rows[r].first);
+    last = std::max(last, rows[r].last);
+  }
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 row_max[kAttendMaxRows];
+  for (int64_t r = 0; r < count; ++r) row_max[r] = neg_inf;
   const __m256 scale = _mm256_set1_ps(s.scale);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const float* block_rows[kAttendBlock];
+
+  // Scores, block by block of positions. A group of 8 positions stores all 8 lanes (those past
+  // the row's range land in its stride's slack, or are overwritten by the next block).
   PositionCursor keys(k_cache, table, first, last, g, s);
-  for (int64_t j0 = 0; j0 < count; j0 += 8) {
-    const int64_t n = std::min<int64_t>(8, count - j0);
-    const float* rows[8];
-    rows[0] = keys.Next();  // lanes past n repeat it (computed, never stored)
-    for (int64_t i = 1; i < 8; ++i) rows[i] = i < n ? keys.Next() : rows[0];
-    __m256 acc[8];
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
-    for (int c = 0; c < kChunks; ++c) {
-      const __m256 qc = _mm256_loadu_ps(q + 8 * c);
-      for (int i = 0; i < 8; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + 8 * c), qc, acc[i]);
+  for (int64_t j0 = first; j0 <= last; j0 += kAttendBlock) {
+    const int64_t j1 = std::min(last + 1, j0 + kAttendBlock);
+    for (int64_t j = j0; j < j1; ++j) block_rows[j - j0] = keys.Next();
+    for (int64_t r = 0; r < count; ++r) {
+      const AttendRow& row = rows[r];
+      const int64_t begin = std::max(j0, row.first), end = std::min(j1, row.last + 1);
+      float* row_scores = scores + r * stride - row.first;
+      __m256 max_lanes = row_max[r];
+      for (int64_t j = begin; j < end; j += 8) {
+        const int64_t n = std::min<int64_t>(8, end - j);
+        const float* k_rows[8];
+        for (int64_t i = 0; i < 8; ++i) {  // lanes past n repeat the first
+          k_rows[i] = block_rows[(i < n ? j + i : j) - j0];
+        }
+        __m256 acc[8];
+        for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+        for (int c = 0; c < kChunks; ++c) {
+          const __m256 qc = _mm256_loadu_ps(row.q + 8 * c);
+          for (int i = 0; i < 8; ++i)
+            acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(k_rows[i] + 8 * c), qc, acc[i]);
+        }
+        const __m256 dots = _mm256_mul_ps(SumEachOf8(acc), scale);  // lane i: position j + i
+        _mm256_storeu_ps(row_scores + j, dots);
+        const __m256 valid =
+            _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane));
+        max_lanes = _mm256_max_ps(max_lanes, _mm256_blendv_ps(neg_inf, dots, valid));
+      }
+      row_max[r] = max_lanes;
     }
-    const __m256 dots = SumEachOf8(acc);  // lane i: position j0 + i
+  }
+  float inv[kAttendMaxRows];
+  for (int64_t r = 0; r < count; ++r) {
     float lanes[8];
-    _mm256_storeu_ps(lanes, _mm256_mul_ps(dots, scale));
-    for (int64_t i = 0; i < n; ++i) {
-      scores[j0 + i] = lanes[i];
-      max_score = std::max(max_score, lanes[i]);
+    _mm256_storeu_ps(lanes, row_max[r]);
+    const float max_score = *std::max_element(lanes, lanes + 8);
+    inv[r] = ExponentiateScores(scores + r * stride, rows[r].last - rows[r].first + 1, max_score);
+    std::memset(rows[r].out, 0, kHead * sizeof(float));
+  }
+
+  // Weighted sums of values, block by block; rows of one token (same positions) two at a time.
+  // The accumulators go back to the outputs between blocks (a store and a load change no bits).
+  PositionCursor values(v_cache, table, first, last, g, s);
+  for (int64_t j0 = first; j0 <= last; j0 += kAttendBlock) {
+    const int64_t j1 = std::min(last + 1, j0 + kAttendBlock);
+    for (int64_t j = j0; j < j1; ++j) block_rows[j - j0] = values.Next();
+    for (int64_t r = 0; r < count;) {
+      const AttendRow& row = rows[r];
+      const int64_t begin = std::max(j0, row.first), end = std::min(j1, row.last + 1);
+      const bool pair =
+          r + 1 < count && rows[r + 1].first == row.first && rows[r + 1].last == row.last;
+      float* const out[2] = {row.out, pair ? rows[r + 1].out : nullptr};
+      const float* const row_scores[2] = {scores + r * stride - row.first,
+                                          scores + (r + 1) * stride - row.first};
+      if (begin < end) {
+        if (pair) {
+          AddWeightedValues<kChunks, 2>(out, row_scores, inv + r, block_rows, j0, begin, end);
+        } else {
+          AddWeightedValues<kChunks, 1>(out, row_scores, inv + r, block_rows, j0, begin, end);
+        }
+      }
+      r += pair ? 2 : 1;
     }
   }
-  const float inv = ExponentiateScores(scores, count, max_score);
-  // Eight chunks (64 values) of the head per pass over the positions: eight accumulators.
-  for (int c0 = 0; c0 < kChunks; c0 += 8) {
-    __m256 acc[8];
-    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
-    PositionCursor values(v_cache, table, first, last, g, s);
-    for (int64_t j = 0; j < count; ++j) {
-      const float* vj = values.Next() + 8 * c0;
-      const __m256 p = _mm256_set1_ps(scores[j] * inv);
-      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + 8 * c), acc[c]);
-    }
-    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + 8 * (c0 + c), acc[c]);
+}
+
+// The grouped tasks of one PagedAttention call: runs of consecutive tokens of one sequence (a
+// prefill chunk, or one decoding token) cut into pieces of `tokens` tokens, times the kv heads,
+// times pieces of `heads` query heads of each kv head's group.
+struct AttendTasks {
+  struct Piece {
+    int64_t first_token;
+    int64_t tokens;
+  };
+  std::vector<Piece> pieces;
+  int64_t heads = 1;        // query heads per task (of one group)
+  int64_t head_pieces = 1;  // tasks per (piece, kv head)
+  int64_t stride = 0;       // ScoreStride of the longest row
+
+  int64_t count(int64_t kv_heads) const {
+    return static_cast<int64_t>(pieces.size()) * kv_heads * head_pieces;
   }
+};
+
+AttendTasks PlanAttendTasks(const int32_t* seq_of, const int32_t* positions, int64_t n,
+                            int64_t longest, const Backend::PagedAttentionShape& s, int threads) {
+  const int64_t group = s.q_heads / s.kv_heads;
+  AttendTasks plan;
+  plan.stride = ScoreStride(longest);
+  // Rows per task: bounded by the stack arrays and by the scores' scratch.
+  const int64_t max_rows = std::clamp<int64_t>(kAttendScoreBudget / plan.stride, 1, kAttendMaxRows);
+  std::vector<std::pair<int64_t, int64_t>> runs;  // first token, tokens
+  for (int64_t t = 0; t < n; ++t) {
+    if (t == 0 || seq_of[t] != seq_of[t - 1] || positions[t] != positions[t - 1] + 1) {
+      runs.push_back({t, 0});
+    }
+    ++runs.back().second;
+  }
+  auto tokens_per_piece = [&](int64_t heads) { return std::max<int64_t>(1, max_rows / heads); };
+  auto tasks_with = [&](int64_t heads) {
+    int64_t pieces = 0;
+    for (const auto& run : runs) {
+      pieces += (run.second + tokens_per_piece(heads) - 1) / tokens_per_piece(heads);
+    }
+    return pieces * s.kv_heads * ((group + heads - 1) / heads);
+  };
+  // A whole group per task, unless that leaves threads idle (one decoding sequence on many
+  // cores): then the group's heads are split.
+  plan.heads = std::min(group, max_rows);
+  while (plan.heads > 1 && tasks_with(plan.heads) < 2 * threads) {
+    plan.heads = (plan.heads + 1) / 2;
+  }
+  plan.head_pieces = (group + plan.heads - 1) / plan.heads;
+  const int64_t tokens = tokens_per_piece(plan.heads);
+  for (const auto& [first, count] : runs) {
+    for (int64_t t = first; t < first + count; t += tokens) {
+      plan.pieces.push_back({t, std::min(tokens, first + count - t)});
+    }
+  }
+  return plan;
 }
 #endif
 
@@ -287,28 +443,57 @@ void PagedAttention(Context& context, float* out, const float* q, const float* k
   const int64_t group = s.q_heads / s.kv_heads;
   int64_t longest = 1;
   for (int64_t t = 0; t < n; ++t) longest = std::max<int64_t>(longest, positions[t] + 1);
+  auto first_of = [&](int64_t t) -> int64_t {
+    return s.window > 0 ? std::max<int64_t>(0, positions[t] - s.window + 1) : 0;
+  };
+#if SOVAI_PAGED_ATTENTION_AVX2
+  // Head sizes of 64 and 128 (Llama, Qwen, Mistral) take the grouped AVX2 kernel where the CPU
+  // has it.
+  if (context.isa() >= Isa::kAvx2 && (s.head_dim == 64 || s.head_dim == 128)) {
+    const int64_t span = s.window > 0 ? std::min(longest, s.window) : longest;
+    const AttendTasks plan = PlanAttendTasks(seq_of, positions, n, span, s, context.threads());
+    const int64_t rows_per_task = plan.pieces.empty() ? 1 : plan.heads * [&] {
+      int64_t most = 1;
+      for (const auto& piece : plan.pieces) most = std::max(most, piece.tokens);
+      return most;
+    }();
+    context.ReserveThreadScratch(static_cast<size_t>(rows_per_task * plan.stride));
+    ParallelTasks(context, plan.count(s.kv_heads), [&](int64_t task, int thread) {
+      const int64_t head_piece = task % plan.head_pieces;
+      const int64_t g = task / plan.head_pieces % s.kv_heads;
+      const AttendTasks::Piece& piece = plan.pieces[task / plan.head_pieces / s.kv_heads];
+      const int64_t h0 = g * group + head_piece * plan.heads;
+      const int64_t h1 = std::min(h0 + plan.heads, (g + 1) * group);
+      AttendRow rows[kAttendMaxRows];
+      int64_t count = 0;
+      for (int64_t t = piece.first_token; t < piece.first_token + piece.tokens; ++t) {
+        for (int64_t h = h0; h < h1; ++h) {
+          rows[count++] = {.q = q + (t * s.q_heads + h) * s.head_dim,
+                           .out = out + (t * s.q_heads + h) * s.head_dim,
+                           .first = first_of(t),
+                           .last = positions[t]};
+        }
+      }
+      const int32_t* table =
+          block_tables + static_cast<int64_t>(seq_of[piece.first_token]) * s.max_blocks;
+      if (s.head_dim == 64) {
+        AttendRowsAvx2<8>(rows, count, k_cache, v_cache, table, g, s, context.ThreadScratch(thread),
+                          plan.stride);
+      } else {
+        AttendRowsAvx2<16>(rows, count, k_cache, v_cache, table, g, s,
+                           context.ThreadScratch(thread), plan.stride);
+      }
+    });
+    return;
+  }
+#endif
   context.ReserveThreadScratch(static_cast<size_t>(longest));
-  // Head sizes of 64 and 128 (Llama, Qwen, Mistral) take the AVX2 kernel where the CPU has it.
-  [[maybe_unused]] const bool avx2 = context.isa() >= Isa::kAvx2;
   ParallelTasks(context, n * s.q_heads, [&](int64_t task, int thread) {
     const int64_t t = task / s.q_heads;
     const int64_t h = task % s.q_heads;
-    const int64_t pos = positions[t];
-    const int64_t first = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
     const int32_t* table = block_tables + static_cast<int64_t>(seq_of[t]) * s.max_blocks;
-    float* head_out = out + (t * s.q_heads + h) * s.head_dim;
-    const float* head_q = q + (t * s.q_heads + h) * s.head_dim;
-#if SOVAI_PAGED_ATTENTION_AVX2
-    if (avx2 && s.head_dim == 64) {
-      return AttendOneAvx2<8>(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
-                              context.ThreadScratch(thread));
-    }
-    if (avx2 && s.head_dim == 128) {
-      return AttendOneAvx2<16>(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
-                               context.ThreadScratch(thread));
-    }
-#endif
-    AttendOne(head_out, head_q, k_cache, v_cache, table, first, pos, h / group, s,
+    AttendOne(out + (t * s.q_heads + h) * s.head_dim, q + (t * s.q_heads + h) * s.head_dim, k_cache,
+              v_cache, table, first_of(t), positions[t], h / group, s,
               context.ThreadScratch(thread));
   });
 }
