@@ -6,6 +6,7 @@
 //   kernels_bench [--threads=N] [--runs=N] [--reference-runs=N] [--tokens=N] [--only=SUBSTRING]
 //   kernels_bench --q8_0 [--threads=N] [--runs=N] [--isa=avx512|avx2|baseline]
 //   kernels_bench --paged [--threads=N] [--runs=N]
+//   kernels_bench --peak [--threads=N]
 //
 // Shapes (defaults): N=1024 tokens as B=2 sequences of T=512, C=512, F=1376, V=8192, H=8 query
 // heads, KV=4 key/value heads, D=64, LoRA rank 16. Prints medians over --runs (cpu, default 7) and
@@ -21,6 +22,9 @@
 // cached positions (the prefix-cache request of bench/serve), and decoding tokens of 1 and 4
 // sequences; against the reference backend (one thread), with GFLOP/s (4 D operations per query
 // head and visible position) beside the sgemm peak measured in the same run.
+//
+// --peak prints that peak alone (GFLOP/s of a 2048^3 cblas_sgemm, median of 3), for bench/serve's
+// compute bound.
 #include <cblas.h>
 #include <time.h>
 
@@ -57,6 +61,7 @@ struct Options {
   std::string only;
   bool q8_0 = false;
   bool paged = false;
+  bool peak = false;
   cpu::Isa isa = cpu::CpuIsa();
 };
 
@@ -82,6 +87,8 @@ Options ParseOptions(int argc, char** argv) {
       options.q8_0 = true;
     } else if (arg == "--paged") {
       options.paged = true;
+    } else if (arg == "--peak") {
+      options.peak = true;
     } else if (const char* v = value("--isa=")) {
       const std::string isa = v;
       options.isa = isa == "avx512" ? cpu::Isa::kAvx512
@@ -93,7 +100,8 @@ Options ParseOptions(int argc, char** argv) {
                    "[--tokens=N] [--only=SUBSTRING]\n"
                    "       kernels_bench --q8_0 [--threads=N] [--runs=N] "
                    "[--isa=avx512|avx2|baseline]\n"
-                   "       kernels_bench --paged [--threads=N] [--runs=N]\n");
+                   "       kernels_bench --paged [--threads=N] [--runs=N]\n"
+                   "       kernels_bench --peak [--threads=N]\n");
       std::exit(2);
     }
   }
@@ -321,7 +329,8 @@ int MainQ8_0(const Options& options) {
 int MainPaged(const Options& options) {
   std::unique_ptr<Backend> reference = NewReferenceBackend();
   std::unique_ptr<Backend> cpu = NewCpuBackend(options.threads);
-  const double peak = PeakSgemmGflops(options.threads > 0 ? options.threads : 0, 1024, 3);
+  const double peak =
+      PeakSgemmGflops(options.threads > 0 ? options.threads : openblas_get_num_procs(), 2048, 3);
   std::printf(
       "kernels_bench --paged: PagedAttention, 14 query heads, 2 kv heads, D=64; cpu "
       "threads: %s; medians of %d runs; sgemm peak %.1f GFLOP/s\n\n",
@@ -389,6 +398,12 @@ int Main(int argc, char** argv) {
   const Options options = ParseOptions(argc, argv);
   if (options.q8_0) return MainQ8_0(options);
   if (options.paged) return MainPaged(options);
+  if (options.peak) {
+    std::printf(
+        "%.1f\n",
+        PeakSgemmGflops(options.threads > 0 ? options.threads : openblas_get_num_procs(), 2048, 3));
+    return 0;
+  }
   std::unique_ptr<Backend> reference = NewReferenceBackend();
   std::unique_ptr<Backend> cpu = NewCpuBackend(options.threads);
   const int threads = options.threads > 0 ? options.threads : 0;

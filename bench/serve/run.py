@@ -72,12 +72,39 @@ def build_engine():
     if not os.path.exists(os.path.join(BUILD, "build.ninja")):
         log("configuring %s with the default preset" % BUILD)
         run(["cmake", "--preset", "default", "-B", BUILD], cwd=REPO, env=env, stdout=subprocess.DEVNULL)
-    log("building sovai-engine in %s" % BUILD)
-    run(["cmake", "--build", BUILD, "--target", "sovai-engine"], cwd=REPO, env=env, stdout=subprocess.DEVNULL)
+    log("building sovai-engine and kernels_bench in %s" % BUILD)
+    run(["cmake", "--build", BUILD, "--target", "sovai-engine", "kernels_bench"], cwd=REPO, env=env,
+        stdout=subprocess.DEVNULL)
     engine = os.path.join(BUILD, "src", "engine", "sovai-engine")
     if not os.access(engine, os.X_OK):
         sys.exit("bench/serve: the build produced no %s" % engine)
     return engine
+
+
+def measure_peak_gflops():
+    """GFLOP/s of a 2048^3 OpenBLAS sgemm on THREADS threads (kernels_bench --peak): what this
+    machine computes, for the prefix-cache TTFT's compute bound."""
+    out = run([os.path.join(BUILD, "src", "kernels", "kernels_bench"), "--peak", "--threads=%d" % THREADS],
+              capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def prefill_gflop(gguf, model, cached, total):
+    """GFLOP of computing positions cached..total-1 of a prompt whose first `cached` positions are in
+    the KV cache, up to the first token: 2 per weight of the layers' matrices per token, 4 x
+    head_dim per query head and visible position for attention, and the output matrix once (only
+    the last position's logits are needed)."""
+    with open(os.path.join(model, "config.json")) as f:
+        cfg = json.load(f)
+    layer_weights = 0
+    for name, (_, dims, _) in gguf_tensors(gguf).items():
+        if name.startswith("blk.") and len(dims) == 2:
+            layer_weights += dims[0] * dims[1]
+    tokens = total - cached
+    attention = 4 * cfg["head_dim"] * cfg["num_attention_heads"] * cfg["num_hidden_layers"] * sum(
+        p + 1 for p in range(cached, total))
+    head = 2 * cfg["hidden_size"] * cfg["vocab_size"]
+    return (2 * tokens * layer_weights + attention + head) / 1e9
 
 
 def make_model():
@@ -364,7 +391,7 @@ def ratio(ours, theirs):
     return ours / theirs if theirs else float("nan")
 
 
-def report(ours, llama, llama_missing, bound, info):
+def report(ours, llama, llama_missing, bound, peak, info):
     def lvl(res, c):
         return res["levels"].get(c) if res else None
 
@@ -455,6 +482,18 @@ def report(ours, llama, llama_missing, bound, info):
             ms(loadgen.percentile(rc["hit_s"], 99)), "; not hits: %s" % rc["other"] if rc["other"] else "",
             "; errors: %s" % rc["errors"][:2] if rc["errors"] else ""))
 
+    cached = median_or_nan(ours["prefix"]["cached_tokens"])
+    if peak and cached == cached:
+        total = PREFIX_TOKENS + SUFFIX_TOKENS
+        gflop = prefill_gflop(info["gguf"], info["model"], int(cached), total)
+        t = median_or_nan(ours["prefix"]["cached_ttft_s"])
+        print("Compute bound, prefix cache: the %d uncached positions (%d - %d cached: the cache keeps "
+              "whole KV blocks) take %.1f GFLOP up to the first token; at the sgemm peak measured in "
+              "this run (%.1f GFLOP/s, 2048^3 OpenBLAS, %d threads) that is >= %.0f ms; ours computes "
+              "at %.0f%% of that peak (TTFT p50 %s ms)" % (
+                  total - int(cached), total, int(cached), gflop, peak, THREADS, gflop / peak * 1e3,
+                  100 * gflop / peak * 1e3 / (t * 1e3), ms(t)))
+
     print()
     print("| goal | measured | target | result |")
     print("|---|---|---|---|")
@@ -485,6 +524,7 @@ def main():
         log("llama-server not available: %s" % llama_missing)
     decode_bytes, types = decode_bytes_per_token(gguf)
     bandwidth = measure_bandwidth()
+    peak = measure_peak_gflops()
     warmup, levels, prefix_sets, cached_prompt = make_prompt_sets(engine, model)
     log("ready after %.0f s; running the servers one at a time" % (time.monotonic() - start))
 
@@ -515,13 +555,14 @@ def main():
             log("llama-server failed: %s" % e)
     info = {"model_line": "Llama shaped like Qwen2.5-0.5B (24 x 896, 14/2 heads, MLP 4864, vocab 151936, "
                           "tied), random bf16 weights served as Q8_0 (%s)" % os.path.basename(gguf),
-            "llama_line": llama_line}
-    report(ours, llama_res, llama_missing, (decode_bytes, bandwidth, types), info)
+            "llama_line": llama_line, "gguf": gguf, "model": model}
+    report(ours, llama_res, llama_missing, (decode_bytes, bandwidth, types), peak, info)
     log("done in %.0f s; server logs in %s" % (time.monotonic() - start, work))
     if os.environ.get("RESULTS_JSON"):
         with open(os.environ["RESULTS_JSON"], "w") as f:
             json.dump({"ours": ours, "llama": llama_res, "llama_missing": llama_missing,
-                       "decode_bytes": decode_bytes, "bandwidth_gbps": bandwidth}, f, indent=1)
+                       "decode_bytes": decode_bytes, "bandwidth_gbps": bandwidth,
+                       "sgemm_peak_gflops": peak}, f, indent=1)
 
 
 if __name__ == "__main__":

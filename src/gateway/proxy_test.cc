@@ -401,6 +401,31 @@ class ProxyTest : public ::testing::Test {
     EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
   }
 
+  // With `failing` as the first replica and a live one: a POST that reached `failing` gets 502
+  // (its message naming `why`) and is not sent again; GETs are answered by the live replica.
+  void ExpectOnlySafeRequestsRetried(HangUpReplica& failing, const std::string& why) {
+    replicas_.Update({{"failing", "127.0.0.1", failing.port()}, AddReplica("live")});
+    StartGateway();
+    net::HttpClient client(GatewayClient());
+    // The POST reached the first replica, which may have started on it: not sent again.
+    auto post = client.Post("/apps/test/v1/echo", "{}");
+    ASSERT_TRUE(post.ok()) << post.status();
+    ExpectOpenAiError(*post, 502, "server_error", "upstream_unavailable");
+    EXPECT_NE(post->body.find(why), std::string::npos) << post->body;
+    EXPECT_EQ(failing.accepted(), 1);
+    EXPECT_EQ(State("live").requests.load(), 0);
+    // A GET can be repeated: the live replica answers it. (The rotation makes every other request
+    // start on the failing replica; two GETs cover one of those.)
+    for (int i = 0; i < 2; ++i) {
+      auto get = client.Get("/apps/test/v1/sized");
+      ASSERT_TRUE(get.ok()) << get.status();
+      EXPECT_EQ(get->status, 200) << get->body;
+      EXPECT_EQ(get->body, "twelve bytes");
+    }
+    EXPECT_EQ(failing.accepted(), 2);
+    ExpectAllReleased();
+  }
+
   // Declared first, destroyed last: the servers' handlers refer to these.
   UpstreamPool pool_;
   ReplicaSet replicas_;
@@ -677,25 +702,7 @@ TEST_F(ProxyTest, TimeoutsRetryOnlyWhatIsSafeToRepeat) {
 
 TEST_F(ProxyTest, HangUpBeforeTheAnswerIsRetriedOnlyWhenSafe) {
   HangUpReplica hang_up;
-  replicas_.Update({{"hang-up", "127.0.0.1", hang_up.port()}, AddReplica("live")});
-  StartGateway();
-  net::HttpClient client(GatewayClient());
-  // The POST reached the first replica, which may have started on it: not sent again.
-  auto post = client.Post("/apps/test/v1/echo", "{}");
-  ASSERT_TRUE(post.ok()) << post.status();
-  ExpectOpenAiError(*post, 502, "server_error", "upstream_unavailable");
-  EXPECT_EQ(hang_up.accepted(), 1);
-  EXPECT_EQ(State("live").requests.load(), 0);
-  // A GET can be repeated: the live replica answers it. (The rotation makes every other request
-  // start on the hang-up replica; two GETs cover one of those.)
-  for (int i = 0; i < 2; ++i) {
-    auto get = client.Get("/apps/test/v1/sized");
-    ASSERT_TRUE(get.ok()) << get.status();
-    EXPECT_EQ(get->status, 200) << get->body;
-    EXPECT_EQ(get->body, "twelve bytes");
-  }
-  EXPECT_EQ(hang_up.accepted(), 2);
-  ExpectAllReleased();
+  ExpectOnlySafeRequestsRetried(hang_up, "");
 }
 
 TEST_F(ProxyTest, PostsOfSideEffectFreeReplicasAreRetriedAfterAHangUp) {
@@ -718,32 +725,17 @@ TEST_F(ProxyTest, PostsOfSideEffectFreeReplicasAreRetriedAfterAHangUp) {
 
 TEST_F(ProxyTest, ReplicaDyingBetweenItsHeadAndItsBodyIsReplacedWhenSafe) {
   // A model server killed while it thinks: its event stream's head went out, no event did.
+  // Nothing reached the client, so it gets 502 rather than the dead replica's 200 cut short.
   HangUpReplica dies(
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
-  replicas_.Update({{"dies", "127.0.0.1", dies.port()}, AddReplica("live")});
-  StartGateway();
-  net::HttpClient client(GatewayClient());
-  // Nothing reached the client, but the POST may have had effects there: 502, not the dead
-  // replica's 200 cut short, and not sent again.
-  auto post = client.Post("/apps/test/v1/echo", "{}");
-  ASSERT_TRUE(post.ok()) << post.status();
-  ExpectOpenAiError(*post, 502, "server_error", "upstream_unavailable");
-  EXPECT_NE(post->body.find("broke off after the head"), std::string::npos) << post->body;
-  EXPECT_EQ(State("live").requests.load(), 0);
-  // A GET, and (for a side-effect-free replica) a POST, go to the live replica instead. The
-  // rotation starts every other request on the dying one; two of each cover one of those.
-  for (int i = 0; i < 2; ++i) {
-    auto get = client.Get("/apps/test/v1/sized");
-    ASSERT_TRUE(get.ok()) << get.status();
-    EXPECT_EQ(get->status, 200) << get->body;
-    EXPECT_EQ(get->body, "twelve bytes");
-  }
-  EXPECT_EQ(dies.accepted(), 2);
+  ExpectOnlySafeRequestsRetried(dies, "broke off after the head");
+  // For a side-effect-free replica, POSTs go to the live one too.
   options_.retry_sent_posts = true;  // read by the gateway at each request
+  net::HttpClient client(GatewayClient());
   for (int i = 0; i < 2; ++i) {
-    auto post_again = client.Post("/apps/test/v1/echo", "{}");
-    ASSERT_TRUE(post_again.ok()) << post_again.status();
-    EXPECT_EQ(post_again->status, 202) << post_again->body;
+    auto post = client.Post("/apps/test/v1/echo", "{}");
+    ASSERT_TRUE(post.ok()) << post.status();
+    EXPECT_EQ(post->status, 202) << post->body;
   }
   EXPECT_GE(dies.accepted(), 3);
   EXPECT_EQ(State("live").requests.load(), 4);
