@@ -188,15 +188,29 @@ class PositionCursor {
 };
 
 // The softmax's numerators in place: scores[j] = exp(scores[j] - max_score); returns 1 / their
-// sum. Inlined into each caller, so that it is compiled for the caller's instruction set.
+// sum. The sum runs in 8 partial sums by position modulo 8 from the row's start, then the tail,
+// then the partial sums in order: an order fixed by `count` alone, whatever the buffer's address
+// (a vectorizer free to peel for alignment would make it depend on where the scratch sits, and a
+// token's result on its batch). Inlined into each caller, so that it is compiled for the caller's
+// instruction set.
 inline __attribute__((always_inline)) float ExponentiateScores(float* scores, int64_t count,
                                                                float max_score) {
+  constexpr int kLanes = 8;
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= count; j += kLanes) {
+#pragma GCC unroll 8
+    for (int lane = 0; lane < kLanes; ++lane) {
+      scores[j + lane] = ExpF(scores[j + lane] - max_score);
+      lanes[lane] += scores[j + lane];
+    }
+  }
   float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < count; ++j) {
+  for (; j < count; ++j) {
     scores[j] = ExpF(scores[j] - max_score);
     sum += scores[j];
   }
+  for (int lane = 0; lane < kLanes; ++lane) sum += lanes[lane];
   return 1.0f / sum;
 }
 
@@ -248,9 +262,7 @@ constexpr int64_t kAttendScoreBudget = 64 * 1024;
 constexpr int64_t kAttendMaxRows = 64;
 
 // The floats between two rows' scores in the scratch: room for the longest row and for the 7
-// lanes a last group of 8 positions may store past it, rounded to 16, so that every row's scores
-// start at the same alignment as the scratch itself (the softmax's vectorized sum then groups
-// them the same way whatever else is in the task).
+// lanes a last group of 8 positions may store past it, rounded to 16 (rows start 64 bytes apart).
 int64_t ScoreStride(int64_t longest) { return (longest + 7 + 15) / 16 * 16; }
 
 // Adds the weighted values of positions [begin, end) (rows of `block_rows`, which starts at
