@@ -267,8 +267,8 @@ int64_t ScoreStride(int64_t longest) { return (longest + 7 + 15) / 16 * 16; }
 
 // Adds the weighted values of positions [begin, end) (rows of `block_rows`, which starts at
 // position j0) to kRowsAtOnce rows that see the same positions: out_r[d] += p_r[j] * v_j[d], in
-// position order, where p_r[j] = scores_r[j] * inv_r. Four chunks of 8 values per pass and row,
-// so that two rows hold eight accumulators and share every load of the values.
+// position order, where p_r[j] = scores_r[j] * inv_r. 8 / kRowsAtOnce chunks of 8 values per pass
+// and row: eight accumulators, and two rows share every load of the values.
 template <int kChunks, int kRowsAtOnce>
 SOVAI_TARGET_AVX2 inline void AddWeightedValues(float* const* out, const float* const* scores,
                                                 const float* inv, const float* const* block_rows,
@@ -399,6 +399,7 @@ struct AttendTasks {
     int64_t tokens;
   };
   std::vector<Piece> pieces;
+  int64_t tokens = 1;       // tokens per piece at most
   int64_t heads = 1;        // query heads per task (of one group)
   int64_t head_pieces = 1;  // tasks per (piece, kv head)
   int64_t stride = 0;       // ScoreStride of the longest row
@@ -437,10 +438,10 @@ AttendTasks PlanAttendTasks(const int32_t* seq_of, const int32_t* positions, int
     plan.heads = (plan.heads + 1) / 2;
   }
   plan.head_pieces = (group + plan.heads - 1) / plan.heads;
-  const int64_t tokens = tokens_per_piece(plan.heads);
+  plan.tokens = tokens_per_piece(plan.heads);
   for (const auto& [first, count] : runs) {
-    for (int64_t t = first; t < first + count; t += tokens) {
-      plan.pieces.push_back({t, std::min(tokens, first + count - t)});
+    for (int64_t t = first; t < first + count; t += plan.tokens) {
+      plan.pieces.push_back({t, std::min(plan.tokens, first + count - t)});
     }
   }
   return plan;
@@ -464,12 +465,7 @@ void PagedAttention(Context& context, float* out, const float* q, const float* k
   if (context.isa() >= Isa::kAvx2 && (s.head_dim == 64 || s.head_dim == 128)) {
     const int64_t span = s.window > 0 ? std::min(longest, s.window) : longest;
     const AttendTasks plan = PlanAttendTasks(seq_of, positions, n, span, s, context.threads());
-    const int64_t rows_per_task = plan.pieces.empty() ? 1 : plan.heads * [&] {
-      int64_t most = 1;
-      for (const auto& piece : plan.pieces) most = std::max(most, piece.tokens);
-      return most;
-    }();
-    context.ReserveThreadScratch(static_cast<size_t>(rows_per_task * plan.stride));
+    context.ReserveThreadScratch(static_cast<size_t>(plan.tokens * plan.heads * plan.stride));
     ParallelTasks(context, plan.count(s.kv_heads), [&](int64_t task, int thread) {
       const int64_t head_piece = task % plan.head_pieces;
       const int64_t g = task / plan.head_pieces % s.kv_heads;
