@@ -85,8 +85,8 @@ def build_engine():
 
 
 def measure_peak_gflops():
-    """GFLOP/s of a 2048^3 OpenBLAS sgemm on THREADS threads (kernels_bench --peak): what this
-    machine computes, for the prefix-cache TTFT's compute bound."""
+    """GFLOP/s of a 2048^3 OpenBLAS sgemm on THREADS threads, the best of 5 runs (kernels_bench
+    --peak): what this machine computes, for the prefix-cache TTFT's compute bound."""
     out = run([os.path.join(BUILD, "src", "kernels", "kernels_bench"), "--peak", "--threads=%d" % THREADS],
               capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -504,7 +504,7 @@ def report(ours, llama, llama_missing, bound, peak, info, rounds):
         t = median_or_nan(ours["prefix"]["cached_ttft_s"])
         print("Compute bound, prefix cache: the %d uncached positions (%d - %d cached: the cache keeps "
               "whole KV blocks) take %.1f GFLOP up to the first token; at the sgemm peak measured in "
-              "this run (%.1f GFLOP/s, 2048^3 OpenBLAS, %d threads) that is >= %.0f ms; ours computes "
+              "this run (%.1f GFLOP/s, 2048^3 OpenBLAS, %d threads, best of 5) that is >= %.0f ms; ours computes "
               "at %.0f%% of that peak (TTFT p50 %s ms)" % (
                   total - int(cached), total, int(cached), gflop, peak, THREADS, gflop / peak * 1e3,
                   100 * gflop / peak * 1e3 / (t * 1e3), ms(t)))
