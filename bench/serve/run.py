@@ -12,6 +12,7 @@ Env: BUILD_DIR (build-bench), THREADS (all cores), CONCURRENCY (1,4,8,16), REQUE
 LLAMA_SERVER (a llama-server binary to use instead of building one; "off" to run ours alone),
 SOVAI_BENCH_CACHE (~/.cache/sovai-bench), RESULTS_JSON (a file for every number, optional)."""
 import json
+import math
 import os
 import random
 import signal
@@ -498,7 +499,7 @@ def report(ours, llama, llama_missing, bound, peak, info, rounds):
             "; errors: %s" % rc["errors"][:2] if rc["errors"] else ""))
 
     cached = median_or_nan(ours["prefix"]["cached_tokens"])
-    if peak and cached == cached:
+    if peak and not math.isnan(cached):
         total = PREFIX_TOKENS + SUFFIX_TOKENS
         gflop = prefill_gflop(info["gguf"], info["model"], int(cached), total)
         t = median_or_nan(ours["prefix"]["cached_ttft_s"])

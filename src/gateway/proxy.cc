@@ -170,19 +170,19 @@ class Upstream {
     lease_.Release();
   }
 
-  // Reads the body's first piece (at most `piece_bytes`, or its end) and keeps it for ReadAll or
-  // Pipe: until then nothing of the answer has gone to the client, so a replica that dies between
-  // its head and its body can still be replaced. On failure the connection is closed (the lease
-  // is left to the caller, which may retry elsewhere).
-  Status ReadFirstPiece(size_t piece_bytes) {
-    first_piece_.resize(piece_bytes);
-    Result<size_t> n = client_->ReadBody(first_piece_.data(), piece_bytes);
+  // Reads the body's first piece (at most `capacity` bytes, or its end) into the buffer that Pipe
+  // goes on with, and keeps it for ReadAll or Pipe: until then nothing of the answer has gone to
+  // the client, so a replica that dies between its head and its body can still be replaced. On
+  // failure the connection is closed (the lease is left to the caller, which may retry elsewhere).
+  Status ReadFirstPiece(size_t capacity) {
+    buffer_ = std::make_unique_for_overwrite<char[]>(capacity);  // not zeroed: overwritten
+    buffer_size_ = capacity;
+    Result<size_t> n = client_->ReadBody(buffer_.get(), capacity);
     if (!n.ok()) {
       client_.reset();
-      first_piece_.clear();
       return n.status();
     }
-    first_piece_.resize(*n);
+    first_length_ = *n;
     body_ended_ = *n == 0;
     return Status();
   }
@@ -191,9 +191,9 @@ class Upstream {
   // the parser enforces). Finishes on success, abandons on failure.
   Status ReadAll(std::string& out, uint64_t max_bytes) {
     out.resize(static_cast<size_t>(max_bytes));
-    size_t filled = std::min(first_piece_.size(), out.size());
-    std::memcpy(out.data(), first_piece_.data(), filled);
-    first_piece_.clear();
+    size_t filled = std::min(first_length_, out.size());
+    std::memcpy(out.data(), buffer_.get(), filled);
+    first_length_ = 0;
     if (body_ended_) {
       out.resize(filled);
       Finish();
@@ -220,14 +220,15 @@ class Upstream {
     return Status();
   }
 
-  // The response writer: reads the body from the replica and writes each piece to the client as
-  // it arrives, `piece_bytes` at most at a time (no queue: a client that reads slowly slows the
-  // reading from the replica, and TCP backpressure reaches the replica).
-  Status Pipe(net::BodyWriter& out, size_t piece_bytes) {
+  // The response writer, after ReadFirstPiece: writes that piece, then reads the rest of the body
+  // from the replica and writes each piece to the client as it arrives, the buffer's size at most
+  // at a time (no queue: a client that reads slowly slows the reading from the replica, and TCP
+  // backpressure reaches the replica).
+  Status Pipe(net::BodyWriter& out) {
     if (client_ == nullptr) return base::FailedPreconditionError("the body was already written");
-    if (!first_piece_.empty()) {
-      Status st = out.Write(first_piece_);
-      first_piece_.clear();
+    if (first_length_ > 0) {
+      Status st = out.Write(std::string_view(buffer_.get(), first_length_));
+      first_length_ = 0;
       if (!st.ok()) {
         Abandon();
         return st;
@@ -237,9 +238,8 @@ class Upstream {
       Finish();
       return Status();
     }
-    auto buf = std::make_unique_for_overwrite<char[]>(piece_bytes);  // not zeroed: overwritten
     for (;;) {
-      Result<size_t> n = client_->ReadBody(buf.get(), piece_bytes);
+      Result<size_t> n = client_->ReadBody(buffer_.get(), buffer_size_);
       if (!n.ok()) {
         Abandon();
         return n.status();  // the client's body is cut short too (no final chunk)
@@ -250,7 +250,7 @@ class Upstream {
         Finish();
         return Status();
       }
-      Status st = out.Write(std::string_view(buf.get(), *n));
+      Status st = out.Write(std::string_view(buffer_.get(), *n));
       if (!st.ok()) {
         Abandon();  // the client is gone: closing the replica's connection stops it
         return st;
@@ -262,7 +262,9 @@ class Upstream {
   UpstreamPool* const pool_;  // may be null: no pool
   ReplicaSet::Lease lease_;   // declared before client_, so released after it is closed
   std::unique_ptr<net::HttpClient> client_;
-  std::string first_piece_;  // read by ReadFirstPiece, not yet passed on
+  std::unique_ptr<char[]> buffer_;  // ReadFirstPiece's, then Pipe's
+  size_t buffer_size_ = 0;
+  size_t first_length_ = 0;  // bytes of the first piece in buffer_ not yet passed on
   bool body_ended_ = false;  // ReadFirstPiece met the body's end
 };
 
@@ -341,7 +343,12 @@ std::optional<Failure> SendToReplicas(Upstream& upstream, ReplicaSet& replicas,
         // The head is held until the body's first piece arrives: a replica that dies in
         // between (killed while it thinks) has sent nothing the client saw, so the request
         // may go elsewhere under the rules above.
-        Status first = upstream.ReadFirstPiece(piece_bytes);
+        // A body of known length needs no larger buffer than itself (1: room to see its end).
+        const std::optional<uint64_t> length = ContentLength(head.headers);
+        const size_t capacity =
+            length ? static_cast<size_t>(std::clamp<uint64_t>(*length, 1, piece_bytes))
+                   : piece_bytes;
+        Status first = upstream.ReadFirstPiece(capacity);
         if (first.ok()) return std::nullopt;
         request_sent = true;
         result = Status(first.code(), "its answer broke off after the head: " + first.message());
@@ -494,9 +501,7 @@ net::Response ForwardBody(net::Request& request, std::string request_body, Repli
     return res;
   }
   res.stream_length = length;
-  res.stream = [upstream, piece_bytes](net::BodyWriter& out) {
-    return upstream->Pipe(out, piece_bytes);
-  };
+  res.stream = [upstream](net::BodyWriter& out) { return upstream->Pipe(out); };
   return res;
 }
 

@@ -139,6 +139,22 @@ SOVAI_TARGET_INT8_AVX2 void BlockScalesF16c(const uint8_t* w_row, int64_t blocks
   }
 }
 
+// Calls f.template operator()<G>() with G = count (1 to kInt8OutputGroup): the tile kernels take
+// their output count as a template parameter, so that their accumulators live in registers.
+template <typename F>
+inline void WithOutputCount(int64_t count, F&& f) {
+  switch (count) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    default:
+      return f.template operator()<4>();
+  }
+}
+
 // --- AVX2: 8 rows per tile -----------------------------------------------------------------------
 
 // sums[t * sums_stride + g][lane] for outputs w_rows + g * row_bytes (g < G) and the 8 rows of
@@ -199,16 +215,9 @@ SOVAI_TARGET_INT8_AVX2 void TileAvx2AnyCount(int64_t count, const uint8_t* q, in
                                              const float* dw, int64_t blocks,
                                              float (*sums)[kMaxTileRows]) {
   if constexpr (T == 1) {
-    switch (count) {
-      case 1:
-        return TileAvx2<1, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
-      case 2:
-        return TileAvx2<2, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
-      case 3:
-        return TileAvx2<3, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
-      default:
-        return TileAvx2<4, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
-    }
+    WithOutputCount(count, [&]<int G>() {
+      TileAvx2<G, 1>(q, 0, d, 0, w_rows, row_bytes, dw, blocks, sums, 0);
+    });
   } else {
     for (int64_t g0 = 0; g0 < count; g0 += 2) {
       const uint8_t* w = w_rows + g0 * row_bytes;
@@ -523,20 +532,9 @@ void TileVnniAnyCount(int64_t count, const uint8_t* q, int64_t q_tile_bytes, con
                       int64_t d_tile_floats, const uint8_t* w_rows, int64_t row_bytes,
                       const float* dw, const int32_t* neg, int64_t blocks,
                       float (*sums)[kMaxTileRows]) {
-  switch (count) {
-    case 1:
-      return TileVnni<T, 1>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
-                            sums);
-    case 2:
-      return TileVnni<T, 2>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
-                            sums);
-    case 3:
-      return TileVnni<T, 3>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
-                            sums);
-    default:
-      return TileVnni<T, 4>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks,
-                            sums);
-  }
+  WithOutputCount(count, [&]<int G>() {
+    TileVnni<T, G>(q, q_tile_bytes, d, d_tile_floats, w_rows, row_bytes, dw, neg, blocks, sums);
+  });
 }
 
 #if !defined(__clang__)
