@@ -28,6 +28,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
   int64_t max_waiting = o.engine.max_waiting, max_model_len = 0, block_size = o.engine.block_size;
   int64_t response_cache_mb = static_cast<int64_t>(o.response_cache_bytes >> 20);
   bool no_prefix_caching = false;
+  int64_t heartbeat_ms = o.heartbeat_interval.count();
   flags.String("model", &o.engine.model_dir, "Hugging Face model directory (required)", "DIR");
   flags.String("served-model-name", &o.engine.served_model_name,
                "the model id clients use (default: the directory's name)", "NAME");
@@ -44,6 +45,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   flags.Bool("no-prefix-caching", &no_prefix_caching, "do not reuse KV blocks across requests");
   flags.Int("response-cache-mb", &response_cache_mb,
             "memory for cached responses of deterministic requests (0: off)");
+  flags.Int("heartbeat-ms", &heartbeat_ms,
+            "how often every response writes (a client that left is noticed by the write)");
   flags.String("api-key-env", &api_key_env,
                "environment variable holding the Bearer token clients must send", "NAME");
   base::Status parsed = flags.Parse(args);
@@ -76,6 +79,13 @@ int RunServeCommand(const std::vector<std::string>& args) {
     return UsageError("serve",
                       "--kv-cache-mb must be positive and --response-cache-mb not negative");
   }
+  if (heartbeat_ms < serve::kMinHeartbeatInterval.count() ||
+      heartbeat_ms > serve::kMaxHeartbeatInterval.count()) {
+    return UsageError("serve", "--heartbeat-ms must be from " +
+                                   std::to_string(serve::kMinHeartbeatInterval.count()) + " to " +
+                                   std::to_string(serve::kMaxHeartbeatInterval.count()));
+  }
+  o.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   o.engine.threads = static_cast<int>(threads);
   o.engine.kv_cache_bytes = kv_cache_mb << 20;
   o.engine.block_size = block_size;

@@ -411,7 +411,7 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
       }
       // A client that went away is only noticed by writing to it: write something now and then
       // even while tokens flow (a non-streamed response writes nothing else until the end).
-      if (Clock::now() - last_heartbeat >= kHeartbeatInterval) {
+      if (Clock::now() - last_heartbeat >= options_.heartbeat_interval) {
         if (!idle()) {
           generation->Cancel();
           return false;

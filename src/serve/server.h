@@ -7,8 +7,9 @@
 // and orchestrators can tell "starting" from "dead"; generation requests get 503 until then.
 //
 // A client that goes away cancels its generation. It is only noticed by writing to it, so every
-// response writes at least every kHeartbeatInterval: a streamed one its chunks or an SSE comment,
-// a non-streamed one a space (leading whitespace is valid JSON); a failed write cancels.
+// response writes at least every heartbeat interval (ServeOptions, kHeartbeatInterval by default):
+// a streamed one its chunks or an SSE comment, a non-streamed one a space (leading whitespace is
+// valid JSON); a failed write cancels.
 //
 // Thread-safety: Start/Stop from the owner; handlers run on the HTTP server's workers.
 #pragma once
@@ -29,6 +30,9 @@
 namespace sovai::serve {
 
 inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+// The range ServeOptions::heartbeat_interval may take.
+inline constexpr std::chrono::milliseconds kMinHeartbeatInterval{10};
+inline constexpr std::chrono::milliseconds kMaxHeartbeatInterval{60'000};
 // Seconds a client is told to wait (Retry-After) when the waiting queue is full.
 inline constexpr int kRetryAfterSeconds = 1;
 // Largest body of POST /v1/adapters ({"name", "path"}).
@@ -40,6 +44,9 @@ struct ServeOptions {
   size_t response_cache_bytes = kDefaultResponseCacheBytes;  // 0 disables the cache
   // When set, every /v1 request needs "Authorization: Bearer <api_key>" (401 otherwise).
   std::string api_key;
+  // How often a response writes at the least (see above): the longest a client that went away
+  // keeps its generation running. In [kMinHeartbeatInterval, kMaxHeartbeatInterval].
+  std::chrono::milliseconds heartbeat_interval = kHeartbeatInterval;
 };
 
 class InferenceServer {

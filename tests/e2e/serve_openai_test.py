@@ -125,8 +125,10 @@ class ServeOpenAiTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="sovai-serve-")
         write_random_adapter(os.path.join(cls.tmp, "a1"), seed=1)
         write_random_adapter(os.path.join(cls.tmp, "a2"), seed=2)
+        # Heartbeats every 100 ms: the disconnect test's non-streamed clients leave mid-answer.
         cls.server = ServeProcess("--lora", "a1=" + os.path.join(cls.tmp, "a1"),
-                                  "--lora", "a2=" + os.path.join(cls.tmp, "a2"))
+                                  "--lora", "a2=" + os.path.join(cls.tmp, "a2"),
+                                  "--heartbeat-ms", "100")
 
     @classmethod
     def tearDownClass(cls):
@@ -181,6 +183,13 @@ class ServeOpenAiTest(unittest.TestCase):
         self.assertIn("response cache hit returns the identical body", checks)
         self.assertIn("sampled requests never come from the cache", checks)
         self.assertGreaterEqual(self.server.metrics()["sovai_serve_response_cache_hits_total"], 1)
+
+    def test_a_heartbeat_out_of_range_is_a_usage_error(self):
+        for value in ("5", "60001"):
+            r = subprocess.run([os.environ["SOVAI_ENGINE"], "serve", "--model", MODEL_DIR,
+                                "--heartbeat-ms", value], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--heartbeat-ms must be from 10 to 60000", r.stderr)
 
     def test_queue_full_is_429(self):
         small = ServeProcess("--max-num-seqs", "1", "--max-waiting", "1",
