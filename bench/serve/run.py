@@ -503,8 +503,7 @@ def report(ours, llama, llama_missing, bound, peak, info, rounds):
         total = PREFIX_TOKENS + SUFFIX_TOKENS
         gflop = prefill_gflop(info["gguf"], info["model"], int(cached), total)
         t = median_or_nan(ours["prefix"]["cached_ttft_s"])
-        print("Compute bound, prefix cache: the %d uncached positions (%d - %d cached: the cache keeps "
-              "whole KV blocks) take %.1f GFLOP up to the first token; at the sgemm peak measured in "
+        print("Compute bound, prefix cache: the %d uncached positions (%d - %d cached) take %.1f GFLOP up to the first token; at the sgemm peak measured in "
               "this run (%.1f GFLOP/s, 2048^3 OpenBLAS, %d threads, best of 5) that is >= %.0f ms; ours computes "
               "at %.0f%% of that peak (TTFT p50 %s ms)" % (
                   total - int(cached), total, int(cached), gflop, peak, THREADS, gflop / peak * 1e3,

@@ -103,10 +103,15 @@ class KvCache {
   static int64_t BytesPerToken(const ModelConfig& config);
   float* keys(int64_t layer) { return keys_[static_cast<size_t>(layer)].data(); }
   float* values(int64_t layer) { return values_[static_cast<size_t>(layer)].data(); }
+  // Copies the keys and values of slots [0, count) of block `from` into the same slots of block
+  // `to`, in every layer (a partial prefix-cache hit: serve/scheduler.h). Blocks in
+  // [0, num_blocks), from != to, count in [0, block_size] (violations are bugs: SOVAI_CHECK).
+  void CopyLeadingSlots(int64_t from, int64_t to, int64_t count);
 
  private:
   int64_t num_blocks_;
   int64_t block_size_;
+  int64_t slot_floats_;                            // Hkv * D
   std::vector<std::vector<float>> keys_, values_;  // [L][num_blocks * block_size * Hkv * D]
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/check.h"
 #include "model/llama.h"
 #include "model/llama_internal.h"
 
@@ -17,12 +18,27 @@ using base::StatusCode;
 using kernels::Backend;
 
 KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {
-  const size_t per_layer =
-      static_cast<size_t>(num_blocks * block_size * config.num_key_value_heads * config.head_dim);
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      slot_floats_(config.num_key_value_heads * config.head_dim) {
+  const auto per_layer = static_cast<size_t>(num_blocks * block_size * slot_floats_);
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     keys_.emplace_back(per_layer, 0.0f);
     values_.emplace_back(per_layer, 0.0f);
+  }
+}
+
+void KvCache::CopyLeadingSlots(int64_t from, int64_t to, int64_t count) {
+  SOVAI_CHECK(from >= 0 && from < num_blocks_ && to >= 0 && to < num_blocks_ && from != to)
+      << from << " -> " << to;
+  SOVAI_CHECK(count >= 0 && count <= block_size_) << count;
+  const int64_t block_floats = block_size_ * slot_floats_;
+  const auto n = static_cast<size_t>(count * slot_floats_);
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    for (std::vector<float>* kv : {&keys_[l], &values_[l]}) {
+      const float* src = kv->data() + from * block_floats;
+      std::copy(src, src + n, kv->data() + to * block_floats);
+    }
   }
 }
 

@@ -213,6 +213,38 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_q8_0_head64", false, true, 0, BaseWeights::kQ8_0, 64}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
+// A partial prefix-cache hit: B shares A's first 6 tokens, i.e. A's block 0 and the first 2
+// slots of A's block 1, which B copies into a block of its own (A's stays unwritten). B's logits
+// after computing only its own 3 tokens must be those of B computed from scratch, bit for bit
+// (Q8_0 computes every row the same way in any batch); without the copy they are not.
+TEST(LlamaInferCacheTest, CopiedLeadingSlotsServeAsThePrefix) {
+  const ModelConfig config = SmallConfig(false, true, 0, 64);
+  auto backend = kernels::NewCpuBackend(2);
+  auto model = FrozenModel(config, BaseWeights::kQ8_0);
+  KvCache cache(config, 16, 4);
+  std::vector<float> logits;
+  auto run = [&](std::span<const int32_t> tokens, int64_t start,
+                 const std::vector<int32_t>& table) {
+    InferenceSequence seq{
+        .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
+    EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+    return logits;
+  };
+  const std::vector<int32_t> a = RandomTokens(10, 21, 101);
+  std::vector<int32_t> b(a.begin(), a.begin() + 6);
+  for (int32_t t : RandomTokens(3, 22, 101)) b.push_back(t);
+  const std::vector<float> a_logits = run(a, 0, {0, 1, 2});
+  const std::vector<float> scratch = run(b, 0, {3, 4, 5});
+
+  cache.CopyLeadingSlots(/*from=*/1, /*to=*/6, /*count=*/2);
+  const std::span<const int32_t> tail = std::span<const int32_t>(b).subspan(6);
+  EXPECT_EQ(run(tail, 6, {0, 6, 7}), scratch);
+  // The copy is what made it: block 8 never held those slots.
+  EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
+  // A's blocks were only read: A's last token again gives A's logits.
+  EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+}
+
 TEST(LlamaInferErrorsTest, RefusesBadTokensPositionsAndBlocks) {
   const ModelConfig config = SmallConfig(false, true);
   auto backend = kernels::NewReferenceBackend();

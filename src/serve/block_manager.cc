@@ -29,6 +29,7 @@ BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, uint64_t hash
   prev_hashes_.assign(n, 0);
   adapter_keys_.assign(n, 0);
   tokens_.assign(n * static_cast<size_t>(block_size), 0);
+  filled_.assign(n, 0);
   lru_prev_.assign(n, kNone);
   lru_next_.assign(n, kNone);
   // Pushed in reverse so that a fresh manager hands out 0, 1, 2, ...
@@ -61,8 +62,7 @@ std::optional<BlockId> BlockManager::Allocate() {
   } else if (lru_head_ != kNone) {
     block = lru_head_;
     LruUnlink(block);
-    by_hash_.erase(hashes_[block]);
-    cached_[block] = 0;
+    Unregister(block);
   } else {
     return std::nullopt;
   }
@@ -80,6 +80,33 @@ std::optional<BlockId> BlockManager::Lookup(uint64_t hash, uint64_t prev_hash, u
   const std::span<const int32_t> stored = StoredTokens(block);
   if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return std::nullopt;
   return block;
+}
+
+std::optional<PartialMatch> BlockManager::LongestPartialMatch(
+    uint64_t prev_hash, uint64_t adapter_key, std::span<const int32_t> tokens) const {
+  const auto it = continuations_.find(ContinuationKey(prev_hash, adapter_key));
+  if (it == continuations_.end()) return std::nullopt;
+  const std::vector<BlockId>& candidates = it->second;
+  const size_t first =
+      candidates.size() - std::min(candidates.size(), static_cast<size_t>(kMaxPartialCandidates));
+  std::optional<PartialMatch> best;
+  for (size_t i = first; i < candidates.size(); ++i) {
+    const BlockId block = candidates[i];
+    // The key is a hash of the two: check them.
+    if (prev_hashes_[block] != prev_hash || adapter_keys_[block] != adapter_key) continue;
+    const std::span<const int32_t> stored = StoredTokens(block).first(filled_[block]);
+    const size_t compared = std::min(tokens.size(), stored.size());
+    const auto matched = static_cast<int64_t>(
+        std::mismatch(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(compared),
+                      stored.begin())
+            .first -
+        tokens.begin());
+    if (matched > 0 && (!best.has_value() || matched > best->tokens)) {
+      best = PartialMatch{.block = block, .tokens = matched};
+      if (static_cast<size_t>(matched) == tokens.size()) break;
+    }
+  }
+  return best;
 }
 
 void BlockManager::Acquire(BlockId block) {
@@ -109,12 +136,45 @@ bool BlockManager::Register(BlockId block, uint64_t hash, uint64_t prev_hash, ui
   SOVAI_CHECK(!cached_[block]) << "block " << block << " registered twice";
   SOVAI_CHECK_EQ(static_cast<int64_t>(tokens.size()), block_size_);
   if (!by_hash_.emplace(hash, block).second) return false;
-  cached_[block] = 1;
   hashes_[block] = hash;
+  Cache(block, prev_hash, adapter_key, tokens);
+  return true;
+}
+
+void BlockManager::RegisterPartial(BlockId block, uint64_t prev_hash, uint64_t adapter_key,
+                                   std::span<const int32_t> tokens) {
+  SOVAI_CHECK(block >= 0 && block < num_blocks()) << block;
+  SOVAI_CHECK_GT(ref_counts_[block], 0) << "registering unused block " << block;
+  SOVAI_CHECK(!cached_[block]) << "block " << block << " registered twice";
+  SOVAI_CHECK(!tokens.empty() && static_cast<int64_t>(tokens.size()) < block_size_)
+      << tokens.size() << " tokens";
+  Cache(block, prev_hash, adapter_key, tokens);
+}
+
+void BlockManager::Cache(BlockId block, uint64_t prev_hash, uint64_t adapter_key,
+                         std::span<const int32_t> tokens) {
+  cached_[block] = 1;
+  ++num_cached_;
   prev_hashes_[block] = prev_hash;
   adapter_keys_[block] = adapter_key;
+  filled_[block] = static_cast<int32_t>(tokens.size());
   std::copy(tokens.begin(), tokens.end(), tokens_.begin() + block * block_size_);
-  return true;
+  continuations_[ContinuationKey(prev_hash, adapter_key)].push_back(block);
+}
+
+uint64_t BlockManager::ContinuationKey(uint64_t prev_hash, uint64_t adapter_key) {
+  return Mix(prev_hash ^ Mix(adapter_key));
+}
+
+void BlockManager::Unregister(BlockId block) {
+  if (filled_[block] == block_size_) by_hash_.erase(hashes_[block]);
+  const auto it = continuations_.find(ContinuationKey(prev_hashes_[block], adapter_keys_[block]));
+  SOVAI_CHECK(it != continuations_.end()) << "block " << block << " not a continuation";
+  std::vector<BlockId>& siblings = it->second;
+  siblings.erase(std::find(siblings.begin(), siblings.end(), block));
+  if (siblings.empty()) continuations_.erase(it);
+  cached_[block] = 0;
+  --num_cached_;
 }
 
 int32_t BlockManager::RefCount(BlockId block) const {
@@ -149,6 +209,7 @@ void BlockManager::CheckInvariants() const {
   SOVAI_CHECK_EQ(lru_tail_, prev);
   SOVAI_CHECK_EQ(lru_length, num_evictable_);
   int64_t num_cached = 0;
+  int64_t num_full = 0;
   for (BlockId b = 0; b < n; ++b) {
     SOVAI_CHECK_GE(ref_counts_[b], 0) << "block " << b;
     if (ref_counts_[b] > 0) {
@@ -160,11 +221,26 @@ void BlockManager::CheckInvariants() const {
     }
     if (cached_[b]) {
       ++num_cached;
-      const auto it = by_hash_.find(hashes_[b]);
-      SOVAI_CHECK(it != by_hash_.end() && it->second == b) << "block " << b << " not by hash";
+      SOVAI_CHECK(filled_[b] >= 1 && filled_[b] <= block_size_) << "block " << b;
+      if (filled_[b] == block_size_) {
+        ++num_full;
+        const auto it = by_hash_.find(hashes_[b]);
+        SOVAI_CHECK(it != by_hash_.end() && it->second == b) << "block " << b << " not by hash";
+      }
     }
   }
-  SOVAI_CHECK_EQ(num_cached, static_cast<int64_t>(by_hash_.size()));
+  SOVAI_CHECK_EQ(num_cached, num_cached_);
+  SOVAI_CHECK_EQ(num_full, static_cast<int64_t>(by_hash_.size()));
+  int64_t num_continuations = 0;
+  for (const auto& [key, blocks] : continuations_) {
+    SOVAI_CHECK(!blocks.empty()) << "an empty list of continuations";
+    for (BlockId b : blocks) {
+      SOVAI_CHECK(b >= 0 && b < n && cached_[b]) << "uncached continuation " << b;
+      SOVAI_CHECK_EQ(ContinuationKey(prev_hashes_[b], adapter_keys_[b]), key);
+      ++num_continuations;
+    }
+  }
+  SOVAI_CHECK_EQ(num_continuations, num_cached);
 }
 
 void BlockManager::LruPushBack(BlockId block) {

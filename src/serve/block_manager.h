@@ -23,8 +23,20 @@
 // its prefix both match. (The remaining risk is two different prefixes with the same 64-bit keyed
 // chain hash, ~n^2 / 2^64 for n cached blocks.) A registered block is immutable until evicted.
 //
-// Cost: every operation is O(1) (hash map, intrusive doubly-linked LRU, free stack) except Lookup
-// and Register, which also compare or copy block_size tokens, and CheckInvariants, O(num_blocks).
+// Partial matches. A new sequence whose next tokens match only the first k < block_size tokens of
+// a cached block (the same request again with a different ending, a shared system prompt that
+// ends mid-block) can still reuse those k positions' KV: LongestPartialMatch finds, among the
+// cached blocks that continue the same chain (same previous hash and adapter), the one whose
+// leading tokens match the most; the caller copies its first k slots into a block of its own
+// (cached blocks are immutable). Cached blocks are indexed by (previous hash, adapter) for this.
+// A sequence's last, partly filled block can join the cache too when the sequence lets it go
+// (RegisterPartial: the end of a finished answer, which the next turn of the conversation
+// repeats); such a block only serves partial matches, never Lookup.
+//
+// Cost: every operation is O(1) (hash maps, intrusive doubly-linked LRU, free stack) except
+// Lookup and Register, which also compare or copy block_size tokens, eviction, which also unlinks
+// the block from its chain's list of continuations (O(continuations)), LongestPartialMatch
+// (O(kMaxPartialCandidates * block_size)) and CheckInvariants, O(num_blocks).
 //
 // Thread-safety: none; the scheduler calls it from the engine thread only.
 #pragma once
@@ -42,6 +54,16 @@ using BlockId = int32_t;
 // The "previous hash" of a sequence's first block.
 inline constexpr uint64_t kRootHash = 0;
 
+// The most recently registered continuations of one chain that LongestPartialMatch compares (a
+// system prompt shared by thousands of requests has thousands of continuations).
+inline constexpr int64_t kMaxPartialCandidates = 64;
+
+// A cached block whose first `tokens` tokens are the ones looked for.
+struct PartialMatch {
+  BlockId block = -1;
+  int64_t tokens = 0;
+};
+
 class BlockManager {
  public:
   // num_blocks in [1, INT32_MAX], block_size >= 1 (violations are bugs: SOVAI_CHECK). hash_key
@@ -58,8 +80,8 @@ class BlockManager {
   int64_t FreeBlockCount() const { return static_cast<int64_t>(free_.size()) + num_evictable_; }
   // Blocks with ref_count > 0.
   int64_t UsedBlockCount() const { return num_blocks() - FreeBlockCount(); }
-  // Blocks registered in the prefix cache, in use or evictable.
-  int64_t CachedBlockCount() const { return static_cast<int64_t>(by_hash_.size()); }
+  // Blocks registered in the prefix cache (full or partial), in use or evictable.
+  int64_t CachedBlockCount() const { return num_cached_; }
 
   // The chain hash of one full block: tokens.size() must be block_size.
   uint64_t HashBlock(uint64_t prev_hash, uint64_t adapter_key,
@@ -73,6 +95,13 @@ class BlockManager {
   // exactly these; nullopt otherwise. Changes nothing (call Acquire to use the block).
   std::optional<BlockId> Lookup(uint64_t hash, uint64_t prev_hash, uint64_t adapter_key,
                                 std::span<const int32_t> tokens) const;
+
+  // Among the cached blocks whose previous hash and adapter key are these (up to the
+  // kMaxPartialCandidates most recently registered), the one whose leading tokens match the
+  // longest prefix of `tokens` (a partial block compares its filled tokens only); the earliest
+  // registered wins a tie. nullopt when none matches even the first token. Changes nothing.
+  std::optional<PartialMatch> LongestPartialMatch(uint64_t prev_hash, uint64_t adapter_key,
+                                                  std::span<const int32_t> tokens) const;
 
   // Adds a reference to a block already in use or cached (a Lookup hit); an evictable block
   // leaves the LRU list. Acquiring a free (uncached, unused) block is a bug.
@@ -89,6 +118,13 @@ class BlockManager {
   bool Register(BlockId block, uint64_t hash, uint64_t prev_hash, uint64_t adapter_key,
                 std::span<const int32_t> tokens);
 
+  // Registers a block in use whose first tokens.size() slots, fewer than block_size, are
+  // computed and will never change (its sequence is letting it go) as a continuation of
+  // prev_hash for partial matches only. The block becomes cached (immutable) like a full one.
+  // Registering a cached block, or an empty or full token list, is a bug.
+  void RegisterPartial(BlockId block, uint64_t prev_hash, uint64_t adapter_key,
+                       std::span<const int32_t> tokens);
+
   int32_t RefCount(BlockId block) const;
   bool IsCached(BlockId block) const;
 
@@ -101,6 +137,12 @@ class BlockManager {
   void LruPushBack(BlockId block);
   void LruUnlink(BlockId block);
   std::span<const int32_t> StoredTokens(BlockId block) const;
+  // The key of the continuations of a chain: its previous hash under an adapter.
+  static uint64_t ContinuationKey(uint64_t prev_hash, uint64_t adapter_key);
+  void Unregister(BlockId block);
+  // Marks a block cached with these contents and lists it among its chain's continuations.
+  void Cache(BlockId block, uint64_t prev_hash, uint64_t adapter_key,
+             std::span<const int32_t> tokens);
 
   int64_t block_size_;
   uint64_t hash_key_;
@@ -112,6 +154,8 @@ class BlockManager {
   std::vector<uint64_t> prev_hashes_;
   std::vector<uint64_t> adapter_keys_;
   std::vector<int32_t> tokens_;  // (num_blocks, block_size): the tokens of cached blocks
+  std::vector<int32_t> filled_;  // tokens of a cached block: block_size, or fewer when partial
+  int64_t num_cached_ = 0;
   // Intrusive LRU of evictable blocks; kNone ends the list. Head: least recently released.
   std::vector<BlockId> lru_prev_;
   std::vector<BlockId> lru_next_;
@@ -121,6 +165,9 @@ class BlockManager {
 
   std::vector<BlockId> free_;  // unused, uncached blocks (a stack)
   std::unordered_map<uint64_t, BlockId> by_hash_;
+  // ContinuationKey -> the cached blocks with that previous hash and adapter, in registration
+  // order.
+  std::unordered_map<uint64_t, std::vector<BlockId>> continuations_;
 };
 
 }  // namespace sovai::serve

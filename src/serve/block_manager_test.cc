@@ -88,6 +88,57 @@ TEST(BlockManagerTest, LookupFindsRegisteredBlockAndComparesContent) {
   bm.CheckInvariants();
 }
 
+TEST(BlockManagerTest, PartialMatchFindsTheLongestContinuationOfTheSameChain) {
+  BlockManager bm(8, 4, kKey);
+  const BlockId root = AllocateCached(bm, {1, 2, 3, 4}, 0);
+  const uint64_t chain = bm.HashBlock(kRootHash, 0, std::vector<int32_t>{1, 2, 3, 4});
+  const BlockId short_match = AllocateCached(bm, {5, 6, 0, 0}, 0, chain);
+  const BlockId long_match = AllocateCached(bm, {5, 6, 7, 0}, 0, chain);
+  AllocateCached(bm, {5, 6, 7, 9}, 1, chain);  // another adapter
+  AllocateCached(bm, {5, 6, 7, 8}, 0, 777);    // another chain
+  bm.CheckInvariants();
+
+  const std::vector<int32_t> wanted = {5, 6, 7, 8};
+  std::optional<PartialMatch> m = bm.LongestPartialMatch(chain, 0, wanted);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->block, long_match);
+  EXPECT_EQ(m->tokens, 3);
+  // Only the tokens given are compared; the earliest registered wins a tie.
+  m = bm.LongestPartialMatch(chain, 0, std::vector<int32_t>{5, 6});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->block, short_match);
+  EXPECT_EQ(m->tokens, 2);
+  EXPECT_FALSE(bm.LongestPartialMatch(chain, 0, std::vector<int32_t>{6}).has_value());
+  EXPECT_FALSE(bm.LongestPartialMatch(chain, 0, {}).has_value());
+  EXPECT_FALSE(bm.LongestPartialMatch(chain, 2, wanted).has_value());  // no such adapter
+  m = bm.LongestPartialMatch(kRootHash, 0, std::vector<int32_t>{1, 2, 9});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->block, root);
+  EXPECT_EQ(m->tokens, 2);
+  EXPECT_EQ(bm.RefCount(long_match), 1) << "a lookup changes nothing";
+
+  // An evicted block is no longer a candidate.
+  bm.Release(long_match);
+  for (BlockId b = 0; b < 8; ++b) {
+    if (b != long_match && bm.RefCount(b) > 0) bm.Release(b);
+  }
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(bm.Allocate().has_value());  // evicts every one
+  bm.CheckInvariants();
+  EXPECT_FALSE(bm.LongestPartialMatch(chain, 0, wanted).has_value());
+  EXPECT_EQ(bm.CachedBlockCount(), 0);
+}
+
+TEST(BlockManagerTest, PartialMatchLooksAtTheMostRecentContinuationsOnly) {
+  BlockManager bm(kMaxPartialCandidates + 2, 2, kKey);
+  const BlockId oldest = AllocateCached(bm, {1, 2}, 0);
+  for (int32_t i = 0; i < kMaxPartialCandidates; ++i) AllocateCached(bm, {1, 100 + i}, 0);
+  std::optional<PartialMatch> m = bm.LongestPartialMatch(kRootHash, 0, std::vector<int32_t>{1, 2});
+  ASSERT_TRUE(m.has_value());
+  EXPECT_NE(m->block, oldest) << "past the candidate limit";
+  EXPECT_EQ(m->tokens, 1);
+  bm.CheckInvariants();
+}
+
 TEST(BlockManagerTest, SecondRegistrationOfTheSameHashIsRefused) {
   BlockManager bm(4, 2, kKey);
   const std::vector<int32_t> t = {1, 2};

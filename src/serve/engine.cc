@@ -414,6 +414,12 @@ bool Engine::Step() {
                                    .want_logits = chunk.produces_token});
     }
   }
+  // Partial prefix-cache hits: the reused slots first (their sources are held until Complete).
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (chunk.reused_positions == 0) continue;
+    const auto target = static_cast<size_t>(chunk.start_position / cache_->block_size());
+    cache_->CopyLeadingSlots(chunk.reuse_source, chunk.block_table[target], chunk.reused_positions);
+  }
   // The forward pass runs without the lock: Submit and the API threads go on meanwhile.
   const Status ran = model_->Infer(*backend_, *cache_, inputs, logits_);
 

@@ -214,6 +214,7 @@ void Scheduler::Complete(const StepPlan& plan) {
   SOVAI_CHECK(step_in_flight_ && plan.step == step_)
       << "Complete of step " << plan.step << ", but the step in flight is " << step_;
   step_in_flight_ = false;
+  ReleaseCopySources();
   const int64_t bs = options_.block_size;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const auto it = sequences_.find(chunk.id);
@@ -247,6 +248,7 @@ void Scheduler::Discard(const StepPlan& plan) {
   SOVAI_CHECK(step_in_flight_ && plan.step == step_)
       << "Discard of step " << plan.step << ", but the step in flight is " << step_;
   step_in_flight_ = false;
+  ReleaseCopySources();
   // Back to the waiting queue, latest first so that the queue keeps arrival order. Their blocks
   // that were cached before this step stay cached, so the recompute is mostly cache hits.
   while (!running_.empty()) {
@@ -289,6 +291,7 @@ SchedulerStats Scheduler::Stats() const {
   s.num_preemptions = num_preemptions_;
   s.prefix_cache_queried_tokens = prefix_queried_tokens_;
   s.prefix_cache_hit_tokens = prefix_hit_tokens_;
+  s.prefix_cache_partial_hit_tokens = prefix_partial_hit_tokens_;
   return s;
 }
 
@@ -309,6 +312,7 @@ bool Scheduler::AllocateFor(Sequence& seq, int64_t num_tokens) {
 }
 
 void Scheduler::ReleaseBlocks(Sequence& seq) {
+  CachePartialLastBlock(seq);
   // Last to first: the LRU then evicts a sequence's tail before its prefix, which is the part
   // other sequences are likely to share.
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
@@ -317,6 +321,28 @@ void Scheduler::ReleaseBlocks(Sequence& seq) {
   seq.block_table.clear();
   seq.num_computed = 0;
   seq.num_registered_blocks = 0;
+}
+
+void Scheduler::CachePartialLastBlock(Sequence& seq) {
+  const int64_t bs = options_.block_size;
+  const int64_t filled = seq.num_computed % bs;
+  // A block a chunk in flight writes to is not settled yet; such a sequence is being removed.
+  if (!options_.enable_prefix_caching || !options_.reuse_partial_blocks || filled == 0 ||
+      seq.in_flight_tokens > 0) {
+    return;
+  }
+  const int64_t j = seq.num_computed / bs;
+  // (After a Discard the table still covers the failed chunk too; slots below `filled` were
+  // computed by earlier, completed steps.)
+  SOVAI_CHECK_LT(j, static_cast<int64_t>(seq.block_table.size())) << seq.id;
+  HashFullBlocks(seq);
+  const uint64_t prev = j == 0 ? kRootHash : seq.block_hashes[j - 1];
+  const auto tokens = std::span<const int32_t>(seq.tokens).subspan(j * bs, filled);
+  // The same tokens already cached (the same request again): keep one copy.
+  const std::optional<PartialMatch> existing =
+      blocks_.LongestPartialMatch(prev, seq.adapter_key, tokens);
+  if (existing.has_value() && existing->tokens == filled) return;
+  blocks_.RegisterPartial(seq.block_table[j], prev, seq.adapter_key, tokens);
 }
 
 void Scheduler::HashFullBlocks(Sequence& seq) {
@@ -357,13 +383,29 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
     }
   }
   const auto num_hits = static_cast<int64_t>(hits.size());
-  const int64_t computed = num_hits * bs;
+  // Then the leading slots of the cached block that continues the chain furthest, again leaving
+  // the last known token to compute (fewer than bs: a whole match would have been a hit above,
+  // unless that cap stopped it).
+  std::optional<PartialMatch> partial;
+  const int64_t partial_limit = std::min(bs - 1, seq.known() - 1 - num_hits * bs);
+  if (options_.enable_prefix_caching && options_.reuse_partial_blocks && partial_limit > 0) {
+    const uint64_t prev = num_hits == 0 ? kRootHash : seq.block_hashes[num_hits - 1];
+    partial = blocks_.LongestPartialMatch(
+        prev, seq.adapter_key,
+        std::span<const int32_t>(seq.tokens).subspan(num_hits * bs, partial_limit));
+    if (partial.has_value() && blocks_.RefCount(partial->block) == 0) ++hits_evictable;
+  }
+  const int64_t computed = num_hits * bs + (partial.has_value() ? partial->tokens : 0);
   const int64_t n = std::min(seq.known() - computed, budget);
   if (BlocksFor(computed + n) - num_hits > blocks_.FreeBlockCount() - hits_evictable) {
     return false;
   }
 
   for (BlockId block : hits) blocks_.Acquire(block);
+  if (partial.has_value()) {
+    blocks_.Acquire(partial->block);
+    copy_sources_in_flight_.push_back(partial->block);
+  }
   SOVAI_CHECK(seq.block_table.empty());
   seq.block_table = std::move(hits);
   seq.num_computed = computed;
@@ -377,7 +419,17 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
     prefix_hit_tokens_ += computed;
   }
   AddChunk(seq, n, plan);
+  if (partial.has_value()) {
+    plan.chunks.back().reuse_source = partial->block;
+    plan.chunks.back().reused_positions = partial->tokens;
+    prefix_partial_hit_tokens_ += partial->tokens;
+  }
   return true;
+}
+
+void Scheduler::ReleaseCopySources() {
+  for (BlockId block : copy_sources_in_flight_) blocks_.Release(block);
+  copy_sources_in_flight_.clear();
 }
 
 void Scheduler::AddChunk(Sequence& seq, int64_t num_tokens, StepPlan& plan) {
@@ -415,6 +467,11 @@ void Scheduler::CheckInvariants() const {
   blocks_.CheckInvariants();
   const int64_t bs = options_.block_size;
   std::vector<int32_t> references(static_cast<size_t>(blocks_.num_blocks()), 0);
+  SOVAI_CHECK(step_in_flight_ || copy_sources_in_flight_.empty());
+  for (BlockId source : copy_sources_in_flight_) {
+    SOVAI_CHECK(blocks_.IsCached(source)) << "copy source " << source << " is not cached";
+    ++references[source];
+  }
   int64_t num_running = 0;
   int64_t num_waiting = 0;
   int64_t num_awaiting = 0;

@@ -42,7 +42,12 @@
 //      step that preempted one (it would only thrash). A waiting sequence first reuses the longest
 //      chain of cached full blocks of its known tokens (prompt, plus the generated ones after a
 //      preemption), capped at (known - 1) tokens rounded down to whole blocks so that the last
-//      token is computed and yields logits.
+//      token is computed and yields logits. With reuse_partial_blocks it then reuses the first k
+//      slots of the cached block that continues that chain with the most of its next tokens
+//      (block_manager.h, again leaving the last token to compute): its first chunk carries the
+//      copy for the engine to make before the model runs (ScheduledChunk::reuse_source), and the
+//      source block holds an extra reference until Complete or Discard, so that nothing evicts it
+//      before it is read.
 //   Arrival order runs through the running sequences, then the waiting queue (admission takes the
 //   front, preemption puts the latest running arrival back there), and only the latest running
 //   arrival can be mid-prefill: a chunk shorter than its remaining prefill uses up the budget or
@@ -54,9 +59,11 @@
 // Prefix caching. After Complete, every block of a sequence that is full and computed (prompt or
 // generated tokens) is registered in the prefix cache under the chain hash of its tokens keyed by
 // the adapter (block_manager.h); sequences with different adapter_key never share blocks.
-// Released blocks stay cached until evicted, least recently released first; a sequence releases
-// its blocks last to first, so the tail of a sequence is evicted before its (more often shared)
-// prefix.
+// With reuse_partial_blocks, a sequence that lets its blocks go (finished, removed or preempted,
+// with no chunk in flight) also offers its partly computed last block, for partial matches (the
+// end of an answer, which the next turn of a conversation repeats). Released blocks stay cached
+// until evicted, least recently released first; a sequence releases its blocks last to first, so
+// the tail of a sequence is evicted before its (more often shared) prefix.
 //
 // Cost. Schedule is O(running + scheduled tokens + blocks looked up or allocated) plus the copy of
 // each chunk's block table (ceil(context / block_size) ids per chunk; the attention over the
@@ -93,6 +100,9 @@ struct SchedulerOptions {
   int64_t max_waiting = kDefaultMaxWaiting;   // waiting queue length
   int64_t max_model_len = 0;                  // prompt + max_new_tokens, at most
   bool enable_prefix_caching = true;
+  // Also reuse the leading slots of a cached block that matches only part of a block (token-
+  // granular prefix hits: a 700-token prefix in blocks of 16 reuses 700 positions, not 688).
+  bool reuse_partial_blocks = true;
   // Keys the prefix cache's block hashes; 0 draws a random key (std::random_device).
   uint64_t prefix_hash_key = 0;
 };
@@ -116,6 +126,12 @@ struct ScheduledChunk {
   // On the first chunk ever scheduled for the sequence: prompt tokens reused from the prefix
   // cache (usage.prompt_tokens_details.cached_tokens); 0 on later chunks.
   int64_t cached_prompt_tokens = 0;
+  // A partial prefix hit (reused_positions > 0, first chunk only): before running the chunk, the
+  // engine copies slots [0, reused_positions) of block reuse_source, for every layer, into
+  // block_table[start_position / block_size], which then holds positions start_position -
+  // reused_positions .. start_position - 1. The source is a cached block, never written.
+  BlockId reuse_source = -1;
+  int64_t reused_positions = 0;
 };
 
 struct StepPlan {
@@ -133,9 +149,10 @@ struct SchedulerStats {
   int64_t num_cached_blocks = 0;  // registered in the prefix cache (in use or evictable)
   int64_t num_free_blocks = 0;    // allocatable: unused plus evictable
   int64_t num_total_blocks = 0;
-  int64_t num_preemptions = 0;              // since construction
-  int64_t prefix_cache_queried_tokens = 0;  // tokens looked up at admission, since construction
-  int64_t prefix_cache_hit_tokens = 0;      // of which reused from the cache
+  int64_t num_preemptions = 0;                  // since construction
+  int64_t prefix_cache_queried_tokens = 0;      // tokens looked up at admission, since construction
+  int64_t prefix_cache_hit_tokens = 0;          // of which reused from the cache
+  int64_t prefix_cache_partial_hit_tokens = 0;  // of which copied from partly matching blocks
 };
 
 class Scheduler {
@@ -205,6 +222,9 @@ class Scheduler {
   // allocated) when there are not enough blocks.
   bool AllocateFor(Sequence& seq, int64_t num_tokens);
   void ReleaseBlocks(Sequence& seq);
+  // Offers the sequence's partly computed last block to the prefix cache (partial matches only)
+  // before its blocks are released.
+  void CachePartialLastBlock(Sequence& seq);
   // Computes the chain hashes of the sequence's known full blocks that are not hashed yet.
   void HashFullBlocks(Sequence& seq);
   // Sends a running sequence with no chunk in flight back to the front of the waiting queue.
@@ -212,6 +232,8 @@ class Scheduler {
   // Looks up the sequence's cached prefix and, if its first chunk of `budget` tokens fits,
   // admits it (running) and adds the chunk. False when it does not fit (nothing changes).
   bool TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan);
+  // Releases the references the step's copy sources hold.
+  void ReleaseCopySources();
   void AddChunk(Sequence& seq, int64_t num_tokens, StepPlan& plan);
   void EraseRunning(const Sequence& seq);
   void InsertRunning(Sequence& seq);
@@ -228,6 +250,10 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t prefix_queried_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t prefix_partial_hit_tokens_ = 0;
+  // Sources of the copies the step in flight makes (ScheduledChunk::reuse_source), each holding
+  // a reference until Complete or Discard.
+  std::vector<BlockId> copy_sources_in_flight_;
 };
 
 }  // namespace sovai::serve

@@ -173,11 +173,12 @@ TEST(SchedulerTest, OneSequenceFromPrefillToLength) {
   s.Complete(p);
   EXPECT_TRUE(s.AppendToken(9, 502)) << "third of max_new_tokens=3";
 
-  // Finished: never scheduled again, blocks back (the two full prompt blocks stay cached).
+  // Finished: never scheduled again, blocks back (the two full prompt blocks stay cached, and the
+  // third with its 2 computed positions for partial matches).
   EXPECT_TRUE(s.Schedule().empty());
   EXPECT_EQ(s.FreeBlockCount(), 8);
   EXPECT_EQ(s.Stats().num_running, 0);
-  EXPECT_EQ(s.Stats().num_cached_blocks, 2);
+  EXPECT_EQ(s.Stats().num_cached_blocks, 3);
   EXPECT_EQ(s.Tokens(9), Concat(Range(100, 8), {500, 501, 502}));
   s.CheckInvariants();
   s.Remove(9);
@@ -226,7 +227,9 @@ TEST(SchedulerTest, SecondSequenceReusesCommonPrefixBlocks) {
 }
 
 TEST(SchedulerTest, ReuseLeavesTheLastPromptTokenToCompute) {
-  Scheduler s(Opts(16, 4));
+  SchedulerOptions o = Opts(16, 4);
+  o.reuse_partial_blocks = false;
+  Scheduler s(o);
   ASSERT_TRUE(s.Add(1, Range(0, 8), 1, 0).ok());
   RunStep(s);
   // The same 8-token prompt: both blocks are cached, but only the first may be reused so that
@@ -242,9 +245,77 @@ TEST(SchedulerTest, ReuseLeavesTheLastPromptTokenToCompute) {
   EXPECT_EQ(two->start_position, 4);
   EXPECT_EQ(two->tokens, Range(4, 4));
   EXPECT_TRUE(two->produces_token);
+  EXPECT_EQ(two->reused_positions, 0);
   EXPECT_EQ(three->cached_prompt_tokens, 8);
   EXPECT_EQ(three->tokens, std::vector<int32_t>{8});
   s.Complete(p);
+}
+
+TEST(SchedulerTest, PartialBlockHitCopiesTheMatchingSlotsAndHoldsTheirSource) {
+  Scheduler s(Opts(16, 4));
+  ASSERT_TRUE(s.Add(1, Range(0, 8), 1, 0).ok());
+  const StepPlan first = RunStep(s);
+  const BlockId second_block = first.chunks[0].block_table[1];  // holds tokens 4 5 6 7
+  s.Remove(1);
+
+  // The same prompt: block 0 whole, then 3 of block 1's 4 slots (the last token is computed).
+  ASSERT_TRUE(s.Add(2, Range(0, 8), 1, 0).ok());
+  // Another ending after 0..5: block 0, then 2 slots of block 1.
+  ASSERT_TRUE(s.Add(3, Concat(Range(0, 6), {90, 91}), 1, 0).ok());
+  // A different first token: nothing to reuse.
+  ASSERT_TRUE(s.Add(4, Range(1, 7), 1, 0).ok());
+  StepPlan p = s.Schedule();
+  s.CheckInvariants();
+  const ScheduledChunk* two = FindChunk(p, 2);
+  const ScheduledChunk* three = FindChunk(p, 3);
+  const ScheduledChunk* four = FindChunk(p, 4);
+  ASSERT_TRUE(two != nullptr && three != nullptr && four != nullptr);
+  EXPECT_EQ(two->cached_prompt_tokens, 7);
+  EXPECT_EQ(two->start_position, 7);
+  EXPECT_EQ(two->tokens, std::vector<int32_t>{7});
+  EXPECT_EQ(two->reuse_source, second_block);
+  EXPECT_EQ(two->reused_positions, 3);
+  EXPECT_NE(two->block_table[1], second_block) << "a cached block is never written";
+  EXPECT_EQ(three->cached_prompt_tokens, 6);
+  EXPECT_EQ(three->tokens, (std::vector<int32_t>{90, 91}));
+  EXPECT_EQ(three->reuse_source, second_block);
+  EXPECT_EQ(three->reused_positions, 2);
+  EXPECT_EQ(four->cached_prompt_tokens, 0);
+  EXPECT_EQ(four->reused_positions, 0);
+  // The source is held (and so cannot be evicted) until the step completes: block 0 by 2 and 3,
+  // block 1 by the two copies.
+  EXPECT_EQ(s.block_manager().RefCount(second_block), 2);
+  EXPECT_EQ(s.Stats().prefix_cache_partial_hit_tokens, 5);
+  EXPECT_EQ(s.Stats().prefix_cache_hit_tokens, 4 + 3 + 4 + 2);
+  s.Complete(p);
+  s.CheckInvariants();
+  EXPECT_EQ(s.block_manager().RefCount(second_block), 0);
+  EXPECT_TRUE(s.block_manager().IsCached(second_block));
+}
+
+TEST(SchedulerTest, PartialBlockSourceIsReleasedByDiscardAndSurvivesARemove) {
+  Scheduler s(Opts(16, 4));
+  ASSERT_TRUE(s.Add(1, Range(0, 8), 1, 0).ok());
+  const BlockId second_block = RunStep(s).chunks[0].block_table[1];
+  s.Remove(1);
+  ASSERT_TRUE(s.Add(2, Concat(Range(0, 7), {99}), 1, 0).ok());
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].reused_positions, 3);
+  s.Remove(2);  // cancelled while the model runs: the copy may still be under way
+  EXPECT_EQ(s.block_manager().RefCount(second_block), 1);
+  s.CheckInvariants();
+  s.Complete(p);
+  EXPECT_EQ(s.block_manager().RefCount(second_block), 0);
+
+  ASSERT_TRUE(s.Add(3, Concat(Range(0, 7), {98}), 1, 0).ok());
+  p = s.Schedule();
+  EXPECT_EQ(p.chunks[0].reuse_source, second_block);
+  s.Discard(p);
+  s.CheckInvariants();
+  EXPECT_EQ(s.block_manager().RefCount(second_block), 0);
+  EXPECT_EQ(s.block_manager().UsedBlockCount(), 0);
+  EXPECT_TRUE(s.block_manager().IsCached(second_block));
 }
 
 TEST(SchedulerTest, DifferentAdaptersNeverShareBlocks) {
@@ -304,20 +375,68 @@ TEST(SchedulerTest, RemovedSequenceLeavesItsPrefixCached) {
   const std::vector<BlockId> a = RunStep(s).chunks[0].block_table;
   s.Remove(1);
   EXPECT_EQ(s.FreeBlockCount(), 16);
-  EXPECT_EQ(s.Stats().num_cached_blocks, 2);
+  // The two full blocks, and the third's 2 computed positions (8 and 9) for partial matches.
+  EXPECT_EQ(s.Stats().num_cached_blocks, 3);
   ASSERT_TRUE(s.Add(2, Range(0, 10), 2, 0).ok());
   const StepPlan p = s.Schedule();
   ASSERT_EQ(p.chunks.size(), 1u);
-  EXPECT_EQ(p.chunks[0].cached_prompt_tokens, 8);
+  // Everything but the last prompt token: 8 shared, 1 copied from the partial block.
+  EXPECT_EQ(p.chunks[0].cached_prompt_tokens, 9);
+  EXPECT_EQ(p.chunks[0].tokens, std::vector<int32_t>{9});
   EXPECT_EQ(p.chunks[0].block_table[0], a[0]);
   EXPECT_EQ(p.chunks[0].block_table[1], a[1]);
-  EXPECT_EQ(s.FreeBlockCount(), 13);
+  EXPECT_EQ(p.chunks[0].reuse_source, a[2]);
+  EXPECT_EQ(p.chunks[0].reused_positions, 1);
+  EXPECT_NE(p.chunks[0].block_table[2], a[2]);
+  // Held: the 2 shared blocks, the copy's source and the new third block.
+  EXPECT_EQ(s.FreeBlockCount(), 12);
   s.Complete(p);
 }
 
+TEST(SchedulerTest, TheNextTurnOfAConversationReusesTheEndOfTheAnswer) {
+  Scheduler s(Opts(16, 4));
+  ASSERT_TRUE(s.Add(1, Range(0, 6), 3, 0).ok());
+  std::vector<SequenceId> finished;
+  for (int i = 0; i < 3; ++i) RunStep(s, 50 + i, &finished);
+  ASSERT_EQ(finished, std::vector<SequenceId>{1});
+  // 0..5 and the answer 50 51 52: all but 52 computed, 8 positions, two full blocks.
+  const std::vector<int32_t> answered = s.Tokens(1);
+  s.Remove(1);
+  // The next turn repeats the conversation and adds to it.
+  ASSERT_TRUE(s.Add(2, Concat(answered, {60, 61, 62}), 1, 0).ok());
+  StepPlan p = RunStep(s);
+  EXPECT_EQ(p.chunks[0].cached_prompt_tokens, 8);
+  EXPECT_EQ(p.chunks[0].tokens, (std::vector<int32_t>{52, 60, 61, 62}));
+  s.Remove(2);
+
+  // An answer that ends mid-block: its last block joins the cache for partial matches.
+  ASSERT_TRUE(s.Add(3, Range(100, 5), 2, 0).ok());
+  finished.clear();
+  for (int i = 0; i < 2; ++i) RunStep(s, 70 + i, &finished);
+  ASSERT_EQ(finished, std::vector<SequenceId>{3});
+  const std::vector<int32_t> answered3 = s.Tokens(3);  // 100..104 70 71: 6 computed
+  s.Remove(3);
+  ASSERT_TRUE(s.Add(4, Concat(answered3, {80}), 1, 0).ok());
+  p = RunStep(s);
+  EXPECT_EQ(p.chunks[0].cached_prompt_tokens, 6);
+  EXPECT_EQ(p.chunks[0].reused_positions, 2);
+  EXPECT_EQ(p.chunks[0].tokens, (std::vector<int32_t>{71, 80}));
+  s.Remove(4);
+  // The same partial block again is not cached twice.
+  const int64_t cached = s.Stats().num_cached_blocks;
+  ASSERT_TRUE(s.Add(5, Range(100, 5), 2, 0).ok());
+  finished.clear();
+  for (int i = 0; i < 2; ++i) RunStep(s, 70 + i, &finished);
+  s.Remove(5);
+  EXPECT_EQ(s.Stats().num_cached_blocks, cached);
+  s.CheckInvariants();
+}
+
 TEST(SchedulerTest, EvictsLeastRecentlyReleasedPrefixFirst) {
-  // 4 blocks of 2 tokens.
-  Scheduler s(Opts(4, 2));
+  // 4 blocks of 2 tokens; full blocks only (partly filled last blocks would join the LRU too).
+  SchedulerOptions o = Opts(4, 2);
+  o.reuse_partial_blocks = false;
+  Scheduler s(o);
   ASSERT_TRUE(s.Add(1, {1, 2, 3}, 1, 0).ok());  // caches [1 2]
   RunStep(s);
   s.Remove(1);
@@ -446,7 +565,8 @@ TEST(SchedulerTest, MaxNumSeqsBoundsRunningSequences) {
   ASSERT_EQ(p.chunks.size(), 2u);
   EXPECT_EQ(p.chunks[0].id, 2u);
   EXPECT_EQ(p.chunks[1].id, 3u);
-  EXPECT_EQ(p.chunks[1].tokens.size(), 3u);
+  // Its whole prompt (some of it maybe reused from 1's and 2's cached blocks).
+  EXPECT_EQ(p.chunks[1].start_position + static_cast<int64_t>(p.chunks[1].tokens.size()), 3);
 }
 
 TEST(SchedulerTest, PreemptsTheLatestArrivalWhenADecodeNeedsABlock) {
@@ -596,7 +716,9 @@ TEST(SchedulerTest, DiscardedStepCachesNothingAndIsRecomputed) {
   EXPECT_EQ(s.Stats().num_cached_blocks, 2);
   s.Discard(p);
   s.CheckInvariants();
-  EXPECT_EQ(s.Stats().num_cached_blocks, 2) << "nothing of the failed step is cached";
+  // Nothing of the failed step is cached; 1's third block joins the cache with the positions
+  // computed before it (8 and 9), for partial matches.
+  EXPECT_EQ(s.Stats().num_cached_blocks, 3);
   EXPECT_EQ(s.Stats().num_running, 0);
   EXPECT_EQ(s.Stats().num_waiting, 2);
   EXPECT_EQ(s.FreeBlockCount(), 16);
@@ -606,8 +728,9 @@ TEST(SchedulerTest, DiscardedStepCachesNothingAndIsRecomputed) {
   p = s.Schedule();
   ASSERT_EQ(p.chunks.size(), 2u);
   EXPECT_EQ(p.chunks[0].id, 1u);
-  EXPECT_EQ(p.chunks[0].start_position, 8);
-  EXPECT_EQ(p.chunks[0].tokens, (std::vector<int32_t>{8, 9, 99}));
+  EXPECT_EQ(p.chunks[0].start_position, 10);
+  EXPECT_EQ(p.chunks[0].reused_positions, 2);
+  EXPECT_EQ(p.chunks[0].tokens, (std::vector<int32_t>{99}));
   EXPECT_EQ(p.chunks[1].id, 2u);
   EXPECT_EQ(p.chunks[1].start_position, 0);
   EXPECT_EQ(p.chunks[1].tokens, Range(50, 9));
@@ -652,6 +775,7 @@ TEST(SchedulerDeathTest, StepContractViolationsAreBugs) {
 // invariant holds after every step.
 TEST(SchedulerStressTest, RandomWorkloadKeepsInvariantsAndKvContent) {
   int64_t total_hits = 0;
+  int64_t total_partial_hits = 0;
   int64_t total_preemptions = 0;
   int64_t total_finished = 0;
   for (uint32_t seed = 1; seed <= 40; ++seed) {
@@ -736,9 +860,24 @@ TEST(SchedulerStressTest, RandomWorkloadKeepsInvariantsAndKvContent) {
       for (SequenceId id : plan.preempted) EXPECT_EQ(FindChunk(plan, id), nullptr);
 
       std::set<BlockId> written;
+      std::set<BlockId> copied_from;
       std::set<SequenceId> ids;
       for (const ScheduledChunk& c : plan.chunks) {
         ASSERT_TRUE(ids.insert(c.id).second);
+        // The engine's copy of a partial hit, as KvCache::CopyLeadingSlots makes it.
+        if (c.reused_positions > 0) {
+          ASSERT_LT(c.reused_positions, bs);
+          ASSERT_EQ(c.start_position % bs, c.reused_positions);
+          ASSERT_TRUE(s.block_manager().IsCached(c.reuse_source));
+          ASSERT_GE(s.block_manager().RefCount(c.reuse_source), 1) << "the source must be held";
+          copied_from.insert(c.reuse_source);
+          const BlockId target = c.block_table[c.start_position / bs];
+          for (int64_t slot = 0; slot < c.reused_positions; ++slot) {
+            kv[static_cast<size_t>(target * bs + slot)] =
+                kv[static_cast<size_t>(c.reuse_source * bs + slot)];
+          }
+          ++total_partial_hits;
+        }
         const Mirror& m = live.at(c.id);
         ASSERT_EQ(s.Tokens(c.id), m.tokens);
         const int64_t end = c.start_position + static_cast<int64_t>(c.tokens.size());
@@ -765,6 +904,7 @@ TEST(SchedulerStressTest, RandomWorkloadKeepsInvariantsAndKvContent) {
           ASSERT_TRUE(written.insert(b).second) << "two chunks write block " << b;
         }
       }
+      for (BlockId b : copied_from) ASSERT_EQ(written.count(b), 0u) << "copy source written";
       for (const ScheduledChunk& c : plan.chunks) {
         for (BlockId b : c.block_table) {
           const bool writes_it = std::find(c.block_table.begin() + c.start_position / bs,
@@ -831,6 +971,7 @@ TEST(SchedulerStressTest, RandomWorkloadKeepsInvariantsAndKvContent) {
   }
   // The workload must have exercised what it is meant to test.
   EXPECT_GT(total_hits, 0);
+  EXPECT_GT(total_partial_hits, 0);
   EXPECT_GT(total_preemptions, 0);
   EXPECT_GT(total_finished, 100);
 }

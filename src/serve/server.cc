@@ -224,6 +224,9 @@ net::Response InferenceServer::Metrics() {
     RenderMetric("sovai_serve_prefix_cache_hits_total", "counter",
                  "Prompt tokens reused from the prefix cache.",
                  static_cast<double>(s.scheduler.prefix_cache_hit_tokens), out);
+    RenderMetric("sovai_serve_prefix_cache_partial_hits_total", "counter",
+                 "Of the reused prompt tokens, those copied from a partly matching block.",
+                 static_cast<double>(s.scheduler.prefix_cache_partial_hit_tokens), out);
     RenderMetric("sovai_serve_preemptions_total", "counter", "Sequences preempted for blocks.",
                  static_cast<double>(s.scheduler.num_preemptions), out);
     RenderMetric("sovai_serve_request_success_stop_total", "counter",
