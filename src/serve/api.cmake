@@ -9,7 +9,7 @@ add_library(sovai_serve_response_cache STATIC ${CMAKE_CURRENT_LIST_DIR}/response
 target_include_directories(sovai_serve_response_cache PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(sovai_serve_response_cache PUBLIC Threads::Threads)
 
-sovai_test(NAME serve_api_test LABELS unit DEPS sovai_serve_api SRCS
+sovai_test(NAME serve_api_test LABELS unit DEPS sovai_serve_api sovai_serve_sampler SRCS
   ${CMAKE_CURRENT_LIST_DIR}/openai_api_test.cc
 )
 sovai_test(NAME serve_response_cache_test LABELS unit DEPS sovai_serve_response_cache SRCS

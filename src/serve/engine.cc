@@ -333,7 +333,7 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
     const uint64_t seed = request.sampling.seed
                               ? ChoiceSeed(*request.sampling.seed, i)
                               : kernels::SplitMix64(std::random_device{}() ^ ++seed_counter_);
-    seq->sampler = std::make_unique<Sampler>(request.sampling, seed);
+    seq->sampler = std::make_unique<Sampler>(request.sampling, seed, request.prompt);
     SOVAI_ASSIGN_OR_RETURN(IncrementalDecoder decoder,
                            IncrementalDecoder::Create(*token_table_, {.stop = request.stop}));
     seq->decoder.emplace(std::move(decoder));

@@ -174,13 +174,6 @@ void RefuseUnsupported(const Json& body, Endpoint endpoint, Reader& r) {
       unsupported(name, " (no tool calling)");
     }
   }
-  if (const Json* v = Find(body, "logit_bias")) {
-    if (!v->is_object()) {
-      r.WrongType("logit_bias", "an object", *v);
-    } else if (!v->empty()) {
-      unsupported("logit_bias", "");
-    }
-  }
   if (endpoint == Endpoint::kCompletions) {
     if (const Json* v = Find(body, "suffix")) {
       if (!v->is_string()) {
@@ -194,14 +187,8 @@ void RefuseUnsupported(const Json& body, Endpoint endpoint, Reader& r) {
   }
   // vLLM extensions, refused unless given their no-op value (null: any value is refused).
   const std::pair<std::string_view, Json> kVllmNoOps[] = {
-      {"min_p", 0},
-      {"repetition_penalty", 1},
-      {"min_tokens", 0},
-      {"use_beam_search", false},
-      {"prompt_logprobs", nullptr},
-      {"guided_json", nullptr},
-      {"guided_regex", nullptr},
-      {"guided_choice", nullptr},
+      {"min_tokens", 0},           {"use_beam_search", false}, {"prompt_logprobs", nullptr},
+      {"guided_json", nullptr},    {"guided_regex", nullptr},  {"guided_choice", nullptr},
       {"guided_grammar", nullptr},
   };
   for (const auto& [name, no_op] : kVllmNoOps) {
@@ -491,6 +478,37 @@ void ParseResponseFormat(const Json& body, OpenAiRequest& out, Reader& r) {
   }
 }
 
+// `logit_bias`: an object from token ids (decimal strings) to biases in [-100, 100], at most
+// kMaxLogitBiasEntries of them; null or {} is none. Ids beyond the vocabulary are refused later
+// (ToGenerationRequest), where the vocabulary is known.
+void ParseLogitBias(const Json* v, SamplingParams& s, Reader& r) {
+  if (v == nullptr || v->is_null()) return;
+  if (!v->is_object()) return r.WrongType("logit_bias", "an object", *v);
+  if (v->size() > kMaxLogitBiasEntries) {
+    return r.Fail("logit_bias", "Invalid 'logit_bias': too many entries (" +
+                                    std::to_string(v->size()) + "), at most " +
+                                    std::to_string(kMaxLogitBiasEntries) + ".");
+  }
+  for (const auto& [key, bias] : v->items()) {
+    // Digits only, no leading zero: one spelling per id ("-0" and "00" would repeat "0").
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (key.empty() || key.find_first_not_of("0123456789") != std::string::npos ||
+        (key.size() > 1 && key[0] == '0') || error != std::errc() ||
+        end != key.data() + key.size() || id > kMaxTokenId) {
+      return r.Fail("logit_bias", "Invalid key in 'logit_bias': " + Quote(key) +
+                                      ". Keys must be token ids (non-negative integers).");
+    }
+    const std::string param = "logit_bias." + key;
+    std::optional<double> value = r.Number(&bias, param, -kMaxAbsLogitBias, kMaxAbsLogitBias);
+    if (!value) return;
+    s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(*value));
+  }
+  // Keys are unique JSON member names, and distinct decimal spellings are refused above, so
+  // sorted ids are distinct.
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());
+}
+
 void ParseSampling(const Json& body, Endpoint endpoint, OpenAiRequest& out, Reader& r) {
   SamplingParams& s = out.sampling;
   if (auto v = r.Number(Find(body, "temperature"), "temperature", 0, kMaxTemperature)) {
@@ -514,6 +532,13 @@ void ParseSampling(const Json& body, Endpoint endpoint, OpenAiRequest& out, Read
     }
   }
   if (auto seed = r.Int(Find(body, "seed"), "seed")) s.seed = static_cast<uint64_t>(*seed);
+  // vLLM's extensions.
+  if (auto v = r.Number(Find(body, "repetition_penalty"), "repetition_penalty", 0,
+                        kMaxRepetitionPenalty, /*min_exclusive=*/true)) {
+    s.repetition_penalty = static_cast<float>(*v);
+  }
+  if (auto v = r.Number(Find(body, "min_p"), "min_p", 0, 1)) s.min_p = static_cast<float>(*v);
+  ParseLogitBias(Find(body, "logit_bias"), s, r);
 
   if (endpoint == Endpoint::kChatCompletions) {
     s.logprobs = r.Bool(Find(body, "logprobs"), "logprobs").value_or(false);
@@ -878,6 +903,13 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                                                    std::to_string(context.vocab_size) + ").");
     }
   }
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= context.vocab_size) {
+      return InvalidRequestError(
+          "logit_bias", "Invalid key in 'logit_bias': " + std::to_string(id) +
+                            ". Maximum value is " + std::to_string(context.vocab_size - 1) + ".");
+    }
+  }
   for (int32_t id : request.stop_token_ids) {
     if (id >= context.vocab_size) {
       return InvalidRequestError("stop_token_ids", "Token id " + std::to_string(id) +
@@ -944,6 +976,11 @@ std::string CanonicalRequest(const OpenAiRequest& request, std::string_view adap
   c["top_k"] = s.top_k;
   c["presence_penalty"] = FloatForJson(s.presence_penalty);
   c["frequency_penalty"] = FloatForJson(s.frequency_penalty);
+  c["repetition_penalty"] = FloatForJson(s.repetition_penalty);
+  c["min_p"] = FloatForJson(s.min_p);
+  Json bias = Json::array();
+  for (const auto& [token, value] : s.logit_bias) bias.push_back({token, FloatForJson(value)});
+  c["logit_bias"] = std::move(bias);
   c["seed"] = s.seed ? Json(*s.seed) : Json(nullptr);
   c["logprobs"] = s.logprobs;
   c["top_logprobs"] = s.top_logprobs;

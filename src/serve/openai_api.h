@@ -55,7 +55,11 @@ inline constexpr int32_t kMaxChoices = 16;      // `n`; each choice costs a sequ
 inline constexpr int32_t kMaxTopLogprobs = 20;  // chat `top_logprobs` (OpenAI's bound)
 inline constexpr int32_t kMaxCompletionLogprobs = 5;  // completions `logprobs` (OpenAI's bound)
 inline constexpr double kMaxTemperature = 2.0;
-inline constexpr double kMaxAbsPenalty = 2.0;      // presence_penalty, frequency_penalty
+inline constexpr double kMaxAbsPenalty = 2.0;        // presence_penalty, frequency_penalty
+inline constexpr size_t kMaxLogitBiasEntries = 300;  // OpenAI's bound on logit_bias
+inline constexpr double kMaxAbsLogitBias = 100.0;    // each bias is in [-100, 100] (OpenAI)
+// vLLM's repetition_penalty only asks for > 0; past this no logit is left to penalize.
+inline constexpr double kMaxRepetitionPenalty = 100.0;
 inline constexpr size_t kMaxSchemaNameBytes = 64;  // response_format.json_schema.name (OpenAI)
 // OpenAI's default max_tokens for /v1/completions; chat defaults to the rest of the context.
 inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
@@ -63,9 +67,9 @@ inline constexpr int64_t kDefaultCompletionMaxTokens = 16;
 inline constexpr float kMinReportedLogprob = -9999.0f;
 
 // Fields that would change the output if they were ignored, each refused (400 naming it) when set
-// to anything but its no-op value: tools/tool_choice/functions/function_call, logit_bias, suffix,
-// best_of > 1, and vLLM extensions (min_p, repetition_penalty, min_tokens, use_beam_search,
-// prompt_logprobs, guided_*). The exact rules are in openai_api.cc and docs/api/openai.md.
+// to anything but its no-op value: tools/tool_choice/functions/function_call, suffix, best_of > 1,
+// and vLLM extensions (min_tokens, use_beam_search, prompt_logprobs, guided_*). The exact rules are
+// in openai_api.cc and docs/api/openai.md.
 
 // The response header that tells whether a body came from the response cache: "hit", "miss" (the
 // request was cacheable and its response is now stored) or "bypass" (not cacheable, or opted out).

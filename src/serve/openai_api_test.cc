@@ -5,7 +5,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "serve/sampler.h"
 
 namespace sovai::serve {
 namespace {
@@ -239,10 +242,6 @@ TEST(OpenAiParseTest, UnsupportedFieldsThatChangeTheOutputAreRefused) {
           {Chat(R"(,"tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice"},
           {Chat(R"(,"functions":[{"name":"f"}])"), "functions"},
           {Chat(R"(,"function_call":{"name":"f"})"), "function_call"},
-          {Chat(R"(,"logit_bias":{"50256":-100})"), "logit_bias"},
-          {Chat(R"(,"logit_bias":[1])"), "logit_bias"},
-          {Chat(R"(,"min_p":0.1)"), "min_p"},
-          {Chat(R"(,"repetition_penalty":1.2)"), "repetition_penalty"},
           {Chat(R"(,"min_tokens":3)"), "min_tokens"},
           {Chat(R"(,"use_beam_search":true)"), "use_beam_search"},
           {Chat(R"(,"guided_json":{"type":"object"})"), "guided_json"},
@@ -256,10 +255,63 @@ TEST(OpenAiParseTest, UnsupportedFieldsThatChangeTheOutputAreRefused) {
                                        });
   // Their no-op values, `user` and unknown fields are accepted.
   ParseChatOk(Chat(R"(,"tools":[],"tool_choice":"none","logit_bias":{},"functions":null,)"
-                   R"("function_call":"auto","min_p":0.0,"repetition_penalty":1,)"
+                   R"("function_call":"auto",)"
                    R"("min_tokens":0,"use_beam_search":false,"guided_json":null,)"
                    R"("user":"u-1","store":false,"metadata":{"a":"b"},"future_field":[1,{}])"));
   ParseCompletionOk(Completion(R"(,"suffix":"","best_of":1,"suffix_unknown":1)"));
+}
+
+TEST(OpenAiParseTest, LogitBiasMinPAndRepetitionPenalty) {
+  const OpenAiRequest r = ParseChatOk(Chat(
+      R"(,"logit_bias":{"50256":-100,"7":2.5,"0":100},"min_p":0.05,"repetition_penalty":1.3)"));
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{0, 100.0f}, {7, 2.5f}, {50256, -100.0f}}));
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.3f);
+  EXPECT_TRUE(ValidateSamplingParams(r.sampling).ok());
+  const OpenAiRequest none = ParseCompletionOk(Completion(R"(,"logit_bias":null)"));
+  EXPECT_TRUE(none.sampling.logit_bias.empty());
+  EXPECT_FLOAT_EQ(none.sampling.min_p, 0.0f);
+  EXPECT_FLOAT_EQ(none.sampling.repetition_penalty, 1.0f);
+
+  std::string too_many = "{";
+  for (int i = 0; i <= static_cast<int>(kMaxLogitBiasEntries); ++i) {
+    too_many += (i ? ",\"" : "\"") + std::to_string(i) + "\":1";
+  }
+  too_many += "}";
+  ExpectErrors(Endpoint::kChatCompletions,
+               {
+                   {Chat(R"(,"logit_bias":[1])"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":"x")"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"abc":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"-1":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"-0":1,"0":2})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"+1":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{" 1":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"01":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"1.5":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"2147483648":1})"), "logit_bias"},
+                   {Chat(R"(,"logit_bias":{"5":100.5})"), "logit_bias.5"},
+                   {Chat(R"(,"logit_bias":{"5":"high"})"), "logit_bias.5"},
+                   {Chat(",\"logit_bias\":" + too_many), "logit_bias"},
+                   {Chat(R"(,"min_p":1.5)"), "min_p"},
+                   {Chat(R"(,"min_p":-0.1)"), "min_p"},
+                   {Chat(R"(,"repetition_penalty":0)"), "repetition_penalty"},
+                   {Chat(R"(,"repetition_penalty":-1)"), "repetition_penalty"},
+                   {Chat(R"(,"repetition_penalty":101)"), "repetition_penalty"},
+               });
+
+  // Ids past the vocabulary are refused once the model is known, with OpenAI's message.
+  auto g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"100":1})")), {1}, "",
+                               {.max_model_len = 10, .vocab_size = 100});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().param, "logit_bias");
+  EXPECT_EQ(g.error().message, "Invalid key in 'logit_bias': 100. Maximum value is 99.");
+  g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"99":1})")), {1}, "",
+                          {.max_model_len = 10, .vocab_size = 100});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{99, 1.0f}}));
 }
 
 TEST(OpenAiParseTest, PromptErrors) {
@@ -794,6 +846,11 @@ TEST(OpenAiCacheKeyTest, AnyOutputFieldChangesTheKey) {
       Chat(R"(,"temperature":0,"seed":1,"ignore_eos":true)"),
       Chat(R"(,"temperature":0,"seed":1,"presence_penalty":0.1)"),
       Chat(R"(,"temperature":0,"seed":1,"frequency_penalty":0.1)"),
+      Chat(R"(,"temperature":0,"seed":1,"repetition_penalty":1.1)"),
+      Chat(R"(,"temperature":0,"seed":1,"min_p":0.1)"),
+      Chat(R"(,"temperature":0,"seed":1,"logit_bias":{"3":1})"),
+      Chat(R"(,"temperature":0,"seed":1,"logit_bias":{"3":2})"),
+      Chat(R"(,"temperature":0,"seed":1,"logit_bias":{"4":1})"),
       Chat(R"(,"temperature":0,"seed":1,"logprobs":true)"),
       Chat(R"(,"temperature":0,"seed":1,"logprobs":true,"top_logprobs":2)"),
       Chat(R"(,"temperature":0,"seed":1,"response_format":{"type":"json_object"})"),
@@ -824,10 +881,14 @@ TEST(OpenAiCacheKeyTest, CanonicalRequestIsSortedAndNormalized) {
   std::string canonical = CanonicalRequest(ParseCompletionOk(Completion(R"(,"stop":"z")")), "h");
   EXPECT_EQ(canonical,
             R"({"adapter_hash":"h","echo":false,"endpoint":"completions",)"
-            R"("frequency_penalty":0.0,"ignore_eos":false,"logprobs":false,"max_tokens":16,)"
-            R"("model":"m","n":1,"presence_penalty":0.0,"prompt":"hi",)"
-            R"("response_format":{"type":"text"},"seed":null,"stop":["z"],"stop_token_ids":[],)"
-            R"("temperature":1.0,"top_k":0,"top_logprobs":0,"top_p":1.0})");
+            R"("frequency_penalty":0.0,"ignore_eos":false,"logit_bias":[],"logprobs":false,)"
+            R"("max_tokens":16,"min_p":0.0,"model":"m","n":1,"presence_penalty":0.0,"prompt":"hi",)"
+            R"("repetition_penalty":1.0,"response_format":{"type":"text"},"seed":null,)"
+            R"("stop":["z"],"stop_token_ids":[],"temperature":1.0,"top_k":0,"top_logprobs":0,)"
+            R"("top_p":1.0})");
+  // The biases in token order, whatever order the request gave them in.
+  EXPECT_EQ(CanonicalRequest(ParseChatOk(Chat(R"(,"logit_bias":{"9":1,"10":-2})")), "h"),
+            CanonicalRequest(ParseChatOk(Chat(R"(,"logit_bias":{"10":-2,"9":1})")), "h"));
 }
 
 TEST(OpenAiCacheKeyTest, CacheableOnlyWhenDeterministic) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sovai::serve {
@@ -24,6 +25,15 @@ struct SamplingParams {
   //   logit[t] -= presence_penalty * (count[t] > 0) + frequency_penalty * count[t]
   float presence_penalty = 0;
   float frequency_penalty = 0;
+  // vLLM's repetition_penalty (CTRL's rule; 1: off): over the tokens of the prompt and the ones
+  // generated so far, a positive logit is divided by it and a negative one multiplied by it.
+  float repetition_penalty = 1;
+  // OpenAI's logit_bias: (token, bias) added to the token's logit before anything else; sorted
+  // by token, each token once.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's min_p in [0, 1] (0: off): after temperature, top-k and top-p, the tokens less likely
+  // than min_p times the likeliest one are dropped. Greedy decoding ignores it.
+  float min_p = 0;
   // The request's seed; without one the engine draws a seed per request. The same seed gives the
   // same tokens whatever else is in the batch.
   std::optional<uint64_t> seed;

@@ -163,12 +163,14 @@ size_t DrawIndex(size_t n, const WeightOf& weight, double u) {
   return drawn;
 }
 
-// Step 4 without greedy: temperature, top-k, top-p and the draw, over sanitized logits whose
-// largest is `max` (finite).
+// Step 4 without greedy: temperature, top-k, top-p, min-p and the draw, over sanitized logits
+// whose largest is `max` (finite). A weight is the token's probability over the likeliest one's
+// (that one weighs 1 and survives top-k and top-p), so min-p keeps the weights >= min_p.
 int32_t DrawToken(std::span<const float> logits, float max, const SamplingParams& params, double u,
                   std::vector<float>* weights, std::vector<Candidate>* candidates) {
   const float inv_temperature = 1.0f / params.temperature;
   auto weight_of = [&](float logit) { return std::exp((logit - max) * inv_temperature); };
+  auto min_p_kept = [&](float weight) { return weight >= params.min_p ? weight : 0.0f; };
   candidates->clear();
   double total = 0;  // what top-p takes its share of: the top-k's weight, or every token's
   if (params.top_k > 0) {
@@ -180,13 +182,13 @@ int32_t DrawToken(std::span<const float> logits, float max, const SamplingParams
     if (params.top_p >= 1) {
       // The whole vocabulary, in id order.
       return static_cast<int32_t>(DrawIndex(
-          weights->size(), [&](size_t i) { return (*weights)[i]; }, u));
+          weights->size(), [&](size_t i) { return min_p_kept((*weights)[i]); }, u));
     }
     GatherLikely(logits, *weights, params.top_p * total, candidates);
   }
   if (params.top_p < 1) candidates->resize(NucleusSize(candidates, params.top_p * total));
   size_t drawn = DrawIndex(
-      candidates->size(), [&](size_t i) { return (*candidates)[i].weight; }, u);
+      candidates->size(), [&](size_t i) { return min_p_kept((*candidates)[i].weight); }, u);
   return (*candidates)[drawn].id;
 }
 
@@ -213,6 +215,23 @@ base::Status ValidateSamplingParams(const SamplingParams& params) {
   if (!std::isfinite(params.presence_penalty) || !std::isfinite(params.frequency_penalty)) {
     return base::InvalidArgumentError("presence_penalty and frequency_penalty must be finite");
   }
+  if (!std::isfinite(params.repetition_penalty) || params.repetition_penalty <= 0) {
+    return base::InvalidArgumentError("repetition_penalty must be a finite number > 0, got " +
+                                      std::to_string(params.repetition_penalty));
+  }
+  if (!(params.min_p >= 0 && params.min_p <= 1)) {
+    return base::InvalidArgumentError("min_p must be in [0, 1], got " +
+                                      std::to_string(params.min_p));
+  }
+  for (size_t i = 0; i < params.logit_bias.size(); ++i) {
+    const auto [token, bias] = params.logit_bias[i];
+    if (token < 0 || (i > 0 && token <= params.logit_bias[i - 1].first) || !std::isfinite(bias)) {
+      return base::InvalidArgumentError(
+          "logit_bias must list non-negative token ids in increasing order with finite biases; "
+          "entry " +
+          std::to_string(i) + " is (" + std::to_string(token) + ", " + std::to_string(bias) + ")");
+    }
+  }
   if (params.top_logprobs < 0 || params.top_logprobs > kSamplerMaxTopLogprobs) {
     return base::InvalidArgumentError("top_logprobs must be in [0, " +
                                       std::to_string(kSamplerMaxTopLogprobs) + "], got " +
@@ -221,13 +240,16 @@ base::Status ValidateSamplingParams(const SamplingParams& params) {
   return base::Status::Ok();
 }
 
-Sampler::Sampler(const SamplingParams& params, uint64_t seed) : params_(params), seed_(seed) {
+Sampler::Sampler(const SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt)
+    : params_(params), seed_(seed) {
   base::Status valid = ValidateSamplingParams(params);
   SOVAI_CHECK(valid.ok()) << valid;
+  if (params_.repetition_penalty != 1) seen_.insert(prompt.begin(), prompt.end());
 }
 
 void Sampler::Accept(int32_t token) {
   SOVAI_CHECK(token >= 0) << "token " << token;
+  if (params_.repetition_penalty != 1) seen_.insert(token);
   if (params_.presence_penalty == 0 && params_.frequency_penalty == 0) return;
   ++counts_[token];
 }
@@ -248,11 +270,26 @@ base::Result<SampledToken> Sampler::Sample(std::span<float> logits, TokenMask al
   SOVAI_CHECK(logits.size() <= static_cast<size_t>(std::numeric_limits<int32_t>::max()));
   double u = NextUniform();  // every call takes one value, used or not
 
-  // 1. Penalties.
+  // 1. Bias, then penalties.
+  auto check_token = [&](int32_t token, const char* what) {
+    SOVAI_CHECK(static_cast<size_t>(token) < logits.size())
+        << what << " token " << token << " is outside the " << logits.size() << " logits";
+  };
+  for (const auto& [token, bias] : params_.logit_bias) {
+    check_token(token, "biased");
+    logits[token] += bias;
+  }
+  if (params_.repetition_penalty != 1) {
+    const float p = params_.repetition_penalty;
+    for (int32_t token : seen_) {
+      check_token(token, "seen");
+      float& logit = logits[token];
+      logit = logit > 0 ? logit / p : logit * p;
+    }
+  }
   if (params_.presence_penalty != 0 || params_.frequency_penalty != 0) {
     for (auto [token, count] : counts_) {
-      SOVAI_CHECK(static_cast<size_t>(token) < logits.size())
-          << "accepted token " << token << " is outside the " << logits.size() << " logits";
+      check_token(token, "accepted");
       logits[token] -= params_.presence_penalty + params_.frequency_penalty * count;
     }
   }

@@ -7,7 +7,9 @@
 //
 // One Sample call, in vLLM's order, over logits[V] (modified in place: after the call they hold
 // the values of steps 1-3, which is what logprobs describe):
-//   1. penalties over the tokens generated so far (counted by Accept):
+//   1. logit_bias: logit[t] += bias[t]; then the repetition penalty over the tokens of the prompt
+//      and the ones generated so far (logit[t] / p when positive, * p otherwise), then the
+//      penalties over the tokens generated so far (counted by Accept):
 //        logit[t] -= presence_penalty * (count[t] > 0) + frequency_penalty * count[t]
 //   2. the allowed-token mask: a disallowed token's logit becomes -inf
 //   3. non-finite logits: NaN becomes -inf (never drawn); if any logit is +inf, the +inf tokens
@@ -15,7 +17,8 @@
 //   4. greedy (temperature below kGreedyTemperature, or top_k == 1): the argmax, ties to the
 //      lowest id; otherwise logits / temperature, then top-k (the k largest, ties to the lowest
 //      id), then top-p (the smallest set of the most likely tokens whose probability, renormalized
-//      after top-k, reaches top_p; never empty), and a draw from what is left.
+//      after top-k, reaches top_p; never empty), then min-p (drop the tokens whose probability is
+//      below min_p times the likeliest one's), and a draw from what is left.
 //
 // Log-probabilities are log_softmax of the logits after steps 1-3 and before temperature, top-k
 // and top-p: the model's distribution over what this request may emit. Penalties and the mask are
@@ -43,6 +46,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -101,14 +105,17 @@ class SamplerScratch {
 uint64_t ChoiceSeed(uint64_t request_seed, int32_t index);
 
 // OK when the sampler can run `params`: temperature finite and >= 0, top_p in (0, 1], top_k >= 0,
-// finite penalties, top_logprobs in [0, kSamplerMaxTopLogprobs]. Otherwise InvalidArgument naming
-// the field. (The API layer enforces OpenAI's narrower ranges.)
+// finite penalties, a finite repetition_penalty > 0, min_p in [0, 1], logit_bias sorted by
+// non-negative token ids, each once, with finite biases, top_logprobs in
+// [0, kSamplerMaxTopLogprobs]. Otherwise InvalidArgument naming the field. (The API layer
+// enforces OpenAI's narrower ranges; token ids beyond the vocabulary are Sample's to catch.)
 base::Status ValidateSamplingParams(const SamplingParams& params);
 
 class Sampler {
  public:
   // `params` must pass ValidateSamplingParams (checked: the API layer validates requests).
-  Sampler(const SamplingParams& params, uint64_t seed);
+  // `prompt` (its tokens) is what the repetition penalty counts besides the generated tokens.
+  Sampler(const SamplingParams& params, uint64_t seed, std::span<const int32_t> prompt = {});
 
   // Draws the next token from `logits` (V > 0 entries; modified in place, see above). `allowed`
   // is empty or has V entries (checked). Errors: FailedPrecondition when no token can be drawn
@@ -116,7 +123,7 @@ class Sampler {
   base::Result<SampledToken> Sample(std::span<float> logits, TokenMask allowed = {},
                                     SamplerScratch* scratch = nullptr);
 
-  // Counts `token` (>= 0) as generated, for the penalties. A no-op when both penalties are 0.
+  // Counts `token` (>= 0) as generated, for the penalties. A no-op when no penalty is on.
   // The engine calls it for every token appended to the sequence, sampled or forced.
   void Accept(int32_t token);
 
@@ -131,6 +138,7 @@ class Sampler {
   uint64_t seed_;
   uint64_t draws_ = 0;
   std::unordered_map<int32_t, int32_t> counts_;  // generated token -> times
+  std::unordered_set<int32_t> seen_;  // prompt and generated tokens, for repetition_penalty
 };
 
 }  // namespace sovai::serve

@@ -239,6 +239,72 @@ TEST(SamplerTest, PenaltiesFollowTheFormula) {
   EXPECT_EQ(same, (std::vector<float>{1.0f, 2.0f}));
 }
 
+TEST(SamplerTest, LogitBiasIsAddedBeforeThePenalties) {
+  SamplingParams params = Params(0);
+  params.logit_bias = {{0, 5.0f}, {2, -100.0f}};
+  params.presence_penalty = 1;
+  Sampler sampler(params, 1);
+  sampler.Accept(0);
+  std::vector<float> logits = {1.0f, 2.0f, 3.0f};
+  auto sampled = sampler.Sample(logits);
+  ASSERT_TRUE(sampled.ok());
+  EXPECT_EQ(logits, (std::vector<float>{1.0f + 5 - 1, 2.0f, 3.0f - 100}));
+  EXPECT_EQ(sampled->token, 0);
+  // -100 bans a token for any sampling: what is left is drawn.
+  SamplingParams ban = Params(1);
+  ban.logit_bias = {{1, -100.0f}};
+  Sampler banned(ban, 7);
+  const std::vector<int> counts = Histogram(banned, {0.0f, 3.0f, 0.0f}, 2000);
+  EXPECT_EQ(counts[1], 0);
+  EXPECT_GT(counts[0], 800);
+  EXPECT_GT(counts[2], 800);
+}
+
+TEST(SamplerTest, RepetitionPenaltyCoversThePromptAndTheGeneratedTokens) {
+  SamplingParams params = Params(0);
+  params.repetition_penalty = 2;
+  const std::vector<int32_t> prompt = {0, 2, 0};
+  Sampler sampler(params, 1, prompt);
+  std::vector<float> logits = {3.0f, 2.0f, -1.0f, -1.5f};
+  ASSERT_TRUE(sampler.Sample(logits).ok());
+  // Positive logits are divided, negative ones multiplied; each seen token once.
+  EXPECT_EQ(logits, (std::vector<float>{1.5f, 2.0f, -2.0f, -1.5f}));
+  sampler.Accept(1);
+  logits = {3.0f, 2.0f, -1.0f, -1.5f};
+  EXPECT_EQ(Draw(sampler, logits), 0) << "1 is now penalized as well: 1.5 > 1.0";
+  // 1 (off) changes nothing, whatever the prompt.
+  Sampler off(Params(0), 1, prompt);
+  logits = {3.0f, 2.0f, -1.0f, -1.5f};
+  ASSERT_TRUE(off.Sample(logits).ok());
+  EXPECT_EQ(logits, (std::vector<float>{3.0f, 2.0f, -1.0f, -1.5f}));
+}
+
+TEST(SamplerTest, MinPDropsTokensFarLessLikelyThanTheTopOne) {
+  // Probabilities ~ 0.49, 0.33, 0.18 (logits ln 0.49 ...): min_p 0.5 keeps 0 and 1 (0.33 / 0.49
+  // = 0.67), min_p 0.7 only 0.
+  const std::vector<float> logits = {std::log(0.49f), std::log(0.33f), std::log(0.18f)};
+  for (const int32_t top_k : {0, 3}) {
+    SamplingParams params = Params(1, 1, top_k);
+    params.min_p = 0.5f;
+    Sampler half(params, 3);
+    const std::vector<int> counts = Histogram(half, logits, 3000);
+    EXPECT_EQ(counts[2], 0) << "top_k " << top_k;
+    EXPECT_LT(ChiSquare(counts, {0.49 / 0.82, 0.33 / 0.82, 0}), 13.8) << "top_k " << top_k;
+    params.min_p = 0.7f;
+    Sampler strict(params, 3);
+    EXPECT_EQ(Histogram(strict, logits, 500)[0], 500) << "top_k " << top_k;
+  }
+  // After top-p, as vLLM: top_p 0.9 keeps 0 and 1 and 2 (0.82 < 0.9), min_p then drops 2.
+  SamplingParams nucleus = Params(1, 0.9f);
+  nucleus.min_p = 0.5f;
+  Sampler both(nucleus, 5);
+  EXPECT_EQ(Histogram(both, logits, 2000)[2], 0);
+  // min_p 1 keeps the likeliest token only (the draw always has something to draw).
+  nucleus.min_p = 1;
+  Sampler top(nucleus, 5);
+  EXPECT_EQ(Histogram(top, logits, 200)[0], 200);
+}
+
 TEST(SamplerTest, MaskIsRespected) {
   std::vector<float> logits = {5.0f, 1.0f, 4.0f, 1.0f};
   std::vector<uint8_t> allowed = {0, 1, 1, 1};
@@ -395,6 +461,14 @@ TEST(SamplerTest, ValidationNamesTheField) {
   add("frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -kInf; });
   add("top_logprobs", [](SamplingParams& p) { p.top_logprobs = kSamplerMaxTopLogprobs + 1; });
   add("top_logprobs", [](SamplingParams& p) { p.top_logprobs = -1; });
+  add("repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0; });
+  add("repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = kInf; });
+  add("min_p", [](SamplingParams& p) { p.min_p = -0.1f; });
+  add("min_p", [](SamplingParams& p) { p.min_p = kNaN; });
+  add("logit_bias", [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; });
+  add("logit_bias", [](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {3, 2.0f}}; });
+  add("logit_bias", [](SamplingParams& p) { p.logit_bias = {{4, 1.0f}, {3, 2.0f}}; });
+  add("logit_bias", [](SamplingParams& p) { p.logit_bias = {{3, kNaN}}; });
   for (const Case& c : cases) {
     base::Status status = ValidateSamplingParams(c.params);
     EXPECT_EQ(status.code(), base::StatusCode::kInvalidArgument) << c.field;

@@ -176,6 +176,23 @@ const scenarios = {
     assert.equal(content.map((t) => t.token).join(""), lp.choices[0].message.content);
     ok("logprobs");
 
+    // logit_bias: +100 on one token makes it every greedy token (and, as logprobs are taken after
+    // the bias, a near-certain one); -100 bans the baseline's first token.
+    const smallCompletion = (extra) => client.completions.create({
+      model, prompt: [5, 6, 7], max_tokens: 4, temperature: 0, logprobs: 1, ...extra,
+    });
+    const baseline = (await smallCompletion({})).choices[0].logprobs;
+    const forced = (await smallCompletion({ logit_bias: { "42": 100 } })).choices[0].logprobs;
+    assert.equal(new Set(forced.tokens).size, 1, JSON.stringify(forced.tokens));
+    assert.notEqual(forced.tokens[0], baseline.tokens[0]);
+    for (const p of forced.token_logprobs) assert.ok(p > -0.01, String(p));
+    assert.ok(baseline.token_logprobs[0] < -0.01, String(baseline.token_logprobs[0]));
+    ok("logit_bias forces a token");
+    // vLLM's min_p and repetition_penalty pass through the client as extra body fields.
+    const penalized = await smallCompletion({ repetition_penalty: 1.5, min_p: 0.1 });
+    assert.equal(penalized.choices[0].logprobs.tokens.length, 4);
+    ok("min_p and repetition_penalty accepted");
+
     // json_schema: the output parses and validates.
     const schema = {
       type: "object",
