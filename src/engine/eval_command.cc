@@ -235,7 +235,7 @@ Status RunEval(base::Env& env, const serve::EngineOptions& engine_options,
     serve::GenerationRequest request;
     request.model = settings.use_adapter ? kAdapterName : engine->served_model_name();
     request.adapter = settings.use_adapter ? kAdapterName : "";
-    request.prompt = std::move(*prompt);
+    request.prompts = {std::move(*prompt)};
     request.max_tokens = std::min(settings.max_tokens, engine->max_model_len() - prompt_len);
     request.stop_token_ids = stop_tokens;
     request.sampling.temperature = 0;  // greedy: the score is deterministic

@@ -66,6 +66,7 @@ struct Engine::Sequence {
   SequenceId id = 0;
   std::shared_ptr<Generation> generation;
   int32_t choice = 0;
+  bool first_of_prompt = false;  // choice 0 of its prompt: reports the prompt's cached tokens
   std::shared_ptr<LoadedAdapter> adapter;  // keeps an unloaded adapter alive until done
   std::unique_ptr<Sampler> sampler;
   std::optional<IncrementalDecoder> decoder;
@@ -288,6 +289,7 @@ bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
 
 Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   if (request.n < 1) return Status(StatusCode::kInvalidArgument, "n must be at least 1");
+  if (request.prompts.empty()) return Status(StatusCode::kInvalidArgument, "no prompt");
   SOVAI_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
   std::shared_ptr<const JsonGrammar> grammar;
   if (request.response_format.kind != ResponseFormat::Kind::kText) {
@@ -309,8 +311,11 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
     SOVAI_ASSIGN_OR_RETURN(grammar, JsonGrammar::FromResponseFormat(request.response_format));
   }
   auto generation = std::make_shared<Generation>();
-  generation->choices_.resize(static_cast<size_t>(request.n));
-  generation->usage_.prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const auto num_prompts = static_cast<int32_t>(request.prompts.size());
+  generation->choices_.resize(static_cast<size_t>(num_prompts) * static_cast<size_t>(request.n));
+  for (const std::vector<int32_t>& prompt : request.prompts) {
+    generation->usage_.prompt_tokens += static_cast<int64_t>(prompt.size());
+  }
 
   std::lock_guard lock(mu_);
   std::shared_ptr<LoadedAdapter> adapter;
@@ -322,18 +327,22 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
     adapter = it->second;
   }
   std::vector<std::unique_ptr<Sequence>> created;
-  for (int32_t i = 0; i < request.n; ++i) {
+  for (int32_t choice = 0; choice < num_prompts * request.n; ++choice) {
+    const int32_t i = choice % request.n;  // of its prompt
     auto seq = std::make_unique<Sequence>();
     seq->id = next_id_++;
     seq->generation = generation;
-    seq->choice = i;
+    seq->choice = choice;
+    seq->first_of_prompt = i == 0;
     seq->adapter = adapter;
     // Choice i of a seeded request draws from its own stream derived from the seed, so n > 1
-    // gives n different samples that are each reproducible.
+    // gives n different samples that are each reproducible (and each prompt of a batch the
+    // answers it would get alone).
     const uint64_t seed = request.sampling.seed
                               ? ChoiceSeed(*request.sampling.seed, i)
                               : kernels::SplitMix64(std::random_device{}() ^ ++seed_counter_);
-    seq->sampler = std::make_unique<Sampler>(request.sampling, seed, request.prompt);
+    seq->sampler = std::make_unique<Sampler>(
+        request.sampling, seed, request.prompts[static_cast<size_t>(choice / request.n)]);
     SOVAI_ASSIGN_OR_RETURN(IncrementalDecoder decoder,
                            IncrementalDecoder::Create(*token_table_, {.stop = request.stop}));
     seq->decoder.emplace(std::move(decoder));
@@ -347,7 +356,9 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   }
   const uint64_t adapter_key = adapter ? adapter->info.content_hash : 0;
   for (size_t i = 0; i < created.size(); ++i) {
-    Status added = scheduler_->Add(created[i]->id, request.prompt, request.max_tokens, adapter_key);
+    const std::vector<int32_t>& prompt =
+        request.prompts[static_cast<size_t>(created[i]->choice / request.n)];
+    Status added = scheduler_->Add(created[i]->id, prompt, request.max_tokens, adapter_key);
     if (!added.ok()) {
       for (size_t j = 0; j < i; ++j) scheduler_->Remove(created[j]->id);
       return added;
@@ -444,9 +455,9 @@ bool Engine::Step() {
     }
     if (seq.first_chunk) {
       seq.first_chunk = false;
-      if (seq.choice == 0) {
+      if (seq.first_of_prompt) {
         std::lock_guard glock(g.mu_);
-        g.usage_.cached_tokens = chunk.cached_prompt_tokens;
+        g.usage_.cached_tokens += chunk.cached_prompt_tokens;
       }
     }
     if (!ran.ok()) {

@@ -85,13 +85,13 @@ struct ChoiceDelta {
 
 struct GenerationUsage {
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;      // of the prompt, from the prefix cache (first choice)
+  int64_t cached_tokens = 0;      // of the prompts, from the prefix cache (first choice of each)
   int64_t completion_tokens = 0;  // over all choices
 };
 
 class Engine;
 
-// The n choices of one request, as the engine produces them.
+// The choices of one request (n per prompt), as the engine produces them.
 class Generation {
  public:
   // Waits up to `timeout` for output; appends what is new to `deltas` (cleared first). Returns

@@ -346,35 +346,45 @@ std::optional<std::vector<int32_t>> ParseTokenIds(const Json& ids, std::string_v
   return out;
 }
 
+// `prompt`: a string, a list of token ids, or a batch: a list of strings or a list of token-id
+// lists (not mixed), at most kMaxPrompts.
 void ParsePrompt(const Json& body, OpenAiRequest& out, Reader& r) {
   const Json* prompt = Find(body, "prompt");
   if (prompt == nullptr) return r.Missing("prompt");
-  constexpr std::string_view kExpected = "a string, a list of one string, or a list of token ids";
+  constexpr std::string_view kExpected =
+      "a string, a list of strings, a list of token ids, or a list of token-id lists";
   if (prompt->is_string()) {
-    out.prompt = prompt->get<std::string>();
+    out.prompts.push_back({.text = prompt->get<std::string>()});
     return;
   }
   if (!prompt->is_array()) return r.WrongType("prompt", kExpected, *prompt);
   if (prompt->empty()) return r.Fail("prompt", "'prompt' must not be an empty list.");
   const Json& first = prompt->front();
   if (first.is_number()) {
-    out.prompt_token_ids = ParseTokenIds(*prompt, "prompt", r);
+    if (auto ids = ParseTokenIds(*prompt, "prompt", r)) out.prompts.push_back({.token_ids = ids});
     return;
   }
-  if (first.is_string() || first.is_array()) {
-    if (prompt->size() > 1) {
-      return r.Fail("prompt", "'prompt' holds " + std::to_string(prompt->size()) +
-                                  " prompts; batched prompts are not supported, send one prompt "
-                                  "per request.");
-    }
+  if (!first.is_string() && !first.is_array()) {
+    return r.WrongType("prompt[0]", "a string, a token id or a list of token ids", first);
+  }
+  if (prompt->size() > kMaxPrompts) {
+    return r.Fail("prompt", "'prompt' holds " + std::to_string(prompt->size()) +
+                                " prompts; at most " + std::to_string(kMaxPrompts) +
+                                " may be sent in one request.");
+  }
+  for (size_t i = 0; i < prompt->size(); ++i) {
+    const Json& item = (*prompt)[i];
+    const std::string param = Indexed("prompt", i);
     if (first.is_string()) {
-      out.prompt = first.get<std::string>();
+      if (!item.is_string()) return r.WrongType(param, "a string, as prompt[0]", item);
+      out.prompts.push_back({.text = item.get<std::string>()});
     } else {
-      out.prompt_token_ids = ParseTokenIds(first, "prompt[0]", r);
+      if (!item.is_array()) return r.WrongType(param, "a list of token ids, as prompt[0]", item);
+      std::optional<std::vector<int32_t>> ids = ParseTokenIds(item, param, r);
+      if (!ids) return;
+      out.prompts.push_back({.token_ids = std::move(ids)});
     }
-    return;
   }
-  r.WrongType("prompt[0]", "a string, a token id or a list of token ids", first);
 }
 
 // --- Generation fields ---
@@ -606,6 +616,13 @@ ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
   ParseStopTokenIds(body, out, r);
   out.ignore_eos = r.Bool(Find(body, "ignore_eos"), "ignore_eos").value_or(false);
   out.n = static_cast<int32_t>(r.Int(Find(body, "n"), "n", 1, kMaxChoices).value_or(1));
+  const auto batch_choices = static_cast<int64_t>(out.prompts.size()) * out.n;
+  if (batch_choices > kMaxBatchChoices) {
+    r.Fail("n", "'n' (" + std::to_string(out.n) + ") times the " +
+                    std::to_string(out.prompts.size()) + " prompts asks for " +
+                    std::to_string(batch_choices) + " choices; at most " +
+                    std::to_string(kMaxBatchChoices) + " fit one request.");
+  }
   ParseSampling(body, endpoint, out, r);
   ParseResponseFormat(body, out, r);
 
@@ -887,22 +904,28 @@ ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template
 }
 
 ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
-                                                 std::vector<int32_t> prompt_tokens,
+                                                 std::vector<std::vector<int32_t>> prompts,
                                                  std::string adapter, const ModelContext& context) {
-  const std::string prompt_param =
-      request.endpoint == Endpoint::kChatCompletions ? "messages" : "prompt";
-  if (prompt_tokens.empty()) {
-    return InvalidRequestError(prompt_param,
-                               "The prompt is empty: it must hold at least one token.");
-  }
-  for (size_t i = 0; i < prompt_tokens.size(); ++i) {
-    if (prompt_tokens[i] < 0 || prompt_tokens[i] >= context.vocab_size) {
-      return InvalidRequestError(prompt_param, "Token id " + std::to_string(prompt_tokens[i]) +
-                                                   " at position " + std::to_string(i) +
-                                                   " is outside the vocabulary [0, " +
-                                                   std::to_string(context.vocab_size) + ").");
+  const bool batch = prompts.size() > 1;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::string prompt_param = request.endpoint == Endpoint::kChatCompletions ? "messages"
+                                     : batch ? Indexed("prompt", p)
+                                             : "prompt";
+    const std::vector<int32_t>& tokens = prompts[p];
+    if (tokens.empty()) {
+      return InvalidRequestError(prompt_param,
+                                 "The prompt is empty: it must hold at least one token.");
+    }
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= context.vocab_size) {
+        return InvalidRequestError(prompt_param, "Token id " + std::to_string(tokens[i]) +
+                                                     " at position " + std::to_string(i) +
+                                                     " is outside the vocabulary [0, " +
+                                                     std::to_string(context.vocab_size) + ").");
+      }
     }
   }
+  SOVAI_CHECK(!prompts.empty()) << "a request without a prompt";
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (id >= context.vocab_size) {
       return InvalidRequestError(
@@ -917,7 +940,11 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                                                        std::to_string(context.vocab_size) + ").");
     }
   }
-  const int64_t prompt_len = static_cast<int64_t>(prompt_tokens.size());
+  // The longest prompt decides: every prompt must fit with max_tokens.
+  int64_t prompt_len = 0;
+  for (const std::vector<int32_t>& tokens : prompts) {
+    prompt_len = std::max(prompt_len, static_cast<int64_t>(tokens.size()));
+  }
   int64_t max_tokens = 0;
   if (request.max_tokens) {
     if (*request.max_tokens > context.max_model_len - prompt_len) {
@@ -935,7 +962,7 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
   GenerationRequest out;
   out.model = request.model;
   out.adapter = std::move(adapter);
-  out.prompt = std::move(prompt_tokens);
+  out.prompts = std::move(prompts);
   out.max_tokens = max_tokens;
   out.stop = request.stop;
   out.stop_token_ids = request.stop_token_ids;
@@ -959,10 +986,13 @@ std::string CanonicalRequest(const OpenAiRequest& request, std::string_view adap
     Json messages = Json::array();
     for (const model::ChatMessage& m : request.messages) messages.push_back(Json(m.ToJson()));
     c["messages"] = std::move(messages);
-  } else if (request.prompt_token_ids) {
-    c["prompt_token_ids"] = *request.prompt_token_ids;
   } else {
-    c["prompt"] = request.prompt;
+    Json prompts = Json::array();
+    for (const CompletionPrompt& prompt : request.prompts) {
+      prompts.push_back(prompt.token_ids ? Json{{"token_ids", *prompt.token_ids}}
+                                         : Json{{"text", prompt.text}});
+    }
+    c["prompts"] = std::move(prompts);
   }
   c["echo"] = request.echo;
   c["max_tokens"] = request.max_tokens ? Json(*request.max_tokens) : Json(nullptr);

@@ -47,6 +47,10 @@ inline constexpr size_t kMaxMessages = 4096;
 inline constexpr size_t kMaxContentParts = 1024;  // per message
 // A prompt given as token ids (a text prompt is bounded by the body size and the context).
 inline constexpr size_t kMaxPromptTokenIds = 1u << 20;
+// Prompts of one batched completion request, and its choices (prompts times n): each choice is a
+// sequence in the engine's queue.
+inline constexpr size_t kMaxPrompts = 256;
+inline constexpr int64_t kMaxBatchChoices = 256;
 // OpenAI's bounds on `stop`.
 inline constexpr size_t kMaxStopSequences = 4;
 inline constexpr size_t kMaxStopSequenceBytes = 256;
@@ -154,6 +158,13 @@ class [[nodiscard]] ApiResult {
 
 // --- Requests ---
 
+// One completion prompt: text, or token ids (then token_ids is set and non-empty, text empty).
+struct CompletionPrompt {
+  std::string text;
+  std::optional<std::vector<int32_t>> token_ids;
+  bool operator==(const CompletionPrompt&) const = default;
+};
+
 // A validated request of either endpoint, normalized: defaults filled in, `stop` always a list,
 // max_completion_tokens folded into max_tokens, top_k -1 folded into 0.
 struct OpenAiRequest {
@@ -166,12 +177,11 @@ struct OpenAiRequest {
   // is allowed); `name` and `tool_call_id` travel in ChatMessage::extra.
   std::vector<model::ChatMessage> messages;
 
-  // Completions: the prompt as text, or as token ids (then prompt_token_ids is set and non-empty
-  // and `prompt` is empty). One prompt per request: a list of one string or one id list is
-  // accepted, longer lists are refused.
-  std::string prompt;
-  std::optional<std::vector<int32_t>> prompt_token_ids;
-  bool echo = false;  // completions: the response text starts with the prompt
+  // Completions: one prompt, or several (OpenAI's batched completions: a list of strings or of
+  // token-id lists, at most kMaxPrompts), each as text or as token ids. Choice p * n + i is
+  // choice i of prompt p; each prompt is answered as a request of its own would be.
+  std::vector<CompletionPrompt> prompts;
+  bool echo = false;  // completions: each choice's text starts with its prompt
 
   // At least 1. Chat: nullopt means "until the context is full". Completions: default 16.
   std::optional<int64_t> max_tokens;
@@ -223,13 +233,13 @@ struct ModelContext {
   int32_t vocab_size = 0;     // token ids must be below this
 };
 
-// The engine's request: `prompt_tokens` is the tokenized prompt (the rendered chat prompt, the
-// completion text, or request.prompt_token_ids), `adapter` the adapter's name (empty: the base
-// model). max_tokens becomes the rest of the context when not given. Errors: ContextLengthError
-// when the prompt plus max_tokens exceeds max_model_len (or the prompt alone fills it); 400 for
-// an empty prompt or a token id (prompt or stop_token_ids) outside [0, vocab_size).
+// The engine's request: `prompts` are the tokenized prompts (the rendered chat prompt, or each
+// completion prompt's text or token ids), `adapter` the adapter's name (empty: the base model).
+// max_tokens becomes the rest of the context when not given. Errors: ContextLengthError when a
+// prompt plus max_tokens exceeds max_model_len (or the prompt alone fills it); 400 for an empty
+// prompt or a token id (prompt, logit_bias or stop_token_ids) outside [0, vocab_size).
 ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
-                                                 std::vector<int32_t> prompt_tokens,
+                                                 std::vector<std::vector<int32_t>> prompts,
                                                  std::string adapter, const ModelContext& context);
 
 // --- Response cache key ---

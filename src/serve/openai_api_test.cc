@@ -303,12 +303,12 @@ TEST(OpenAiParseTest, LogitBiasMinPAndRepetitionPenalty) {
                });
 
   // Ids past the vocabulary are refused once the model is known, with OpenAI's message.
-  auto g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"100":1})")), {1}, "",
+  auto g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"100":1})")), {{1}}, "",
                                {.max_model_len = 10, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().param, "logit_bias");
   EXPECT_EQ(g.error().message, "Invalid key in 'logit_bias': 100. Maximum value is 99.");
-  g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"99":1})")), {1}, "",
+  g = ToGenerationRequest(ParseChatOk(Chat(R"(,"logit_bias":{"99":1})")), {{1}}, "",
                           {.max_model_len = 10, .vocab_size = 100});
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{99, 1.0f}}));
@@ -320,8 +320,10 @@ TEST(OpenAiParseTest, PromptErrors) {
                                            {R"({"model":"m","prompt":5})", "prompt"},
                                            {R"({"model":"m","prompt":{"text":"x"}})", "prompt"},
                                            {R"({"model":"m","prompt":[]})", "prompt"},
-                                           {R"({"model":"m","prompt":["a","b"]})", "prompt"},
-                                           {R"({"model":"m","prompt":[[1],[2]]})", "prompt"},
+                                           {R"({"model":"m","prompt":["a",[2]]})", "prompt[1]"},
+                                           {R"({"model":"m","prompt":[[1],"b"]})", "prompt[1]"},
+                                           {R"({"model":"m","prompt":[[1],[-2]]})", "prompt[1][0]"},
+                                           {R"({"model":"m","prompt":["a",null]})", "prompt[1]"},
                                            {R"({"model":"m","prompt":[1,-1]})", "prompt[1]"},
                                            {R"({"model":"m","prompt":[1,2.5]})", "prompt[1]"},
                                            {R"({"model":"m","prompt":[1,"a"]})", "prompt[1]"},
@@ -333,9 +335,20 @@ TEST(OpenAiParseTest, PromptErrors) {
                                            {Completion(R"(,"logprobs":6)"), "logprobs"},
                                            {Completion(R"(,"logprobs":true)"), "logprobs"},
                                        });
-  ApiResult<OpenAiRequest> batched = ParseCompletionRequest(R"({"model":"m","prompt":["a","b"]})");
-  ASSERT_FALSE(batched.ok());
-  EXPECT_NE(batched.error().message.find("one prompt per request"), std::string::npos);
+  // Batches: at most kMaxPrompts prompts and kMaxBatchChoices choices.
+  auto prompts = [](size_t count) {
+    std::string list = "[";
+    for (size_t i = 0; i < count; ++i) list += i ? ",\"x\"" : "\"x\"";
+    return list + "]";
+  };
+  const size_t too_many_for_16 = static_cast<size_t>(kMaxBatchChoices / kMaxChoices) + 1;
+  ExpectErrors(Endpoint::kCompletions,
+               {
+                   {R"({"model":"m","prompt":)" + prompts(kMaxPrompts + 1) + "}", "prompt"},
+                   {R"({"model":"m","n":16,"prompt":)" + prompts(too_many_for_16) + "}", "n"},
+               });
+  ParseCompletionOk(R"({"model":"m","prompt":)" + prompts(kMaxPrompts) + "}");
+  ParseCompletionOk(R"({"model":"m","n":16,"prompt":)" + prompts(too_many_for_16 - 1) + "}");
 }
 
 // --- Happy paths ---
@@ -456,16 +469,22 @@ TEST(OpenAiParseTest, ResponseFormatVariants) {
 TEST(OpenAiParseTest, CompletionPrompts) {
   OpenAiRequest text = ParseCompletionOk(Completion());
   EXPECT_EQ(text.endpoint, Endpoint::kCompletions);
-  EXPECT_EQ(text.prompt, "hi");
-  EXPECT_FALSE(text.prompt_token_ids.has_value());
+  EXPECT_EQ(text.prompts, std::vector<CompletionPrompt>{{.text = "hi"}});
   EXPECT_EQ(text.max_tokens, kDefaultCompletionMaxTokens);
-  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":["one"]})").prompt, "one");
-  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":""})").prompt, "");
-  OpenAiRequest ids = ParseCompletionOk(R"({"model":"m","prompt":[1,2,3]})");
-  EXPECT_EQ(ids.prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(ids.prompt, "");
-  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":[[4,5]]})").prompt_token_ids,
-            (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":["one"]})").prompts,
+            std::vector<CompletionPrompt>{{.text = "one"}});
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":""})").prompts,
+            std::vector<CompletionPrompt>{{.text = ""}});
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":[1,2,3]})").prompts,
+            (std::vector<CompletionPrompt>{{.token_ids = std::vector<int32_t>{1, 2, 3}}}));
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":[[4,5]]})").prompts,
+            (std::vector<CompletionPrompt>{{.token_ids = std::vector<int32_t>{4, 5}}}));
+  // Batches, in order.
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":["a","","c"],"n":2})").prompts,
+            (std::vector<CompletionPrompt>{{.text = "a"}, {.text = ""}, {.text = "c"}}));
+  EXPECT_EQ(ParseCompletionOk(R"({"model":"m","prompt":[[1],[2,3]]})").prompts,
+            (std::vector<CompletionPrompt>{{.token_ids = std::vector<int32_t>{1}},
+                                           {.token_ids = std::vector<int32_t>{2, 3}}}));
 
   OpenAiRequest full = ParseCompletionOk(
       Completion(R"(,"echo":true,"logprobs":2,"max_tokens":5,"stop":["\n\n"],"seed":1)"));
@@ -520,11 +539,11 @@ TEST(OpenAiEngineRequestTest, CopiesFieldsAndFillsMaxTokens) {
       Chat(R"(,"temperature":0,"stop":["x"],"stop_token_ids":[3],"n":2,"ignore_eos":true,)"
            R"("response_format":{"type":"json_object"})"));
   ApiResult<GenerationRequest> g =
-      ToGenerationRequest(r, {1, 2, 3}, "my-lora", {.max_model_len = 10, .vocab_size = 100});
+      ToGenerationRequest(r, {{1, 2, 3}}, "my-lora", {.max_model_len = 10, .vocab_size = 100});
   ASSERT_TRUE(g.ok()) << g.error().message;
   EXPECT_EQ(g->model, "m");
   EXPECT_EQ(g->adapter, "my-lora");
-  EXPECT_EQ(g->prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(g->prompts, (std::vector<std::vector<int32_t>>{{1, 2, 3}}));
   EXPECT_EQ(g->max_tokens, 7);  // the rest of the context
   EXPECT_EQ(g->stop, std::vector<std::string>{"x"});
   EXPECT_EQ(g->stop_token_ids, std::vector<int32_t>{3});
@@ -535,7 +554,7 @@ TEST(OpenAiEngineRequestTest, CopiesFieldsAndFillsMaxTokens) {
 
   OpenAiRequest explicit_max = ParseCompletionOk(Completion(R"(,"max_tokens":7,"echo":true)"));
   ApiResult<GenerationRequest> fits =
-      ToGenerationRequest(explicit_max, {1, 2, 3}, "", {.max_model_len = 10, .vocab_size = 100});
+      ToGenerationRequest(explicit_max, {{1, 2, 3}}, "", {.max_model_len = 10, .vocab_size = 100});
   ASSERT_TRUE(fits.ok()) << fits.error().message;
   EXPECT_EQ(fits->max_tokens, 7);
   EXPECT_TRUE(fits->echo);
@@ -545,7 +564,7 @@ TEST(OpenAiEngineRequestTest, CopiesFieldsAndFillsMaxTokens) {
 TEST(OpenAiEngineRequestTest, ContextLengthAndTokenIdErrors) {
   OpenAiRequest chat = ParseChatOk(Chat(R"(,"max_tokens":8)"));
   ApiResult<GenerationRequest> g =
-      ToGenerationRequest(chat, {1, 2, 3}, "", {.max_model_len = 10, .vocab_size = 100});
+      ToGenerationRequest(chat, {{1, 2, 3}}, "", {.max_model_len = 10, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error(), ContextLengthError(Endpoint::kChatCompletions, 10, 3, 8));
   EXPECT_EQ(g.error().message,
@@ -556,21 +575,21 @@ TEST(OpenAiEngineRequestTest, ContextLengthAndTokenIdErrors) {
   EXPECT_EQ(g.error().code, "context_length_exceeded");
 
   OpenAiRequest no_max = ParseChatOk(Chat());
-  g = ToGenerationRequest(no_max, std::vector<int32_t>(10, 1), "", {10, 100});
+  g = ToGenerationRequest(no_max, {std::vector<int32_t>(10, 1)}, "", {10, 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().message,
             "This model's maximum context length is 10 tokens. However, your messages resulted "
             "in 10 tokens. Please reduce the length of the messages.");
 
   OpenAiRequest completion = ParseCompletionOk(R"({"model":"m","prompt":[5,200]})");
-  g = ToGenerationRequest(completion, {5, 200}, "", {.max_model_len = 1000, .vocab_size = 100});
+  g = ToGenerationRequest(completion, {{5, 200}}, "", {.max_model_len = 1000, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().param, "prompt");
   EXPECT_NE(g.error().message.find("200"), std::string::npos) << g.error().message;
-  g = ToGenerationRequest(completion, {}, "", {.max_model_len = 1000, .vocab_size = 100});
+  g = ToGenerationRequest(completion, {{}}, "", {.max_model_len = 1000, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().param, "prompt");
-  g = ToGenerationRequest(ParseCompletionOk(Completion(R"(,"max_tokens":20)")), {1, 2}, "",
+  g = ToGenerationRequest(ParseCompletionOk(Completion(R"(,"max_tokens":20)")), {{1, 2}}, "",
                           {.max_model_len = 16, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().message,
@@ -578,8 +597,25 @@ TEST(OpenAiEngineRequestTest, ContextLengthAndTokenIdErrors) {
             "(2 in the prompt, 20 in the completion). Please reduce the length of the prompt or "
             "completion.");
 
+  // A batch: every prompt is checked (and named), and the longest must fit with max_tokens.
+  const OpenAiRequest batch =
+      ParseCompletionOk(R"({"model":"m","prompt":[[1],[2]],"max_tokens":4})");
+  g = ToGenerationRequest(batch, {{1}, {2, 3}}, "", {.max_model_len = 6, .vocab_size = 100});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->prompts, (std::vector<std::vector<int32_t>>{{1}, {2, 3}}));
+  g = ToGenerationRequest(batch, {{1}, {2, 3, 4}}, "", {.max_model_len = 6, .vocab_size = 100});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().param, "prompt");
+  EXPECT_NE(g.error().message.find("3 in the prompt"), std::string::npos) << g.error().message;
+  g = ToGenerationRequest(batch, {{1}, {}}, "", {.max_model_len = 6, .vocab_size = 100});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().param, "prompt[1]");
+  g = ToGenerationRequest(batch, {{1}, {100}}, "", {.max_model_len = 6, .vocab_size = 100});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().param, "prompt[1]");
+
   OpenAiRequest stop_ids = ParseChatOk(Chat(R"(,"stop_token_ids":[100])"));
-  g = ToGenerationRequest(stop_ids, {1}, "", {.max_model_len = 10, .vocab_size = 100});
+  g = ToGenerationRequest(stop_ids, {{1}}, "", {.max_model_len = 10, .vocab_size = 100});
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.error().param, "stop_token_ids");
 }
@@ -868,6 +904,16 @@ TEST(OpenAiCacheKeyTest, AnyOutputFieldChangesTheKey) {
   EXPECT_NE(text, CacheKey(ParseCompletionOk(Completion(R"(,"temperature":0,"echo":true)")), "h"));
   EXPECT_NE(CacheKey(ParseCompletionOk(R"({"model":"m","prompt":[1,2]})"), "h"),
             CacheKey(ParseCompletionOk(R"({"model":"m","prompt":[1,3]})"), "h"));
+  // A batch is not its first prompt, nor the same prompts in another order; the text "1" is not
+  // the token id 1.
+  EXPECT_NE(CacheKey(ParseCompletionOk(R"({"model":"m","prompt":["a","b"]})"), "h"),
+            CacheKey(ParseCompletionOk(R"({"model":"m","prompt":"a"})"), "h"));
+  EXPECT_NE(CacheKey(ParseCompletionOk(R"({"model":"m","prompt":["a","b"]})"), "h"),
+            CacheKey(ParseCompletionOk(R"({"model":"m","prompt":["b","a"]})"), "h"));
+  EXPECT_NE(CacheKey(ParseCompletionOk(R"({"model":"m","prompt":"1"})"), "h"),
+            CacheKey(ParseCompletionOk(R"({"model":"m","prompt":[1]})"), "h"));
+  EXPECT_EQ(CacheKey(ParseCompletionOk(R"({"model":"m","prompt":["a"]})"), "h"),
+            CacheKey(ParseCompletionOk(R"({"model":"m","prompt":"a"})"), "h"));
   auto schema_key = [](std::string_view schema) {
     return CacheKey(ParseChatOk(Chat(R"(,"response_format":{"type":"json_schema","json_schema":)"
                                      R"({"name":"s","schema":)" +
@@ -879,13 +925,14 @@ TEST(OpenAiCacheKeyTest, AnyOutputFieldChangesTheKey) {
 
 TEST(OpenAiCacheKeyTest, CanonicalRequestIsSortedAndNormalized) {
   std::string canonical = CanonicalRequest(ParseCompletionOk(Completion(R"(,"stop":"z")")), "h");
-  EXPECT_EQ(canonical,
-            R"({"adapter_hash":"h","echo":false,"endpoint":"completions",)"
-            R"("frequency_penalty":0.0,"ignore_eos":false,"logit_bias":[],"logprobs":false,)"
-            R"("max_tokens":16,"min_p":0.0,"model":"m","n":1,"presence_penalty":0.0,"prompt":"hi",)"
-            R"("repetition_penalty":1.0,"response_format":{"type":"text"},"seed":null,)"
-            R"("stop":["z"],"stop_token_ids":[],"temperature":1.0,"top_k":0,"top_logprobs":0,)"
-            R"("top_p":1.0})");
+  EXPECT_EQ(
+      canonical,
+      R"({"adapter_hash":"h","echo":false,"endpoint":"completions",)"
+      R"("frequency_penalty":0.0,"ignore_eos":false,"logit_bias":[],"logprobs":false,)"
+      R"("max_tokens":16,"min_p":0.0,"model":"m","n":1,"presence_penalty":0.0,)"
+      R"("prompts":[{"text":"hi"}],"repetition_penalty":1.0,"response_format":{"type":"text"},"seed":null,)"
+      R"("stop":["z"],"stop_token_ids":[],"temperature":1.0,"top_k":0,"top_logprobs":0,)"
+      R"("top_p":1.0})");
   // The biases in token order, whatever order the request gave them in.
   EXPECT_EQ(CanonicalRequest(ParseChatOk(Chat(R"(,"logit_bias":{"9":1,"10":-2})")), "h"),
             CanonicalRequest(ParseChatOk(Chat(R"(,"logit_bias":{"10":-2,"9":1})")), "h"));

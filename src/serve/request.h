@@ -52,14 +52,16 @@ struct ResponseFormat {
 };
 
 struct GenerationRequest {
-  std::string model;                    // the name the client asked for (base model or adapter)
-  std::string adapter;                  // empty: the base model
-  std::vector<int32_t> prompt;          // token ids, chat template already applied
-  int64_t max_tokens = 0;               // > 0, already clipped to the context left after the prompt
+  std::string model;    // the name the client asked for (base model or adapter)
+  std::string adapter;  // empty: the base model
+  // Token ids, chat template already applied; one prompt, or several (a batched completion:
+  // choice p * n + i is choice i of prompt p, answered as a request of its own would be).
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t max_tokens = 0;  // > 0, already clipped to the context left after the longest prompt
   std::vector<std::string> stop;        // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence tokens
   bool ignore_eos = false;
-  int32_t n = 1;  // choices
+  int32_t n = 1;  // choices per prompt
   SamplingParams sampling;
   ResponseFormat response_format;
   bool echo = false;  // completions: include the prompt text in the output

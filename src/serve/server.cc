@@ -348,27 +348,34 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     }
   }
 
-  std::vector<int32_t> prompt_tokens;
-  std::string prompt_text;
+  // The prompts' tokens, and their texts for `echo`.
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::string> prompt_texts;
+  auto encode = [&](const std::string& text) -> std::optional<ApiError> {
+    // A rendered chat prompt already holds its special tokens; a raw completion prompt gets the
+    // tokenizer's (e.g. BOS), as transformers' and vLLM's tokenization of a prompt does.
+    auto encoded = e->tokenizer().Encode(text, {.add_special_tokens = !chat});
+    if (!encoded.ok()) return ApiErrorFromStatus(encoded.status(), "prompt");
+    prompts.push_back(std::move(*encoded));
+    prompt_texts.push_back(text);
+    return std::nullopt;
+  };
   if (chat) {
     ApiResult<std::string> rendered = RenderChatPrompt(e->chat_template(), *parsed);
     if (!rendered.ok()) return ErrorResponse(rendered.error());
-    prompt_text = std::move(*rendered);
-  } else if (parsed->prompt_token_ids) {
-    prompt_tokens = *parsed->prompt_token_ids;
-    prompt_text = e->tokenizer().Decode(prompt_tokens).value_or("");
+    if (auto failed = encode(*rendered)) return ErrorResponse(*failed);
   } else {
-    prompt_text = parsed->prompt;
-  }
-  if (!parsed->prompt_token_ids) {
-    // A rendered chat prompt already holds its special tokens; a raw completion prompt gets the
-    // tokenizer's (e.g. BOS), as transformers' and vLLM's tokenization of a prompt does.
-    auto encoded = e->tokenizer().Encode(prompt_text, {.add_special_tokens = !chat});
-    if (!encoded.ok()) return ErrorResponse(ApiErrorFromStatus(encoded.status(), "prompt"));
-    prompt_tokens = std::move(*encoded);
+    for (const CompletionPrompt& prompt : parsed->prompts) {
+      if (prompt.token_ids) {
+        prompts.push_back(*prompt.token_ids);
+        prompt_texts.push_back(e->tokenizer().Decode(*prompt.token_ids).value_or(""));
+      } else if (auto failed = encode(prompt.text)) {
+        return ErrorResponse(*failed);
+      }
+    }
   }
   ApiResult<GenerationRequest> generation_request =
-      ToGenerationRequest(*parsed, std::move(prompt_tokens), adapter,
+      ToGenerationRequest(*parsed, std::move(prompts), adapter,
                           ModelContext{.max_model_len = e->max_model_len(),
                                        .vocab_size = static_cast<int32_t>(e->config().vocab_size)});
   if (!generation_request.ok()) return ErrorResponse(generation_request.error());
@@ -391,7 +398,12 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
                     .model = parsed->model,
                     .system_fingerprint = ""};
   auto state = std::make_shared<OpenAiRequest>(std::move(*parsed));
-  const std::string echo_text = !chat && state->echo ? prompt_text : "";
+  // Choice c answers prompt c / n.
+  const int32_t num_choices = static_cast<int32_t>(prompt_texts.size()) * state->n;
+  const bool echo = !chat && state->echo;
+  auto echo_of = [prompt_texts, n = state->n](int32_t choice) {
+    return ChoiceDelta{.index = choice, .text = prompt_texts[static_cast<size_t>(choice / n)]};
+  };
 
   // Runs the generation to its end, handing each delta to `emit` (false: the client is gone).
   // Observes latency metrics and counts finish reasons.
@@ -442,26 +454,17 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   const model::Tokenizer& tokenizer = e->tokenizer();
   if (state->stream) {
     return net::Response::Sse([=, &tokenizer](net::SseWriter& sse) -> Status {
-      ResultBuilder results(tokenizer, state->n, state->sampling.logprobs);
+      ResultBuilder results(tokenizer, num_choices, state->sampling.logprobs);
       Status write_status;
       auto send = [&](const nlohmann::ordered_json& chunk) {
         write_status = sse.WriteEvent(SerializeJson(chunk));
         return write_status.ok();
       };
-      if (chat) {
-        for (int32_t i = 0; i < state->n; ++i) {
-          if (!send(ChatCompletionRoleChunk(meta, i, state->include_usage))) {
-            generation->Cancel();
-            return write_status;
-          }
-        }
-      } else if (!echo_text.empty()) {
-        for (int32_t i = 0; i < state->n; ++i) {
-          ChoiceDelta echo{.index = i, .text = echo_text};
-          if (!send(CompletionChunk(meta, results.Add(echo), state->include_usage))) {
-            generation->Cancel();
-            return write_status;
-          }
+      for (int32_t i = 0; i < num_choices && (chat || echo); ++i) {
+        if (!send(chat ? ChatCompletionRoleChunk(meta, i, state->include_usage)
+                       : CompletionChunk(meta, results.Add(echo_of(i)), state->include_usage))) {
+          generation->Cancel();
+          return write_status;
         }
       }
       const bool finished = run(
@@ -488,12 +491,8 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
 
   net::Response response = net::Response::Stream(
       200, "application/json", [=, this, &tokenizer](net::BodyWriter& out) -> Status {
-        ResultBuilder results(tokenizer, state->n, state->sampling.logprobs);
-        if (!echo_text.empty()) {
-          for (int32_t i = 0; i < state->n; ++i) {
-            results.Add(ChoiceDelta{.index = i, .text = echo_text});
-          }
-        }
+        ResultBuilder results(tokenizer, num_choices, state->sampling.logprobs);
+        for (int32_t i = 0; i < num_choices && echo; ++i) results.Add(echo_of(i));
         Status write_status;
         const bool finished = run(
             results, [](const ChoiceResult&) { return true; },

@@ -134,6 +134,42 @@ const scenarios = {
     assert.ok(echoed.choices[0].text.startsWith("The sea is"), echoed.choices[0].text);
     ok("completions echo");
 
+    // Batched completions: choice p * n + i is choice i of prompt p, and each prompt gets what it
+    // gets alone (greedy; seeded with n = 2), plain, echoed and streamed.
+    const prompts = ["The sea is", "A ship sails", "Rain falls on"];
+    const alone = [];
+    for (const prompt of prompts) {
+      alone.push(await client.completions.create({
+        model, prompt, max_tokens: 6, temperature: 0.8, seed: 11, n: 2,
+      }));
+    }
+    const batch = await client.completions.create({
+      model, prompt: prompts, max_tokens: 6, temperature: 0.8, seed: 11, n: 2, echo: true,
+    });
+    assert.equal(batch.choices.length, 6);
+    let promptTokens = 0;
+    for (let p = 0; p < prompts.length; ++p) {
+      promptTokens += alone[p].usage.prompt_tokens;
+      for (let i = 0; i < 2; ++i) {
+        const choice = batch.choices[p * 2 + i];
+        assert.equal(choice.index, p * 2 + i);
+        assert.equal(choice.text, prompts[p] + alone[p].choices[i].text, "prompt " + p);
+      }
+    }
+    assert.equal(batch.usage.prompt_tokens, promptTokens);
+    const bstream = await client.completions.create({
+      model, prompt: [[5, 6, 7], [8, 9]], max_tokens: 5, temperature: 0, stream: true,
+    });
+    const streamed = ["", ""];
+    for await (const chunk of bstream) {
+      for (const c of chunk.choices) streamed[c.index] += c.text;
+    }
+    for (const [i, ids] of [[5, 6, 7], [8, 9]].entries()) {
+      const one = await client.completions.create({ model, prompt: ids, max_tokens: 5, temperature: 0 });
+      assert.equal(streamed[i], one.choices[0].text, "streamed prompt " + i);
+    }
+    ok("batched completions");
+
     // A stop string cut from the greedy answer ends the text just before it.
     const answer = completion.choices[0].text;
     const cut = answer.trimEnd().length > 6 ? answer.slice(3, 6) : null;

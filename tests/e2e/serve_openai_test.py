@@ -150,7 +150,8 @@ class ServeOpenAiTest(unittest.TestCase):
         for check in ["models list has adapters with parent", "chat completion with usage",
                       "prefix cache reports cached_tokens",
                       "streamed chat equals the non-streamed answer",
-                      "completions plain and streamed", "completions echo", "stop sequence",
+                      "completions plain and streamed", "completions echo",
+                      "batched completions", "stop sequence",
                       "n with seed is reproducible", "logprobs", "logit_bias forces a token",
                       "min_p and repetition_penalty accepted", "json_schema output validates"]:
             self.assertIn(check, checks)
