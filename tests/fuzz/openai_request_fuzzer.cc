@@ -1,7 +1,7 @@
 // libFuzzer target for the OpenAI request parser (src/serve/openai_api.h): the input is a request
 // body. Both endpoints' parsers must accept it or refuse it with a 400 naming what was wrong,
 // never crash; an accepted request must survive the steps that follow it on the server (the
-// canonical cache key and its JSON) and keep the documented bounds.
+// canonical cache key and its JSON, the sampler's preconditions) and keep the documented bounds.
 //
 // Without SOVAI_FUZZ the same entry point replays the corpus (corpus_replay_test.cc).
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include "base/check.h"
 #include "base/json.h"
 #include "serve/openai_api.h"
+#include "serve/sampler.h"
 
 namespace {
 
@@ -31,6 +32,14 @@ void Check(const sovai::serve::ApiResult<sovai::serve::OpenAiRequest>& parsed) {
   SOVAI_CHECK(!r.max_tokens || *r.max_tokens >= 1);
   SOVAI_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= kMaxTemperature);
   SOVAI_CHECK(r.sampling.top_p > 0 && r.sampling.top_p <= 1);
+  // The engine's Sampler checks these: an accepted request that failed them would crash it.
+  const sovai::base::Status sampling = ValidateSamplingParams(r.sampling);
+  SOVAI_CHECK(sampling.ok()) << sampling;
+  SOVAI_CHECK(r.sampling.logit_bias.size() <= kMaxLogitBiasEntries);
+  if (r.endpoint == Endpoint::kCompletions) {
+    SOVAI_CHECK(!r.prompts.empty() && r.prompts.size() <= kMaxPrompts) << r.prompts.size();
+    SOVAI_CHECK(static_cast<int64_t>(r.prompts.size()) * r.n <= kMaxBatchChoices);
+  }
   const std::string canonical = CanonicalRequest(r, "fuzz");
   SOVAI_CHECK(sovai::base::ParseJson(canonical).ok()) << canonical;
   SOVAI_CHECK(CacheKey(r, "fuzz").size() == 64);

@@ -7,5 +7,5 @@ sovai_fuzz_target(NAME json_schema SRCS json_schema_fuzzer.cc DEPS sovai_serve_c
 
 # The OpenAI request parser (src/serve/openai_api.h): arbitrary bytes as a request body must parse
 # or be refused with a 400; seed corpus in corpus/openai_request/.
-sovai_fuzz_target(NAME openai_request SRCS openai_request_fuzzer.cc DEPS sovai_serve_api
-                  MAX_LEN 65536)
+sovai_fuzz_target(NAME openai_request SRCS openai_request_fuzzer.cc
+                  DEPS sovai_serve_api sovai_serve_sampler MAX_LEN 65536)
