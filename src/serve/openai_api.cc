@@ -565,25 +565,23 @@ void ParseSampling(const Json& body, Endpoint endpoint, OpenAiRequest& out, Read
   }
 }
 
-ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
-                               const ParseOptions& options) {
+// A request body: a JSON object within the size and nesting bounds.
+ApiResult<Json> ParseBody(std::string_view text) {
   base::Result<Json> parsed =
       base::ParseJson(text, {.max_bytes = kMaxRequestBodyBytes, .max_depth = kMaxRequestJsonDepth});
   if (!parsed.ok()) {
     return InvalidRequestError(
         "", "The request body is not valid JSON: " + parsed.status().message() + ".");
   }
-  const Json& body = *parsed;
-  if (!body.is_object()) {
+  if (!parsed->is_object()) {
     return InvalidRequestError(
-        "", "The request body must be a JSON object, got " + TypeName(body) + ".");
+        "", "The request body must be a JSON object, got " + TypeName(*parsed) + ".");
   }
+  return std::move(parsed).value();
+}
 
-  Reader r;
-  OpenAiRequest out;
-  out.endpoint = endpoint;
-  out.no_store = options.no_store;
-
+// `model`: required, 1..kMaxModelNameBytes bytes.
+void ParseModel(const Json& body, std::string& out, Reader& r) {
   const Json* model = Find(body, "model");
   if (model == nullptr) {
     r.Missing("model");
@@ -592,8 +590,21 @@ ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
       r.BadValue("model", "must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes long",
                  *model);
     }
-    out.model = std::move(*name);
+    out = std::move(*name);
   }
+}
+
+ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
+                               const ParseOptions& options) {
+  ApiResult<Json> parsed = ParseBody(text);
+  if (!parsed.ok()) return parsed.error();
+  const Json& body = *parsed;
+
+  Reader r;
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  out.no_store = options.no_store;
+  ParseModel(body, out.model, r);
 
   RefuseUnsupported(body, endpoint, r);
 
@@ -892,10 +903,77 @@ ApiResult<OpenAiRequest> ParseCompletionRequest(std::string_view body,
   return Parse(body, Endpoint::kCompletions, options);
 }
 
+ApiResult<TokenizeRequest> ParseTokenizeRequest(std::string_view text) {
+  ApiResult<Json> parsed = ParseBody(text);
+  if (!parsed.ok()) return parsed.error();
+  const Json& body = *parsed;
+  Reader r;
+  TokenizeRequest out;
+  ParseModel(body, out.model, r);
+  const Json* prompt = Find(body, "prompt");
+  const bool has_messages = Find(body, "messages") != nullptr;
+  if (prompt != nullptr && has_messages) {
+    r.Fail("messages", "Send either 'prompt' or 'messages', not both.");
+  } else if (has_messages) {
+    OpenAiRequest chat;
+    ParseMessages(body, chat, r);
+    out.messages = std::move(chat.messages);
+    out.chat = true;
+    out.add_generation_prompt =
+        r.Bool(Find(body, "add_generation_prompt"), "add_generation_prompt").value_or(true);
+  } else if (prompt == nullptr) {
+    r.Missing("prompt");
+  } else if (std::optional<std::string> s = r.String(prompt, "prompt")) {
+    out.prompt = std::move(*s);
+  }
+  // A rendered chat template holds its special tokens already (vLLM's defaults).
+  out.add_special_tokens =
+      r.Bool(Find(body, "add_special_tokens"), "add_special_tokens").value_or(!out.chat);
+  if (r.failed()) return r.error();
+  return out;
+}
+
+ApiResult<DetokenizeRequest> ParseDetokenizeRequest(std::string_view text) {
+  ApiResult<Json> parsed = ParseBody(text);
+  if (!parsed.ok()) return parsed.error();
+  const Json& body = *parsed;
+  Reader r;
+  DetokenizeRequest out;
+  ParseModel(body, out.model, r);
+  const Json* tokens = Find(body, "tokens");
+  if (tokens == nullptr) {
+    r.Missing("tokens");
+  } else if (!tokens->is_array()) {
+    r.WrongType("tokens", "a list of token ids", *tokens);
+  } else if (tokens->size() > kMaxPromptTokenIds) {
+    r.Fail("tokens", "'tokens' has " + std::to_string(tokens->size()) + " token ids; at most " +
+                         std::to_string(kMaxPromptTokenIds) + " are allowed.");
+  } else {
+    for (size_t i = 0; i < tokens->size() && !r.failed(); ++i) {
+      if (std::optional<int32_t> id = r.TokenId((*tokens)[i], Indexed("tokens", i))) {
+        out.tokens.push_back(*id);
+      }
+    }
+  }
+  if (r.failed()) return r.error();
+  return out;
+}
+
+nlohmann::ordered_json TokenizeResponse(const std::vector<int32_t>& tokens, int64_t max_model_len) {
+  return {{"count", tokens.size()}, {"max_model_len", max_model_len}, {"tokens", tokens}};
+}
+
+nlohmann::ordered_json DetokenizeResponse(const std::string& text) { return {{"prompt", text}}; }
+
 ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template,
                                         const OpenAiRequest& request) {
-  base::Result<std::string> text =
-      chat_template.Render(request.messages, nullptr, /*add_generation_prompt=*/true);
+  return RenderChatPrompt(chat_template, request.messages, /*add_generation_prompt=*/true);
+}
+
+ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template,
+                                        const std::vector<model::ChatMessage>& messages,
+                                        bool add_generation_prompt) {
+  base::Result<std::string> text = chat_template.Render(messages, nullptr, add_generation_prompt);
   if (!text.ok()) {
     return InvalidRequestError(
         "messages", "The model's chat template rejected the messages: " + text.status().message());

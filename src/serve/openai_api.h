@@ -221,11 +221,40 @@ ApiResult<OpenAiRequest> ParseChatCompletionRequest(std::string_view body,
 ApiResult<OpenAiRequest> ParseCompletionRequest(std::string_view body,
                                                 const ParseOptions& options = {});
 
+// vLLM's POST /tokenize: {"model", "prompt"} or {"model", "messages", "add_generation_prompt"
+// (default true)}, with "add_special_tokens" (default: true for a prompt, false for messages,
+// whose template holds them).
+struct TokenizeRequest {
+  std::string model;
+  bool chat = false;
+  std::string prompt;                        // !chat
+  std::vector<model::ChatMessage> messages;  // chat: validated as /v1/chat/completions does
+  bool add_generation_prompt = true;
+  bool add_special_tokens = true;
+};
+// vLLM's POST /detokenize: {"model", "tokens": [ids]} (ids are checked against the vocabulary
+// by the server, which knows it).
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<int32_t> tokens;
+};
+// 400s as the parsers above: malformed JSON, a missing or mistyped field, both prompt and
+// messages, more than kMaxPromptTokenIds tokens.
+ApiResult<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
+ApiResult<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body);
+// {"count", "max_model_len", "tokens"} and {"prompt"}, as vLLM answers them.
+nlohmann::ordered_json TokenizeResponse(const std::vector<int32_t>& tokens, int64_t max_model_len);
+nlohmann::ordered_json DetokenizeResponse(const std::string& text);
+
 // The chat prompt: the messages through the model's template, with the generation prompt. A
 // template error (for example a raise_exception on roles that do not alternate) is a 400 naming
 // "messages" that carries the template's message.
 ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template,
                                         const OpenAiRequest& request);
+// The same for `messages`, with or without the generation prompt (/tokenize).
+ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template,
+                                        const std::vector<model::ChatMessage>& messages,
+                                        bool add_generation_prompt);
 
 // What the served model allows a request.
 struct ModelContext {

@@ -351,6 +351,60 @@ TEST(OpenAiParseTest, PromptErrors) {
   ParseCompletionOk(R"({"model":"m","n":16,"prompt":)" + prompts(too_many_for_16 - 1) + "}");
 }
 
+TEST(OpenAiTokenizeTest, ParsesPromptsAndMessagesWithVllmsDefaults) {
+  ApiResult<TokenizeRequest> text = ParseTokenizeRequest(R"({"model":"m","prompt":"hi"})");
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_FALSE(text->chat);
+  EXPECT_EQ(text->prompt, "hi");
+  EXPECT_TRUE(text->add_special_tokens);
+  ApiResult<TokenizeRequest> chat = ParseTokenizeRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false})");
+  ASSERT_TRUE(chat.ok()) << chat.error().message;
+  EXPECT_TRUE(chat->chat);
+  ASSERT_EQ(chat->messages.size(), 1u);
+  EXPECT_FALSE(chat->add_generation_prompt);
+  EXPECT_FALSE(chat->add_special_tokens) << "the template holds them";
+  ApiResult<TokenizeRequest> raw =
+      ParseTokenizeRequest(R"({"model":"m","prompt":"hi","add_special_tokens":false})");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_FALSE(raw->add_special_tokens);
+
+  ApiResult<DetokenizeRequest> ids = ParseDetokenizeRequest(R"({"model":"m","tokens":[3,0,7]})");
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(ids->tokens, (std::vector<int32_t>{3, 0, 7}));
+  EXPECT_TRUE(ParseDetokenizeRequest(R"({"model":"m","tokens":[]})").ok());
+
+  struct Bad {
+    bool detokenize;
+    std::string body;
+    std::string param;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {false, R"({"prompt":"hi"})", "model"},
+           {false, R"({"model":"m"})", "prompt"},
+           {false, R"({"model":"m","prompt":5})", "prompt"},
+           {false, R"({"model":"m","prompt":"a","messages":[{"role":"user","content":"b"}]})",
+            "messages"},
+           {false, R"({"model":"m","messages":[{"role":"wizard","content":"b"}]})",
+            "messages[0].role"},
+           {false, R"({"model":"m","prompt":"a","add_special_tokens":"yes"})",
+            "add_special_tokens"},
+           {false, "[1]", ""},
+           {true, R"({"model":"m","tokens":[1,-2]})", "tokens[1]"},
+           {true, R"({"model":"m","tokens":"1 2"})", "tokens"},
+           {true, R"({"model":"m"})", "tokens"},
+           {true, R"({"tokens":[1]})", "model"},
+       }) {
+    const ApiError error = bad.detokenize ? ParseDetokenizeRequest(bad.body).error()
+                                          : ParseTokenizeRequest(bad.body).error();
+    EXPECT_EQ(error.status, 400) << bad.body;
+    EXPECT_EQ(error.param, bad.param) << bad.body << ": " << error.message;
+  }
+  EXPECT_EQ(SerializeJson(TokenizeResponse({5, 6}, 1024)),
+            R"({"count":2,"max_model_len":1024,"tokens":[5,6]})");
+  EXPECT_EQ(SerializeJson(DetokenizeResponse("hi")), R"({"prompt":"hi"})");
+}
+
 // --- Happy paths ---
 
 TEST(OpenAiParseTest, ChatRequestWithEveryField) {

@@ -65,6 +65,9 @@ class InferenceServer {
   net::Router MakeRouter();
   net::Response Generate(net::Request& request, bool chat);
   net::Response Models();
+  // vLLM's /tokenize and /detokenize, with the served model's tokenizer and chat template.
+  net::Response Tokenize(net::Request& request);
+  net::Response Detokenize(net::Request& request);
   net::Response LoadAdapter(net::Request& request);
   net::Response UnloadAdapter(net::Request& request);
   net::Response Metrics();

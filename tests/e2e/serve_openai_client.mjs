@@ -170,6 +170,29 @@ const scenarios = {
     }
     ok("batched completions");
 
+    // vLLM's /tokenize and /detokenize count what the generation endpoints count.
+    const tokenize = async (body) => {
+      const r = await rawPost("/tokenize", JSON.stringify({ model, ...body }));
+      assert.equal(r.status, 200, r.text);
+      return JSON.parse(r.text);
+    };
+    const counted = await tokenize({ prompt: "The sea is" });
+    assert.equal(counted.count, completion.usage.prompt_tokens);
+    assert.equal(counted.tokens.length, counted.count);
+    assert.equal(counted.max_model_len, 1024);
+    const chatCount = await tokenize({ messages: HELLO });
+    assert.equal(chatCount.count, chat.usage.prompt_tokens);
+    const plain = await tokenize({ prompt: "Fair winds, 12 knots.", add_special_tokens: false });
+    const back = await rawPost("/detokenize", JSON.stringify({ model, tokens: plain.tokens }));
+    assert.equal(back.status, 200, back.text);
+    assert.equal(JSON.parse(back.text).prompt, "Fair winds, 12 knots.");
+    const outside = await rawPost("/detokenize", JSON.stringify({ model, tokens: [1, 1 << 30] }));
+    assert.equal(outside.status, 400, outside.text);
+    assert.equal(JSON.parse(outside.text).error.param, "tokens[1]");
+    const nobody = await rawPost("/tokenize", JSON.stringify({ model: "nope", prompt: "x" }));
+    assert.equal(nobody.status, 404, nobody.text);
+    ok("tokenize and detokenize");
+
     // A stop string cut from the greedy answer ends the text just before it.
     const answer = completion.choices[0].text;
     const cut = answer.trimEnd().length > 6 ? answer.slice(3, 6) : null;

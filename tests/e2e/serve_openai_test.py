@@ -151,7 +151,7 @@ class ServeOpenAiTest(unittest.TestCase):
                       "prefix cache reports cached_tokens",
                       "streamed chat equals the non-streamed answer",
                       "completions plain and streamed", "completions echo",
-                      "batched completions", "stop sequence",
+                      "batched completions", "tokenize and detokenize", "stop sequence",
                       "n with seed is reproducible", "logprobs", "logit_bias forces a token",
                       "min_p and repetition_penalty accepted", "json_schema output validates"]:
             self.assertIn(check, checks)

@@ -47,9 +47,22 @@ void Check(const sovai::serve::ApiResult<sovai::serve::OpenAiRequest>& parsed) {
 
 }  // namespace
 
+// /tokenize and /detokenize bodies: accepted, or refused with a 400.
+template <typename T>
+void CheckOther(const sovai::serve::ApiResult<T>& parsed) {
+  if (!parsed.ok()) SOVAI_CHECK(parsed.error().status == 400) << parsed.error().status;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   Check(sovai::serve::ParseChatCompletionRequest(body));
   Check(sovai::serve::ParseCompletionRequest(body));
+  CheckOther(sovai::serve::ParseTokenizeRequest(body));
+  auto detokenize = sovai::serve::ParseDetokenizeRequest(body);
+  CheckOther(detokenize);
+  if (detokenize.ok()) {
+    SOVAI_CHECK(detokenize->tokens.size() <= sovai::serve::kMaxPromptTokenIds);
+    for (int32_t id : detokenize->tokens) SOVAI_CHECK(id >= 0) << id;
+  }
   return 0;
 }
