@@ -5,6 +5,7 @@
 // its sequence's cached positions through the block table.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/check.h"
 #include "model/llama.h"
@@ -162,13 +163,21 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   grow(s.hidden, n * f);
   grow(s.rstd, n * std::max(hq, int64_t{1}));
 
-  // y[N, out] = x[N, in] @ W^T + bias, plus each sequence's own adapter on its rows.
+  // The rows of x: every token's until the last layer, which keeps only the rows whose logits
+  // are wanted (below).
+  int64_t rows_now = n;
+  s.seq_rows.clear();
+  for (const InferenceSequence& seq : sequences) {
+    s.seq_rows.push_back(static_cast<int64_t>(seq.tokens.size()));
+  }
+  // y[rows_now, out] = x[rows_now, in] @ W^T + bias, plus each sequence's own adapter on its rows.
   auto project = [&](Layer& layer, int64_t l, int i, const float* x, float* y) {
     const kernels::WeightRef& w = layer.proj[i].ref;
-    backend.LinearForward(y, x, w, layer.bias[i].data(), n);
+    backend.LinearForward(y, x, w, layer.bias[i].data(), rows_now);
     int64_t row = 0;
-    for (const InferenceSequence& seq : sequences) {
-      const int64_t rows = static_cast<int64_t>(seq.tokens.size());
+    for (size_t si = 0; si < sequences.size(); ++si) {
+      const InferenceSequence& seq = sequences[si];
+      const int64_t rows = s.seq_rows[si];
       const LoraModuleWeights* m =
           seq.adapter ? seq.adapter->Module(l, static_cast<Projection>(i)) : nullptr;
       if (m != nullptr && rows > 0) {
@@ -204,6 +213,35 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
     backend.RopeForward(s.k.data(), s.k.data(), s.positions.data(), inv_freq_.data(), n, hkv, d);
     backend.KvCacheWrite(cache.keys(li), cache.values(li), s.k.data(), s.v.data(), s.slots.data(),
                          n, hkv, d);
+    const int32_t* seq_of = s.seq_of.data();
+    const int32_t* positions = s.positions.data();
+    if (l + 1 == layers_.size() && with_logits < n) {
+      // The last layer's output is only read for logits: the other rows have left what later
+      // steps need of them (their keys and values) in the cache, so the rest of the layer runs
+      // on the rows whose logits are wanted alone (a prefill chunk of 32 tokens skips 31/32 of
+      // the last layer's attention, output and MLP). Kept rows move up in order; every op
+      // computes a row the same way in any batch, so their results do not change.
+      s.kept_seq_of.clear();
+      s.kept_positions.clear();
+      int64_t row = 0;
+      for (size_t si = 0; si < sequences.size(); ++si) {
+        const int64_t rows = s.seq_rows[si];
+        row += rows;
+        const bool keep = sequences[si].want_logits && rows > 0;
+        s.seq_rows[si] = keep ? 1 : 0;
+        if (!keep) continue;
+        const auto from = static_cast<size_t>(row - 1);
+        const auto to = s.kept_seq_of.size();
+        std::memmove(s.q.data() + to * qd, s.q.data() + from * qd, qd * sizeof(float));
+        std::memmove(s.x.data() + to * c, s.x.data() + from * c, c * sizeof(float));
+        s.kept_seq_of.push_back(s.seq_of[from]);
+        s.kept_positions.push_back(s.positions[from]);
+      }
+      rows_now = with_logits;
+      seq_of = s.kept_seq_of.data();
+      positions = s.kept_positions.data();
+      if (rows_now == 0) break;  // a prefill chunk that produces no token
+    }
     const Backend::PagedAttentionShape shape{
         .q_heads = hq,
         .kv_heads = hkv,
@@ -212,30 +250,25 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
         .max_blocks = max_blocks,
         .window = layer.window,
         .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
-    backend.PagedAttention(s.att.data(), s.q.data(), cache.keys(li), cache.values(li),
-                           s.seq_of.data(), s.positions.data(), s.block_tables.data(), n,
-                           shape);                      // att[N, Hq, D]
-    project(layer, li, 3, s.att.data(), s.tmp.data());  // tmp[N, C]
-    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), n * c);
-    backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), layer.post_norm.data(), n, c,
+    const int64_t r = rows_now;
+    backend.PagedAttention(s.att.data(), s.q.data(), cache.keys(li), cache.values(li), seq_of,
+                           positions, s.block_tables.data(), r,
+                           shape);                      // att[R, Hq, D]
+    project(layer, li, 3, s.att.data(), s.tmp.data());  // tmp[R, C]
+    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), r * c);
+    backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), layer.post_norm.data(), r, c,
                            eps);
-    project(layer, li, 4, s.h.data(), s.gate.data());  // gate[N, F]
-    project(layer, li, 5, s.h.data(), s.up.data());    // up[N, F]
-    backend.SwiGluForward(s.hidden.data(), s.gate.data(), s.up.data(), n * f);
-    project(layer, li, 6, s.hidden.data(), s.tmp.data());  // tmp[N, C]
-    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), n * c);
+    project(layer, li, 4, s.h.data(), s.gate.data());  // gate[R, F]
+    project(layer, li, 5, s.h.data(), s.up.data());    // up[R, F]
+    backend.SwiGluForward(s.hidden.data(), s.gate.data(), s.up.data(), r * f);
+    project(layer, li, 6, s.hidden.data(), s.tmp.data());  // tmp[R, C]
+    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), r * c);
   }
   if (with_logits == 0) return Status();
-  // The last row of each sequence that wants logits: last[S', C].
-  grow(s.last, with_logits * c);
-  int64_t row = 0, out_row = 0;
-  for (const InferenceSequence& seq : sequences) {
-    row += static_cast<int64_t>(seq.tokens.size());
-    if (!seq.want_logits || seq.tokens.empty()) continue;
-    std::copy_n(s.x.data() + (row - 1) * c, c, s.last.data() + out_row * c);
-    ++out_row;
-  }
-  backend.RmsNormForward(s.h.data(), s.rstd.data(), s.last.data(), globals_->final_norm.data(),
+  // x's first S' rows are now the last rows of the sequences that want logits, in order (the
+  // last layer kept only them, or every sequence brought one row and wants its logits).
+  SOVAI_CHECK_EQ(rows_now, with_logits);
+  backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), globals_->final_norm.data(),
                          with_logits, c, eps);
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
   backend.LinearForward(logits.data(), s.h.data(), head.ref, nullptr, with_logits);  // [S', V]

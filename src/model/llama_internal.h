@@ -151,7 +151,8 @@ struct LlamaModel::InferScratch {
   std::vector<int32_t> tokens, positions, seq_of, slots, block_tables;  // [N], [S * max_blocks]
   std::vector<float> x, h, q, k, v, att, tmp, gate, up, hidden;         // [N, ...]
   std::vector<float> rstd, rstd_heads, xa;
-  std::vector<float> last;  // [S', C] hidden states of the rows whose logits are wanted
+  std::vector<int64_t> seq_rows;                     // [S] rows of each sequence in x
+  std::vector<int32_t> kept_seq_of, kept_positions;  // [S'] of the rows the last layer keeps
 };
 
 }  // namespace sovai::model
