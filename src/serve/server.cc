@@ -186,50 +186,61 @@ std::optional<ApiError> UnknownModel(const Engine& engine, const std::string& mo
   return ModelNotFoundError(model);
 }
 
+// A /tokenize or /detokenize request: the engine loaded, the body parsed by `parse`, the model
+// it names served; then `handle(engine, parsed)`. Otherwise the error response.
+template <typename Parsed, typename Handle>
+net::Response ServeTokenizerRequest(Engine* e, const std::string& served_model_name,
+                                    net::Request& request,
+                                    ApiResult<Parsed> (*parse)(std::string_view), Handle handle) {
+  if (e == nullptr) return ErrorResponse(ModelLoadingError(served_model_name));
+  auto body = request.body().ReadAll();
+  if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
+  ApiResult<Parsed> parsed = parse(*body);
+  if (!parsed.ok()) return ErrorResponse(parsed.error());
+  if (auto unknown = UnknownModel(*e, parsed->model)) return ErrorResponse(*unknown);
+  return handle(*e, *parsed);
+}
+
 }  // namespace
 
 net::Response InferenceServer::Tokenize(net::Request& request) {
-  Engine* e = engine();
-  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
-  auto body = request.body().ReadAll();
-  if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
-  ApiResult<TokenizeRequest> parsed = ParseTokenizeRequest(*body);
-  if (!parsed.ok()) return ErrorResponse(parsed.error());
-  if (auto unknown = UnknownModel(*e, parsed->model)) return ErrorResponse(*unknown);
-  std::string text = parsed->prompt;
-  if (parsed->chat) {
-    ApiResult<std::string> rendered =
-        RenderChatPrompt(e->chat_template(), parsed->messages, parsed->add_generation_prompt);
-    if (!rendered.ok()) return ErrorResponse(rendered.error());
-    text = std::move(*rendered);
-  }
-  auto tokens = e->tokenizer().Encode(text, {.add_special_tokens = parsed->add_special_tokens});
-  if (!tokens.ok()) {
-    return ErrorResponse(ApiErrorFromStatus(tokens.status(), parsed->chat ? "messages" : "prompt"));
-  }
-  return net::Response::Json(200, SerializeJson(TokenizeResponse(*tokens, e->max_model_len())));
+  return ServeTokenizerRequest(
+      engine(), options_.engine.served_model_name, request, &ParseTokenizeRequest,
+      [](Engine& e, const TokenizeRequest& parsed) {
+        std::string text = parsed.prompt;
+        if (parsed.chat) {
+          ApiResult<std::string> rendered =
+              RenderChatPrompt(e.chat_template(), parsed.messages, parsed.add_generation_prompt);
+          if (!rendered.ok()) return ErrorResponse(rendered.error());
+          text = std::move(*rendered);
+        }
+        auto tokens = e.tokenizer().Encode(text, {.add_special_tokens = parsed.add_special_tokens});
+        if (!tokens.ok()) {
+          return ErrorResponse(
+              ApiErrorFromStatus(tokens.status(), parsed.chat ? "messages" : "prompt"));
+        }
+        return net::Response::Json(200,
+                                   SerializeJson(TokenizeResponse(*tokens, e.max_model_len())));
+      });
 }
 
 net::Response InferenceServer::Detokenize(net::Request& request) {
-  Engine* e = engine();
-  if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
-  auto body = request.body().ReadAll();
-  if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
-  ApiResult<DetokenizeRequest> parsed = ParseDetokenizeRequest(*body);
-  if (!parsed.ok()) return ErrorResponse(parsed.error());
-  if (auto unknown = UnknownModel(*e, parsed->model)) return ErrorResponse(*unknown);
-  const int64_t vocab = e->config().vocab_size;
-  for (size_t i = 0; i < parsed->tokens.size(); ++i) {
-    if (parsed->tokens[i] >= vocab) {
-      return ErrorResponse(InvalidRequestError("tokens[" + std::to_string(i) + "]",
-                                               "Token id " + std::to_string(parsed->tokens[i]) +
-                                                   " is outside the vocabulary [0, " +
-                                                   std::to_string(vocab) + ")."));
-    }
-  }
-  auto text = e->tokenizer().Decode(parsed->tokens);
-  if (!text.ok()) return ErrorResponse(ApiErrorFromStatus(text.status(), "tokens"));
-  return net::Response::Json(200, SerializeJson(DetokenizeResponse(*text)));
+  return ServeTokenizerRequest(
+      engine(), options_.engine.served_model_name, request, &ParseDetokenizeRequest,
+      [](Engine& e, const DetokenizeRequest& parsed) {
+        const int64_t vocab = e.config().vocab_size;
+        for (size_t i = 0; i < parsed.tokens.size(); ++i) {
+          if (parsed.tokens[i] >= vocab) {
+            return ErrorResponse(InvalidRequestError(
+                "tokens[" + std::to_string(i) + "]",
+                "Token id " + std::to_string(parsed.tokens[i]) + " is outside the vocabulary [0, " +
+                    std::to_string(vocab) + ")."));
+          }
+        }
+        auto text = e.tokenizer().Decode(parsed.tokens);
+        if (!text.ok()) return ErrorResponse(ApiErrorFromStatus(text.status(), "tokens"));
+        return net::Response::Json(200, SerializeJson(DetokenizeResponse(*text)));
+      });
 }
 
 net::Response InferenceServer::LoadAdapter(net::Request& request) {
