@@ -1,6 +1,7 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -74,6 +75,7 @@ struct Engine::Sequence {
   std::set<int32_t> stop_tokens;
   bool want_logprobs = false;
   int64_t generated = 0;
+  int64_t min_tokens = 0;  // until then, stop_tokens cannot be drawn
   int64_t max_tokens = 0;
   bool first_chunk = true;
 };
@@ -343,14 +345,17 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
                               : kernels::SplitMix64(std::random_device{}() ^ ++seed_counter_);
     seq->sampler = std::make_unique<Sampler>(
         request.sampling, seed, request.prompts[static_cast<size_t>(choice / request.n)]);
-    SOVAI_ASSIGN_OR_RETURN(IncrementalDecoder decoder,
-                           IncrementalDecoder::Create(*token_table_, {.stop = request.stop}));
+    SOVAI_ASSIGN_OR_RETURN(
+        IncrementalDecoder decoder,
+        IncrementalDecoder::Create(*token_table_,
+                                   {.stop = request.stop, .min_tokens = request.min_tokens}));
     seq->decoder.emplace(std::move(decoder));
     if (grammar)
       seq->constraint = std::make_unique<JsonConstraint>(grammar, constraint_vocabulary_);
     if (!request.ignore_eos) seq->stop_tokens.insert(eos_token_ids_.begin(), eos_token_ids_.end());
     seq->stop_tokens.insert(request.stop_token_ids.begin(), request.stop_token_ids.end());
     seq->want_logprobs = request.sampling.logprobs;
+    seq->min_tokens = request.min_tokens;
     seq->max_tokens = request.max_tokens;
     created.push_back(std::move(seq));
   }
@@ -475,6 +480,13 @@ bool Engine::Step() {
     if (seq.constraint) {
       seq.constraint->AllowedTokens(mask_);
       allowed = mask_;
+    }
+    if (seq.generated < seq.min_tokens) {
+      // vLLM's min_tokens: no end token yet (before the sampler, so logprobs say so too).
+      for (int32_t t : seq.stop_tokens) {
+        if (t >= 0 && t < vocab)
+          logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+      }
     }
     auto drawn = seq.sampler->Sample(logits, allowed, &sampler_scratch_);
     if (!drawn.ok()) {

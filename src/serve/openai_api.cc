@@ -187,9 +187,8 @@ void RefuseUnsupported(const Json& body, Endpoint endpoint, Reader& r) {
   }
   // vLLM extensions, refused unless given their no-op value (null: any value is refused).
   const std::pair<std::string_view, Json> kVllmNoOps[] = {
-      {"min_tokens", 0},           {"use_beam_search", false}, {"prompt_logprobs", nullptr},
-      {"guided_json", nullptr},    {"guided_regex", nullptr},  {"guided_choice", nullptr},
-      {"guided_grammar", nullptr},
+      {"use_beam_search", false}, {"prompt_logprobs", nullptr}, {"guided_json", nullptr},
+      {"guided_regex", nullptr},  {"guided_choice", nullptr},   {"guided_grammar", nullptr},
   };
   for (const auto& [name, no_op] : kVllmNoOps) {
     const Json* v = Find(body, name);
@@ -626,6 +625,12 @@ ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
   ParseStop(body, out, r);
   ParseStopTokenIds(body, out, r);
   out.ignore_eos = r.Bool(Find(body, "ignore_eos"), "ignore_eos").value_or(false);
+  out.min_tokens = r.Int(Find(body, "min_tokens"), "min_tokens", 0, kMaxTokenId).value_or(0);
+  if (out.max_tokens && out.min_tokens > *out.max_tokens) {
+    r.Fail("min_tokens", "'min_tokens' (" + std::to_string(out.min_tokens) +
+                             ") must be at most 'max_tokens' (" + std::to_string(*out.max_tokens) +
+                             ").");
+  }
   out.n = static_cast<int32_t>(r.Int(Find(body, "n"), "n", 1, kMaxChoices).value_or(1));
   const auto batch_choices = static_cast<int64_t>(out.prompts.size()) * out.n;
   if (batch_choices > kMaxBatchChoices) {
@@ -1045,6 +1050,14 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
   out.stop = request.stop;
   out.stop_token_ids = request.stop_token_ids;
   out.ignore_eos = request.ignore_eos;
+  // Without max_tokens the rest of the context is the limit: min_tokens must fit it too.
+  if (request.min_tokens > max_tokens) {
+    return InvalidRequestError("min_tokens", "'min_tokens' (" + std::to_string(request.min_tokens) +
+                                                 ") is more than the " +
+                                                 std::to_string(max_tokens) +
+                                                 " tokens the context leaves after the prompt.");
+  }
+  out.min_tokens = request.min_tokens;
   out.n = request.n;
   out.sampling = request.sampling;
   out.response_format = request.response_format;
@@ -1077,6 +1090,7 @@ std::string CanonicalRequest(const OpenAiRequest& request, std::string_view adap
   c["stop"] = request.stop;
   c["stop_token_ids"] = request.stop_token_ids;
   c["ignore_eos"] = request.ignore_eos;
+  c["min_tokens"] = request.min_tokens;
   c["n"] = request.n;
   const SamplingParams& s = request.sampling;
   c["temperature"] = FloatForJson(s.temperature);

@@ -72,7 +72,7 @@ inline constexpr float kMinReportedLogprob = -9999.0f;
 
 // Fields that would change the output if they were ignored, each refused (400 naming it) when set
 // to anything but its no-op value: tools/tool_choice/functions/function_call, suffix, best_of > 1,
-// and vLLM extensions (min_tokens, use_beam_search, prompt_logprobs, guided_*). The exact rules are
+// and vLLM extensions (use_beam_search, prompt_logprobs, guided_*). The exact rules are
 // in openai_api.cc and docs/api/openai.md.
 
 // The response header that tells whether a body came from the response cache: "hit", "miss" (the
@@ -188,6 +188,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;        // at most 4, each 1..256 bytes (empty strings dropped)
   std::vector<int32_t> stop_token_ids;  // vLLM extension
   bool ignore_eos = false;              // vLLM extension
+  int64_t min_tokens = 0;               // vLLM extension (GenerationRequest::min_tokens)
   int32_t n = 1;                        // 1..kMaxChoices
   // temperature, top_p, top_k, penalties, seed (an int64 kept as its two's complement bits) and
   // logprobs: chat `logprobs` + `top_logprobs`; completions `logprobs: k` sets logprobs and

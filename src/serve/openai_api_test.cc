@@ -242,7 +242,6 @@ TEST(OpenAiParseTest, UnsupportedFieldsThatChangeTheOutputAreRefused) {
           {Chat(R"(,"tool_choice":{"type":"function","function":{"name":"f"}})"), "tool_choice"},
           {Chat(R"(,"functions":[{"name":"f"}])"), "functions"},
           {Chat(R"(,"function_call":{"name":"f"})"), "function_call"},
-          {Chat(R"(,"min_tokens":3)"), "min_tokens"},
           {Chat(R"(,"use_beam_search":true)"), "use_beam_search"},
           {Chat(R"(,"guided_json":{"type":"object"})"), "guided_json"},
           {Chat(R"(,"guided_choice":["a","b"])"), "guided_choice"},
@@ -312,6 +311,25 @@ TEST(OpenAiParseTest, LogitBiasMinPAndRepetitionPenalty) {
                           {.max_model_len = 10, .vocab_size = 100});
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{99, 1.0f}}));
+}
+
+TEST(OpenAiParseTest, MinTokensIsAtMostMaxTokens) {
+  EXPECT_EQ(ParseCompletionOk(Completion(R"(,"min_tokens":5,"max_tokens":5)")).min_tokens, 5);
+  EXPECT_EQ(ParseChatOk(Chat()).min_tokens, 0);
+  ExpectErrors(Endpoint::kCompletions,
+               {
+                   {Completion(R"(,"min_tokens":17)"), "min_tokens"},  // the default max_tokens 16
+                   {Completion(R"(,"min_tokens":-1)"), "min_tokens"},
+                   {Completion(R"(,"min_tokens":"3")"), "min_tokens"},
+               });
+  // Chat without max_tokens: the context left decides, once the prompt is known.
+  const OpenAiRequest chat = ParseChatOk(Chat(R"(,"min_tokens":8)"));
+  auto g = ToGenerationRequest(chat, {{1, 2, 3}}, "", {.max_model_len = 10, .vocab_size = 100});
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().param, "min_tokens");
+  g = ToGenerationRequest(chat, {{1, 2}}, "", {.max_model_len = 10, .vocab_size = 100});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->min_tokens, 8);
 }
 
 TEST(OpenAiParseTest, PromptErrors) {
@@ -934,6 +952,7 @@ TEST(OpenAiCacheKeyTest, AnyOutputFieldChangesTheKey) {
       Chat(R"(,"temperature":0,"seed":1,"stop":"s")"),
       Chat(R"(,"temperature":0,"seed":1,"stop_token_ids":[2])"),
       Chat(R"(,"temperature":0,"seed":1,"ignore_eos":true)"),
+      Chat(R"(,"temperature":0,"seed":1,"min_tokens":2)"),
       Chat(R"(,"temperature":0,"seed":1,"presence_penalty":0.1)"),
       Chat(R"(,"temperature":0,"seed":1,"frequency_penalty":0.1)"),
       Chat(R"(,"temperature":0,"seed":1,"repetition_penalty":1.1)"),
@@ -983,7 +1002,7 @@ TEST(OpenAiCacheKeyTest, CanonicalRequestIsSortedAndNormalized) {
       canonical,
       R"({"adapter_hash":"h","echo":false,"endpoint":"completions",)"
       R"("frequency_penalty":0.0,"ignore_eos":false,"logit_bias":[],"logprobs":false,)"
-      R"("max_tokens":16,"min_p":0.0,"model":"m","n":1,"presence_penalty":0.0,)"
+      R"("max_tokens":16,"min_p":0.0,"min_tokens":0,"model":"m","n":1,"presence_penalty":0.0,)"
       R"("prompts":[{"text":"hi"}],"repetition_penalty":1.0,"response_format":{"type":"text"},"seed":null,)"
       R"("stop":["z"],"stop_token_ids":[],"temperature":1.0,"top_k":0,"top_logprobs":0,)"
       R"("top_p":1.0})");

@@ -61,6 +61,9 @@ struct GenerationRequest {
   std::vector<std::string> stop;        // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence tokens
   bool ignore_eos = false;
+  // vLLM's min_tokens (<= max_tokens): until a choice has this many tokens, its end tokens
+  // (EOS, stop_token_ids) cannot be drawn and stop strings are not looked for.
+  int64_t min_tokens = 0;
   int32_t n = 1;  // choices per prompt
   SamplingParams sampling;
   ResponseFormat response_format;

@@ -135,6 +135,7 @@ base::Result<IncrementalDecoder> IncrementalDecoder::Create(const TokenTable& ta
 
 TextDelta IncrementalDecoder::Add(int32_t token) {
   SOVAI_CHECK(!finished_) << "Add after Finish";
+  ++added_;
   TextDelta delta;
   if (stopped() || !table_->Contains(token) ||
       (options_.skip_special_tokens && table_->IsSpecial(token))) {
@@ -146,6 +147,10 @@ TextDelta IncrementalDecoder::Add(int32_t token) {
   std::string text;
   size_t used = DecodeUtf8(pending_bytes_, /*final=*/false, &text);
   pending_bytes_.erase(0, used);
+  if (added_ <= options_.min_tokens) {
+    delta.text = std::move(text);  // before min_tokens: no stop string can start here
+    return delta;
+  }
   Release(text, /*final=*/false, &delta);
   return delta;
 }

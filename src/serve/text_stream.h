@@ -77,6 +77,9 @@ struct TextStreamOptions {
   // At most kMaxStopStrings, each 1..kMaxStopStringBytes bytes of valid UTF-8.
   std::vector<std::string> stop;
   bool skip_special_tokens = true;
+  // vLLM's min_tokens: the text of the first min_tokens tokens is never searched for stop
+  // strings (nor held back for them); a stop string must start after it.
+  int64_t min_tokens = 0;
 };
 
 // OK when `stop` respects the limits above; InvalidArgument naming the offending entry.
@@ -95,8 +98,8 @@ class IncrementalDecoder {
   static base::Result<IncrementalDecoder> Create(const TokenTable& table,
                                                  TextStreamOptions options);
 
-  // Feeds the next generated token. After a stop, returns an empty delta that says stopped.
-  // Must not be called after Finish (checked).
+  // Feeds the next generated token (every one counts towards min_tokens, special or not). After
+  // a stop, returns an empty delta that says stopped. Must not be called after Finish (checked).
   TextDelta Add(int32_t token);
   // The end of the sequence: flushes what is held back (an incomplete character as U+FFFD, a
   // possible stop-string prefix as text). Called once (checked); returns an empty delta after a
@@ -117,6 +120,7 @@ class IncrementalDecoder {
   TextStreamOptions options_;
   std::string pending_bytes_;  // an incomplete UTF-8 character (at most 3 bytes)
   std::string held_text_;      // decoded text that may be the start of a stop string
+  int64_t added_ = 0;          // Add calls so far
   int32_t stop_index_ = -1;
   bool finished_ = false;
 };

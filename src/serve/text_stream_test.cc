@@ -243,6 +243,29 @@ TEST(TextStreamTest, TheFirstStopInTheTextWins) {
   EXPECT_EQ(same_start.stop_index, 0);
 }
 
+TEST(TextStreamTest, MinTokensKeepsStopStringsOutOfTheFirstTokens) {
+  TokenTable table(Bytes());
+  const TextStreamOptions stop_b_after_3{.stop = {"b"}, .min_tokens = 3};
+  // "b" in the first 3 tokens is text, streamed at once; the next "b" stops.
+  Streamed streamed = Stream(table, ByteIds("abcab"), stop_b_after_3);
+  EXPECT_EQ(streamed.deltas, (std::vector<std::string>{"a", "b", "c", "a", "", ""}));
+  EXPECT_EQ(streamed.text, "abca");
+  EXPECT_TRUE(streamed.stopped);
+  // A stop string must start after them: "bc" begun in token 3 does not match.
+  Streamed straddling = Stream(table, ByteIds("aabcd"), {.stop = {"bc"}, .min_tokens = 3});
+  EXPECT_EQ(straddling.text, "aabcd");
+  EXPECT_FALSE(straddling.stopped);
+  // Every Add counts, special tokens too.
+  Streamed special = Stream(table, {kEot, kEot, kEot, 'b'}, stop_b_after_3);
+  EXPECT_EQ(special.text, "");
+  EXPECT_TRUE(special.stopped);
+  // A character split across the boundary is emitted whole once it completes.
+  const Ids emoji = ByteIds(kEmoji);
+  Ids split = {'x', 'y', emoji[0]};
+  split.insert(split.end(), emoji.begin() + 1, emoji.end());
+  EXPECT_EQ(Stream(table, split, {.stop = {"z"}, .min_tokens = 3}).text, "xy" + kEmoji);
+}
+
 TEST(TextStreamTest, AfterAStopNothingMoreComes) {
   TokenTable table(Bytes());
   auto decoder = IncrementalDecoder::Create(table, Stops({"b"}));

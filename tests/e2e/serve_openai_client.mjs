@@ -251,6 +251,16 @@ const scenarios = {
     const penalized = await smallCompletion({ repetition_penalty: 1.5, min_p: 0.1 });
     assert.equal(penalized.choices[0].logprobs.tokens.length, 4);
     ok("min_p and repetition_penalty accepted");
+    // min_tokens: a stop token the bias makes certain ends the answer at once, unless the first
+    // min_tokens tokens may not be it.
+    const stopAt42 = { logit_bias: { "42": 100 }, stop_token_ids: [42], max_tokens: 12 };
+    const early = await smallCompletion(stopAt42);
+    assert.equal(early.choices[0].finish_reason, "stop");
+    assert.equal(early.usage.completion_tokens, 1);
+    const late = await smallCompletion({ ...stopAt42, min_tokens: 4 });
+    assert.equal(late.choices[0].finish_reason, "stop");
+    assert.equal(late.usage.completion_tokens, 5);
+    ok("min_tokens holds the end back");
 
     // json_schema: the output parses and validates.
     const schema = {

@@ -153,7 +153,8 @@ class ServeOpenAiTest(unittest.TestCase):
                       "completions plain and streamed", "completions echo",
                       "batched completions", "tokenize and detokenize", "stop sequence",
                       "n with seed is reproducible", "logprobs", "logit_bias forces a token",
-                      "min_p and repetition_penalty accepted", "json_schema output validates"]:
+                      "min_p and repetition_penalty accepted", "min_tokens holds the end back",
+                      "json_schema output validates"]:
             self.assertIn(check, checks)
 
     def test_errors(self):

@@ -30,6 +30,7 @@ void Check(const sovai::serve::ApiResult<sovai::serve::OpenAiRequest>& parsed) {
   SOVAI_CHECK(r.stop.size() <= kMaxStopSequences);
   for (const std::string& s : r.stop) SOVAI_CHECK(s.size() <= kMaxStopSequenceBytes);
   SOVAI_CHECK(!r.max_tokens || *r.max_tokens >= 1);
+  SOVAI_CHECK(r.min_tokens >= 0 && (!r.max_tokens || r.min_tokens <= *r.max_tokens));
   SOVAI_CHECK(r.sampling.temperature >= 0 && r.sampling.temperature <= kMaxTemperature);
   SOVAI_CHECK(r.sampling.top_p > 0 && r.sampling.top_p <= 1);
   // The engine's Sampler checks these: an accepted request that failed them would crash it.
