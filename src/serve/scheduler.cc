@@ -383,6 +383,13 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
     }
   }
   const auto num_hits = static_cast<int64_t>(hits.size());
+  if (options_.enable_prefix_caching && num_hits < (seq.known() - 1) / bs &&
+      BeingComputed(seq.block_hashes[num_hits], num_hits, seq.adapter_key)) {
+    // A running sequence is computing the next block of this prefix (another choice of the same
+    // request, a request with the same system prompt that came just before): wait for it and
+    // reuse it, rather than compute the same prefix twice side by side.
+    return false;
+  }
   // Then the leading slots of the cached block that continues the chain furthest, again leaving
   // the last known token to compute (fewer than bs: a whole match would have been a hit above,
   // unless that cap stopped it).
@@ -425,6 +432,17 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
     prefix_partial_hit_tokens_ += partial->tokens;
   }
   return true;
+}
+
+bool Scheduler::BeingComputed(uint64_t hash, int64_t index, uint64_t adapter_key) const {
+  for (const Sequence* other : running_) {
+    if (other->adapter_key == adapter_key && other->num_registered_blocks <= index &&
+        index < static_cast<int64_t>(other->block_hashes.size()) &&
+        other->block_hashes[static_cast<size_t>(index)] == hash) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Scheduler::ReleaseCopySources() {

@@ -42,12 +42,15 @@
 //      step that preempted one (it would only thrash). A waiting sequence first reuses the longest
 //      chain of cached full blocks of its known tokens (prompt, plus the generated ones after a
 //      preemption), capped at (known - 1) tokens rounded down to whole blocks so that the last
-//      token is computed and yields logits. With reuse_partial_blocks it then reuses the first k
-//      slots of the cached block that continues that chain with the most of its next tokens
-//      (block_manager.h, again leaving the last token to compute): its first chunk carries the
-//      copy for the engine to make before the model runs (ScheduledChunk::reuse_source), and the
-//      source block holds an extra reference until Complete or Discard, so that nothing evicts it
-//      before it is read.
+//      token is computed and yields logits. When the next block it could reuse is one a running
+//      sequence has yet to compute (the other choices of an n > 1 request, requests with one
+//      system prompt arriving together), it is not admitted this step (nor anything behind it)
+//      but waits for that block to be cached, instead of computing the same prefix side by side.
+//      With reuse_partial_blocks it then reuses the first k slots of the cached block that
+//      continues that chain with the most of its next tokens (block_manager.h, again leaving the
+//      last token to compute): its first chunk carries the copy for the engine to make before the
+//      model runs (ScheduledChunk::reuse_source), and the source block holds an extra reference
+//      until Complete or Discard, so that nothing evicts it before it is read.
 //   Arrival order runs through the running sequences, then the waiting queue (admission takes the
 //   front, preemption puts the latest running arrival back there), and only the latest running
 //   arrival can be mid-prefill: a chunk shorter than its remaining prefill uses up the budget or
@@ -234,6 +237,9 @@ class Scheduler {
   bool TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan);
   // Releases the references the step's copy sources hold.
   void ReleaseCopySources();
+  // Whether a running sequence with this adapter has block `index` of the chain `hash` among its
+  // known full blocks but not yet computed and cached.
+  bool BeingComputed(uint64_t hash, int64_t index, uint64_t adapter_key) const;
   void AddChunk(Sequence& seq, int64_t num_tokens, StepPlan& plan);
   void EraseRunning(const Sequence& seq);
   void InsertRunning(Sequence& seq);

@@ -342,19 +342,28 @@ TEST(SchedulerTest, DifferentAdaptersNeverShareBlocks) {
 
 TEST(SchedulerTest, BlocksAreCachedOnlyOnceComputed) {
   Scheduler s(Opts(16, 4));
-  // Both arrive before either ran: nothing is computed yet, so nothing is shared.
+  // Both arrive before either ran: the second waits for the first to compute the blocks they
+  // share (nothing is cached before its step completes), then reuses them.
   ASSERT_TRUE(s.Add(1, Range(0, 9), 2, 0).ok());
   ASSERT_TRUE(s.Add(2, Range(0, 9), 2, 0).ok());
   StepPlan p = s.Schedule();
-  ASSERT_EQ(p.chunks.size(), 2u);
-  EXPECT_EQ(p.chunks[1].cached_prompt_tokens, 0);
+  ASSERT_EQ(p.chunks.size(), 1u);
+  EXPECT_EQ(p.chunks[0].id, 1u);
   EXPECT_EQ(s.Stats().num_cached_blocks, 0);
+  EXPECT_EQ(s.Stats().num_waiting, 1);
   s.Complete(p);
-  // Same content twice: the first registration wins, the second copy stays private.
   EXPECT_EQ(s.Stats().num_cached_blocks, 2);
   s.AppendToken(1, 1);
-  s.AppendToken(2, 1);
+  p = s.Schedule();
+  ASSERT_NE(FindChunk(p, 2), nullptr);
+  EXPECT_EQ(FindChunk(p, 2)->cached_prompt_tokens, 8);
+  EXPECT_EQ(FindChunk(p, 2)->tokens, std::vector<int32_t>{8});
+  s.Complete(p);
+  EXPECT_TRUE(s.AppendToken(1, 1));  // both done: 1's partly filled last block is cached, 2's
+  s.AppendToken(2, 1);               // (the same tokens) is not
   s.CheckInvariants();
+  const int64_t cached = s.Stats().num_cached_blocks;
+  EXPECT_EQ(cached, 3);
 
   // A chunk removed before Complete is never cached.
   ASSERT_TRUE(s.Add(3, Range(50, 9), 2, 0).ok());
@@ -362,11 +371,38 @@ TEST(SchedulerTest, BlocksAreCachedOnlyOnceComputed) {
   ASSERT_NE(FindChunk(p, 3), nullptr);
   s.Remove(3);
   s.Complete(p);
-  EXPECT_EQ(s.Stats().num_cached_blocks, 2);
+  EXPECT_EQ(s.Stats().num_cached_blocks, cached);
   s.Remove(1);
   s.Remove(2);
   EXPECT_EQ(s.FreeBlockCount(), 16);
   s.CheckInvariants();
+}
+
+TEST(SchedulerTest, OneRequestsChoicesComputeTheirPromptOnce) {
+  // n = 4 choices of a 40-token prompt (as the engine adds them), a budget of 64 tokens a step:
+  // side by side they would take 160 prompt tokens over 3 steps; the first computes the 40, the
+  // others reuse its 9 full blocks and 3 slots of the 10th, and compute the last token each.
+  Scheduler s(Opts(64, 4, /*budget=*/64));
+  for (SequenceId id = 1; id <= 4; ++id) ASSERT_TRUE(s.Add(id, Range(100, 40), 3, 0).ok());
+  int64_t prompt_tokens = 0;
+  StepPlan p = RunStep(s);
+  ASSERT_EQ(p.chunks.size(), 1u);
+  prompt_tokens += PlanTokens(p);
+  p = RunStep(s);
+  for (SequenceId id = 2; id <= 4; ++id) {
+    const ScheduledChunk* c = FindChunk(p, id);
+    ASSERT_NE(c, nullptr) << id;
+    EXPECT_EQ(c->cached_prompt_tokens, 39) << id;
+    prompt_tokens += static_cast<int64_t>(c->tokens.size());
+  }
+  EXPECT_EQ(prompt_tokens, 40 + 3 * 1);
+  // Another adapter does not wait for blocks it could never share.
+  ASSERT_TRUE(s.Add(5, Range(100, 40), 3, 0).ok());
+  ASSERT_TRUE(s.Add(6, Range(100, 40), 3, /*adapter_key=*/7).ok());
+  p = RunStep(s);
+  EXPECT_NE(FindChunk(p, 5), nullptr);
+  EXPECT_NE(FindChunk(p, 6), nullptr);
+  EXPECT_EQ(FindChunk(p, 6)->cached_prompt_tokens, 0);
 }
 
 TEST(SchedulerTest, RemovedSequenceLeavesItsPrefixCached) {
