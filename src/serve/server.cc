@@ -446,7 +446,9 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     for (const CompletionPrompt& prompt : parsed->prompts) {
       if (prompt.token_ids) {
         prompts.push_back(*prompt.token_ids);
-        prompt_texts.push_back(e->tokenizer().Decode(*prompt.token_ids).value_or(""));
+        // Only `echo` reads the text.
+        prompt_texts.push_back(parsed->echo ? e->tokenizer().Decode(*prompt.token_ids).value_or("")
+                                            : "");
       } else if (auto failed = encode(prompt.text)) {
         return ErrorResponse(*failed);
       }
