@@ -986,6 +986,18 @@ ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template
   return std::move(text).value();
 }
 
+std::optional<ApiError> TokenOutsideVocabulary(std::span<const int32_t> ids, int64_t vocab_size,
+                                               const std::string& param) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return InvalidRequestError(param, "Token id " + std::to_string(ids[i]) + " at position " +
+                                            std::to_string(i) + " is outside the vocabulary [0, " +
+                                            std::to_string(vocab_size) + ").");
+    }
+  }
+  return std::nullopt;
+}
+
 ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                                                  std::vector<std::vector<int32_t>> prompts,
                                                  std::string adapter, const ModelContext& context) {
@@ -999,13 +1011,8 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
       return InvalidRequestError(prompt_param,
                                  "The prompt is empty: it must hold at least one token.");
     }
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      if (tokens[i] < 0 || tokens[i] >= context.vocab_size) {
-        return InvalidRequestError(prompt_param, "Token id " + std::to_string(tokens[i]) +
-                                                     " at position " + std::to_string(i) +
-                                                     " is outside the vocabulary [0, " +
-                                                     std::to_string(context.vocab_size) + ").");
-      }
+    if (auto outside = TokenOutsideVocabulary(tokens, context.vocab_size, prompt_param)) {
+      return *outside;
     }
   }
   SOVAI_CHECK(!prompts.empty()) << "a request without a prompt";
@@ -1016,12 +1023,9 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                             ". Maximum value is " + std::to_string(context.vocab_size - 1) + ".");
     }
   }
-  for (int32_t id : request.stop_token_ids) {
-    if (id >= context.vocab_size) {
-      return InvalidRequestError("stop_token_ids", "Token id " + std::to_string(id) +
-                                                       " is outside the vocabulary [0, " +
-                                                       std::to_string(context.vocab_size) + ").");
-    }
+  if (auto outside =
+          TokenOutsideVocabulary(request.stop_token_ids, context.vocab_size, "stop_token_ids")) {
+    return *outside;
   }
   // The longest prompt decides: every prompt must fit with max_tokens.
   int64_t prompt_len = 0;

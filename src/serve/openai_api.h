@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -268,6 +269,11 @@ struct ModelContext {
 // max_tokens becomes the rest of the context when not given. Errors: ContextLengthError when a
 // prompt plus max_tokens exceeds max_model_len (or the prompt alone fills it); 400 for an empty
 // prompt or a token id (prompt, logit_bias or stop_token_ids) outside [0, vocab_size).
+// The first of `ids` outside [0, vocab_size), as a 400 on `param` that gives its position; nullopt
+// when they are all inside.
+std::optional<ApiError> TokenOutsideVocabulary(std::span<const int32_t> ids, int64_t vocab_size,
+                                               const std::string& param);
+
 ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                                                  std::vector<std::vector<int32_t>> prompts,
                                                  std::string adapter, const ModelContext& context);

@@ -228,14 +228,8 @@ net::Response InferenceServer::Detokenize(net::Request& request) {
   return ServeTokenizerRequest(
       engine(), options_.engine.served_model_name, request, &ParseDetokenizeRequest,
       [](Engine& e, const DetokenizeRequest& parsed) {
-        const int64_t vocab = e.config().vocab_size;
-        for (size_t i = 0; i < parsed.tokens.size(); ++i) {
-          if (parsed.tokens[i] >= vocab) {
-            return ErrorResponse(InvalidRequestError(
-                "tokens[" + std::to_string(i) + "]",
-                "Token id " + std::to_string(parsed.tokens[i]) + " is outside the vocabulary [0, " +
-                    std::to_string(vocab) + ")."));
-          }
+        if (auto outside = TokenOutsideVocabulary(parsed.tokens, e.config().vocab_size, "tokens")) {
+          return ErrorResponse(*outside);
         }
         auto text = e.tokenizer().Decode(parsed.tokens);
         if (!text.ok()) return ErrorResponse(ApiErrorFromStatus(text.status(), "tokens"));
