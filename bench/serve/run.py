@@ -42,6 +42,7 @@ PREFIX_TOKENS = 700
 SUFFIX_TOKENS = 32
 PREFIX_REPS = int(os.environ.get("PREFIX_REPS", "5"))
 CACHE_HITS = int(os.environ.get("CACHE_HITS", "50"))
+SHARED_N = 8  # choices of the shared-prefill request
 # Rounds of ours-then-llama: the machine's speed drifts over minutes (other tenants), and the
 # tokens/s ratio of one pair of runs moves with it; ROUNDS > 1 quotes the median ratio per level.
 ROUNDS = max(1, int(os.environ.get("ROUNDS", "1")))
@@ -241,7 +242,8 @@ def tokenize(engine, model, text):
 
 def make_prompt_sets(engine, model):
     n = {c: max(MIN_REQUESTS, REQUESTS_PER_STREAM * c) for c in LEVELS}
-    needed = (sum(n.values()) + 1) * PROMPT_TOKENS + PREFIX_REPS * (PREFIX_TOKENS + SUFFIX_TOKENS) + 64
+    needed = ((sum(n.values()) + 3) * PROMPT_TOKENS + PREFIX_REPS * (PREFIX_TOKENS + SUFFIX_TOKENS)
+              + 64)
     rng = random.Random(0)
     ids = []
     while len(ids) < needed:
@@ -256,8 +258,9 @@ def make_prompt_sets(engine, model):
     warmup = take(PROMPT_TOKENS)
     levels = {c: [take(PROMPT_TOKENS) for _ in range(n[c])] for c in LEVELS}
     prefix = (take(PREFIX_TOKENS), [take(SUFFIX_TOKENS) for _ in range(PREFIX_REPS)])
-    cached = take(64)
-    return warmup, levels, prefix, cached
+    # Ours alone: the response cache's prompt, and two for the shared prefill of n choices.
+    ours_only = {"response_cache": take(64), "shared": (take(PROMPT_TOKENS), take(PROMPT_TOKENS))}
+    return warmup, levels, prefix, ours_only
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +353,26 @@ def response_cache_hits(base_url, prompt):
     return out
 
 
-def bench_server(server, warmup, levels, prefix_sets, cached_prompt):
+def shared_prefill(base_url, prompt_one, prompt_n):
+    """A sampled completion of one prompt with n = 1, then of another with n = SHARED_N, 4 tokens
+    each, not streamed (sampled without a seed: never from the response cache). Computing the
+    prompt once per choice would make the second about SHARED_N times the first; sharing it, about
+    the first plus the extra choices' decoding."""
+    client = loadgen.Client(base_url)
+    out = {"n1_s": None, "n_s": None, "errors": []}
+    for key, prompt, n in (("n1_s", prompt_one, 1), ("n_s", prompt_n, SHARED_N)):
+        body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": 4, "temperature": 1.0,
+                "ignore_eos": True, "n": n}
+        status, _, payload, elapsed = client.post("/v1/completions", body)
+        if status == 200:
+            out[key] = elapsed
+        else:
+            out["errors"].append("n=%d: HTTP %d: %s" % (n, status, payload[:200]))
+    client.close()
+    return out
+
+
+def bench_server(server, warmup, levels, prefix_sets, ours_only):
     results = {"levels": {}}
     with server:
         w = loadgen.run_load(server.base_url, MODEL_NAME, 1, [warmup], 8)
@@ -369,8 +391,9 @@ def bench_server(server, warmup, levels, prefix_sets, cached_prompt):
                 1e3 * r["ttft_s"]["median"], 1e3 * r["tpot_s"]["median"], time.monotonic() - start,
                 "; first error: " + r["first_error"] if r["failed"] else ""))
         results["prefix"] = prefix_cache_ttft(server.base_url, *prefix_sets)
-        if cached_prompt is not None:
-            results["response_cache"] = response_cache_hits(server.base_url, cached_prompt)
+        if ours_only is not None:
+            results["response_cache"] = response_cache_hits(server.base_url, ours_only["response_cache"])
+            results["shared_prefill"] = shared_prefill(server.base_url, *ours_only["shared"])
     return results
 
 
@@ -497,6 +520,15 @@ def report(ours, llama, llama_missing, bound, peak, info, rounds):
             rc["first"], len(rc["hit_s"]), CACHE_HITS, ms(median_or_nan(rc["hit_s"])),
             ms(loadgen.percentile(rc["hit_s"], 99)), "; not hits: %s" % rc["other"] if rc["other"] else "",
             "; errors: %s" % rc["errors"][:2] if rc["errors"] else ""))
+    sp = ours.get("shared_prefill")
+    if sp:
+        if sp["n1_s"] and sp["n_s"]:
+            print("Shared prefill, ours: a %d-token prompt, 4 sampled tokens: n=1 %s ms, n=%d %s ms (%.2fx; "
+                  "computing the prompt once per choice would be about %dx)" % (
+                      PROMPT_TOKENS, ms(sp["n1_s"]), SHARED_N, ms(sp["n_s"]), sp["n_s"] / sp["n1_s"],
+                      SHARED_N))
+        else:
+            print("Shared prefill, ours: failed: %s" % sp["errors"][:2])
 
     cached = median_or_nan(ours["prefix"]["cached_tokens"])
     if peak and not math.isnan(cached):
@@ -552,7 +584,7 @@ def main():
     decode_bytes, types = decode_bytes_per_token(gguf)
     bandwidth = measure_bandwidth()
     peak = measure_peak_gflops()
-    warmup, levels, prefix_sets, cached_prompt = make_prompt_sets(engine, model)
+    warmup, levels, prefix_sets, ours_only = make_prompt_sets(engine, model)
     log("ready after %.0f s; running the servers one at a time" % (time.monotonic() - start))
 
     work = os.path.join(CACHE, "logs")
@@ -567,7 +599,7 @@ def main():
             log("round %d of %d" % (round_no + 1, ROUNDS))
         try:
             ours = bench_server(Server("ours", ours_cmd, port, os.path.join(work, "ours.log")),
-                                warmup, levels, prefix_sets, cached_prompt)
+                                warmup, levels, prefix_sets, ours_only)
         except RuntimeError as e:
             sys.exit("bench/serve: %s" % e)
         llama_res = None
