@@ -908,13 +908,22 @@ ApiResult<OpenAiRequest> ParseCompletionRequest(std::string_view body,
   return Parse(body, Endpoint::kCompletions, options);
 }
 
-ApiResult<TokenizeRequest> ParseTokenizeRequest(std::string_view text) {
+namespace {
+
+// A body with `model` and the fields `fill(body, out, reader)` reads, into a T.
+template <typename T, typename Fill>
+ApiResult<T> ParseModelRequest(std::string_view text, Fill fill) {
   ApiResult<Json> parsed = ParseBody(text);
   if (!parsed.ok()) return parsed.error();
-  const Json& body = *parsed;
   Reader r;
-  TokenizeRequest out;
-  ParseModel(body, out.model, r);
+  T out;
+  ParseModel(*parsed, out.model, r);
+  fill(*parsed, out, r);
+  if (r.failed()) return r.error();
+  return out;
+}
+
+void ParseTokenizeFields(const Json& body, TokenizeRequest& out, Reader& r) {
   const Json* prompt = Find(body, "prompt");
   const bool has_messages = Find(body, "messages") != nullptr;
   if (prompt != nullptr && has_messages) {
@@ -934,17 +943,9 @@ ApiResult<TokenizeRequest> ParseTokenizeRequest(std::string_view text) {
   // A rendered chat template holds its special tokens already (vLLM's defaults).
   out.add_special_tokens =
       r.Bool(Find(body, "add_special_tokens"), "add_special_tokens").value_or(!out.chat);
-  if (r.failed()) return r.error();
-  return out;
 }
 
-ApiResult<DetokenizeRequest> ParseDetokenizeRequest(std::string_view text) {
-  ApiResult<Json> parsed = ParseBody(text);
-  if (!parsed.ok()) return parsed.error();
-  const Json& body = *parsed;
-  Reader r;
-  DetokenizeRequest out;
-  ParseModel(body, out.model, r);
+void ParseDetokenizeFields(const Json& body, DetokenizeRequest& out, Reader& r) {
   const Json* tokens = Find(body, "tokens");
   if (tokens == nullptr) {
     r.Missing("tokens");
@@ -960,8 +961,16 @@ ApiResult<DetokenizeRequest> ParseDetokenizeRequest(std::string_view text) {
       }
     }
   }
-  if (r.failed()) return r.error();
-  return out;
+}
+
+}  // namespace
+
+ApiResult<TokenizeRequest> ParseTokenizeRequest(std::string_view text) {
+  return ParseModelRequest<TokenizeRequest>(text, ParseTokenizeFields);
+}
+
+ApiResult<DetokenizeRequest> ParseDetokenizeRequest(std::string_view text) {
+  return ParseModelRequest<DetokenizeRequest>(text, ParseDetokenizeFields);
 }
 
 nlohmann::ordered_json TokenizeResponse(const std::vector<int32_t>& tokens, int64_t max_model_len) {

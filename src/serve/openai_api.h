@@ -264,16 +264,16 @@ struct ModelContext {
   int32_t vocab_size = 0;     // token ids must be below this
 };
 
-// The engine's request: `prompts` are the tokenized prompts (the rendered chat prompt, or each
-// completion prompt's text or token ids), `adapter` the adapter's name (empty: the base model).
-// max_tokens becomes the rest of the context when not given. Errors: ContextLengthError when a
-// prompt plus max_tokens exceeds max_model_len (or the prompt alone fills it); 400 for an empty
-// prompt or a token id (prompt, logit_bias or stop_token_ids) outside [0, vocab_size).
 // The first of `ids` outside [0, vocab_size), as a 400 on `param` that gives its position; nullopt
 // when they are all inside.
 std::optional<ApiError> TokenOutsideVocabulary(std::span<const int32_t> ids, int64_t vocab_size,
                                                const std::string& param);
 
+// The engine's request: `prompts` are the tokenized prompts (the rendered chat prompt, or each
+// completion prompt's text or token ids), `adapter` the adapter's name (empty: the base model).
+// max_tokens becomes the rest of the context when not given. Errors: ContextLengthError when a
+// prompt plus max_tokens exceeds max_model_len (or the prompt alone fills it); 400 for an empty
+// prompt or a token id (prompt, logit_bias or stop_token_ids) outside [0, vocab_size).
 ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
                                                  std::vector<std::vector<int32_t>> prompts,
                                                  std::string adapter, const ModelContext& context);

@@ -420,7 +420,8 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     }
   }
 
-  // The prompts' tokens, and their texts for `echo`.
+  // The prompts' tokens, and their texts for `echo` (empty without it: nothing else reads them).
+  const bool echo = !chat && parsed->echo;
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::string> prompt_texts;
   auto encode = [&](const std::string& text) -> std::optional<ApiError> {
@@ -429,7 +430,7 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     auto encoded = e->tokenizer().Encode(text, {.add_special_tokens = !chat});
     if (!encoded.ok()) return ApiErrorFromStatus(encoded.status(), "prompt");
     prompts.push_back(std::move(*encoded));
-    prompt_texts.push_back(text);
+    prompt_texts.push_back(echo ? text : "");
     return std::nullopt;
   };
   if (chat) {
@@ -440,9 +441,7 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     for (const CompletionPrompt& prompt : parsed->prompts) {
       if (prompt.token_ids) {
         prompts.push_back(*prompt.token_ids);
-        // Only `echo` reads the text.
-        prompt_texts.push_back(parsed->echo ? e->tokenizer().Decode(*prompt.token_ids).value_or("")
-                                            : "");
+        prompt_texts.push_back(echo ? e->tokenizer().Decode(*prompt.token_ids).value_or("") : "");
       } else if (auto failed = encode(prompt.text)) {
         return ErrorResponse(*failed);
       }
@@ -474,7 +473,6 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   auto state = std::make_shared<OpenAiRequest>(std::move(*parsed));
   // Choice c answers prompt c / n.
   const int32_t num_choices = static_cast<int32_t>(prompt_texts.size()) * state->n;
-  const bool echo = !chat && state->echo;
   auto echo_of = [prompt_texts, n = state->n](int32_t choice) {
     return ChoiceDelta{.index = choice, .text = prompt_texts[static_cast<size_t>(choice / n)]};
   };
