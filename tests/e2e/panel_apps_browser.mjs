@@ -11,6 +11,7 @@
 // Environment: PANEL_URL PANEL_TOKEN PANEL_REGION PANEL_MODEL_DIR PANEL_ARTIFACTS PANEL_CHROMIUM,
 // PANEL_NOTEBOOKS ("1": Jupyter is installed, run the notebook part).
 import { env, openPanel, runScenario } from "./panel_harness.mjs";
+import { DESKTOP_VIEWPORTS, pageOverflow, wrappedText, xTickProblems } from "./panel_layout.mjs";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 
@@ -86,6 +87,23 @@ async function fitsPhone(name) {
     .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}.${e.className} right ${e.getBoundingClientRect().right.toFixed(1)}`));
   ok(width <= 375, `${name} fits 375 px`, `scrollWidth ${width}${wide.length ? "; " + wide.join(", ") : ""}`);
   await shot(`phone-${name}`);
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+/** At each desktop size: no text of `selector` on two lines, nothing wider than the window, the
+ * page's own checks (`more(size)`), then a screenshot `<name>-<width>x<height>.png`. */
+async function fitsDesktop(name, selector, more = async () => {}) {
+  for (const viewport of DESKTOP_VIEWPORTS) {
+    await page.setViewportSize(viewport);
+    await page.waitForTimeout(300);
+    const size = `${viewport.width}x${viewport.height}`;
+    await more(size);
+    const wrapped = await wrappedText(page, selector);
+    ok(wrapped.length === 0, `${name}: labels, headings and ids keep to one line at ${size}`, wrapped.slice(0, 6).join(" | "));
+    const over = await pageOverflow(page);
+    ok(over === 0, `${name}: nothing scrolls sideways at ${size}`, `${over} px too wide`);
+    await shot(`${name}-${size}`);
+  }
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
@@ -311,6 +329,24 @@ await runScenario(session, "apps-failure", async () => {
   ok(billingContrast.length === 0, "the billing page's text has a contrast of at least 4.5:1", billingContrast.slice(0, 5).join(" | "));
   await fitsPhone("billing");
 
+  // --- Billing at desktop sizes: one-line labels, one tick per day shown, and the two figures
+  // saying what each covers (the budget: this project since the 1st; the total: the lines shown).
+  const gaugeText = await page.locator("#budget-gauge label").textContent();
+  ok(/^Spent this month: €\d+\.\d{2,6} of the €50\.00 cap \(/.test(gaugeText), "the budget's figure says it is this month's spend against the cap", gaugeText);
+  const coversText = await page.locator("#budget-covers").textContent();
+  ok(/^Project .+'s spend since [A-Z][a-z]{2} 1, \d{4}, 00:00 UTC, running work up to now/.test(coversText), "and whose spend, since when", coversText);
+  await page.locator("details summary").filter({ hasText: "More inputs" }).click();
+  await fitsDesktop("billing", "main h1, main h2, main label, main th, main caption, main summary, main button, main dt, main figcaption, main .legend li", async (size) => {
+    for (const [period, minTicks] of [["30", 3], ["90", 3], ["month", 1]]) {
+      await page.getByLabel("Period", { exact: true }).selectOption(period);
+      await page.locator(`#usage-total[data-period="${period}"]`).waitFor();
+      const problems = await xTickProblems(page, "#usage-chart", { minTicks, unit: 86_400 });
+      ok(problems.length === 0, `the usage chart's days are distinct, in order, apart and on midnight UTC (${period === "month" ? "this month" : `${period} days`}, ${size})`, problems.slice(0, 4).join(" | "));
+    }
+  });
+  const totalText = await page.locator("#usage-total").textContent();
+  ok(/^Total of the lines shown: €[\d.]+ \(\d+ lines? of every project, .+ UTC to .+ UTC\)\.$/.test(totalText), "the usage total says it sums the lines shown, of which projects, over which window", totalText);
+
   // --- The audit log lists what this browser did, and the chain verifies. ---
   await nav("Audit");
   await page.waitForURL(/\/audit$/);
@@ -330,6 +366,14 @@ await runScenario(session, "apps-failure", async () => {
   await page.getByRole("status").filter({ hasText: "Verified: ok" }).waitFor();
   ok(true, "verify says the chain is ok", await page.getByRole("status").filter({ hasText: "Verified" }).textContent());
   await shot("audit");
+  // Every entry of the run (no action filter): ids, times, actions and addresses on one line each
+  // (the Actor cell holds the user and the token, one line each; Detail is prose and wraps).
+  await page.getByLabel("Action starts with").fill("");
+  await page.getByRole("button", { name: "Show" }).click();
+  await page.waitForFunction(() => document.querySelectorAll("table.data tbody tr").length > 20);
+  await fitsDesktop("audit", "main h1, main label, main button, main th, main caption, table.data tbody td:nth-child(-n+3), table.data tbody td:nth-child(5), table.data tbody td:nth-child(4) > code, table.data tbody td:nth-child(6) > *");
+  const untitled = await page.locator("table.data .clip").evaluateAll((els) => els.filter((e) => e.title !== e.textContent).length);
+  ok(untitled === 0, "every action and resource has its whole text in a tooltip (a long one is cut with an ellipsis)");
   await fitsPhone("audit");
 
   // --- Keyboard: the top bar's links are reachable with Tab and followed with Enter. ---

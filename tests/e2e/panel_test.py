@@ -366,7 +366,8 @@ class PanelTest(unittest.TestCase):
         self.assertTrue(result["answer"])
         names = ["buckets-create-delete", "app-form", "app-running", "phone-app", "chat-streamed",
                  "chat-wrong-key", "phone-playground", "notebooks", "billing", "phone-billing",
-                 "audit", "phone-audit"]
+                 "audit", "phone-audit", "billing-1400x900", "billing-1024x768",
+                 "audit-1400x900", "audit-1024x768"]
         if result.get("notebook"):
             names.append("notebook-jupyter")
         for name in names:

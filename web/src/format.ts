@@ -16,6 +16,11 @@ export function dateTime(date: Date): string {
   return date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
 }
 
+/** The same instant in fewer characters ("12/1/26, 20:42:20"), for table cells. */
+export function shortDateTime(date: Date): string {
+  return date.toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium", hourCycle: "h23" });
+}
+
 export function fromMicros(us: number): Date {
   return new Date(us / 1000);
 }
@@ -37,6 +42,14 @@ export function ago(date: Date, now = Date.now()): string {
   return date.toLocaleDateString();
 }
 
+/** An API amount ("%d.%06d": "50.000000", "0.007000") as "50.00", "0.007": the zeros past the
+ * cents say nothing, and six decimals everywhere hide which digits do. */
+export function amount(text: string): string {
+  const m = /^(-?\d+)\.(\d*?)0*$/.exec(text);
+  return m ? `${m[1]}.${m[2].padEnd(2, "0")}` : text;
+}
+
+/** An API amount in euros: "€50.00", "€0.007". */
 export function eur(text: string): string {
-  return `€${text}`;
+  return `€${amount(text)}`;
 }

@@ -29,6 +29,9 @@ export interface ChartOptions {
   yFormat?: (v: number) => string;
   /** Fixed axis ranges instead of the data's (a cost axis from 0, utilisation 0..100 %). */
   xDomain?: [number, number];
+  /** Put the x ticks on whole multiples of this (86 400 for days of seconds), as many as fit
+   * side by side: round ticks of a short span would fall inside one unit and name it twice. */
+  xTickUnit?: number;
   yDomain?: [number, number];
   marks?: Mark[];
   /** Steps instead of straight lines between points (counters sampled over time). */
@@ -40,6 +43,19 @@ export interface ChartOptions {
 const MARGIN = { top: 12, right: 16, bottom: 40, left: 56 };
 /** About how wide a character of the 12 px tick labels is, to leave room for the widest. */
 const CHAR_PX = 7;
+
+/** Ticks on whole multiples of `unit` in [lo, hi], every k-th one so that at most `max` remain
+ * (at least one when the span holds a multiple), counted back from the last one: the newest day
+ * of a spend chart is always named. Increasing. */
+export function unitTicks(lo: number, hi: number, unit: number, max: number): number[] {
+  if (!isFinite(lo) || !isFinite(hi) || !(unit > 0) || hi < lo) return [];
+  const first = Math.ceil(lo / unit);
+  const last = Math.floor(hi / unit);
+  const every = Math.max(1, Math.ceil((last - first + 1) / Math.max(1, max)));
+  const out: number[] = [];
+  for (let i = last; i >= first; i -= every) out.push(i * unit);
+  return out.reverse();
+}
 
 /** About `count` round tick values covering [lo, hi]. */
 export function ticks(lo: number, hi: number, count = 5): number[] {
@@ -111,10 +127,16 @@ export function lineChart(series: Series[], options: ChartOptions): HTMLElement 
       svg("text", { x: M.left - 6, y: sy(t), "text-anchor": "end", "dominant-baseline": "middle" }, fy(t)),
     );
   }
-  for (const t of ticks(x0, x1, 6)) {
+  let xTicks = ticks(x0, x1, 6);
+  if (options.xTickUnit) {
+    // As many as fit side by side: each label's width plus a gap.
+    const widest = Math.max(1, ...unitTicks(x0, x1, options.xTickUnit, 1000).map((t) => fx(t).length));
+    xTicks = unitTicks(x0, x1, options.xTickUnit, Math.floor(plotW / (CHAR_PX * widest + 12)));
+  }
+  for (const t of xTicks) {
     grid.append(
       svg("line", { class: "tick", x1: sx(t), x2: sx(t), y1: height - M.bottom, y2: height - M.bottom + 4 }),
-      svg("text", { x: sx(t), y: height - M.bottom + 16, "text-anchor": "middle" }, fx(t)),
+      svg("text", { class: "x-tick", "data-x": t, x: sx(t), y: height - M.bottom + 16, "text-anchor": "middle" }, fx(t)),
     );
   }
   grid.append(

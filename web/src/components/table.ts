@@ -16,6 +16,8 @@ export interface TableOptions<T> {
   /** Visually hide the caption (it is still read by screen readers). */
   hideCaption?: boolean;
   rowKey?: (row: T) => string;
+  /** More classes of the <table> (a page's own column widths or density). */
+  className?: string;
 }
 
 export function dataTable<T>(columns: Column<T>[], rows: T[], options: TableOptions<T>): HTMLElement {
@@ -35,6 +37,6 @@ export function dataTable<T>(columns: Column<T>[], rows: T[], options: TableOpti
     }
     body.append(tr);
   }
-  const table = h("table", { class: "data" }, caption, head, body);
+  const table = h("table", { class: options.className ? `data ${options.className}` : "data" }, caption, head, body);
   return h("div", { class: "table-scroll", role: "region", "aria-label": options.caption, tabindex: "0" }, table);
 }

@@ -5,7 +5,7 @@ import { Field, input } from "../components/form";
 import { errorNotice, StatusLine } from "../components/notice";
 import { dataTable } from "../components/table";
 import { h, replace } from "../dom";
-import { dateTime } from "../format";
+import { dateTime, shortDateTime } from "../format";
 import { registerPage } from "../router";
 import type { AuditEntry, Page } from "../types";
 
@@ -59,16 +59,29 @@ registerPage({
         dataTable(
           [
             { label: "#", className: "num", cell: (e) => String(e.seq) },
-            { label: "When", cell: (e) => h("time", { datetime: e.at }, dateTime(new Date(e.at))) },
-            { label: "Action", cell: (e) => h("code", {}, e.action) },
-            { label: "Resource", cell: (e) => h("code", {}, e.resource) },
+            { label: "When", className: "nowrap", cell: (e) => h("time", { datetime: e.at, title: dateTime(new Date(e.at)) }, shortDateTime(new Date(e.at))) },
+            { label: "Action", cell: (e) => h("code", { class: "clip", title: e.action }, e.action) },
+            // Ids and paths stay on one line (a broken id reads as two); a long one is cut with
+            // an ellipsis, whole in its tooltip and to screen readers. The detail (why a call
+            // was refused, an S3 call's subresources) is prose under it.
+            {
+              label: "Resource",
+              cell: (e) => [h("code", { class: "id clip", title: e.resource }, e.resource), e.detail ? h("div", { class: "help detail" }, e.detail) : ""],
+            },
             { label: "Result", className: "num", cell: (e) => h("span", { class: e.result >= 400 ? "error" : "" }, String(e.result)) },
-            { label: "Actor", cell: (e) => [e.actor_user ? h("div", {}, e.actor_user) : "", e.actor_token ? h("div", { class: "help" }, e.actor_token) : ""] },
-            { label: "From", cell: (e) => e.source },
-            { label: "Detail", cell: (e) => e.detail },
+            // Who, with which token or access key, from where: one line each, so that the
+            // table fits a 1024 px window.
+            {
+              label: "Actor",
+              cell: (e) => [
+                e.actor_user ? h("div", { class: "id" }, e.actor_user) : "",
+                e.actor_token ? h("div", { class: "id help" }, e.actor_token) : "",
+                e.source ? h("div", { class: "help nowrap" }, `from ${e.source}`) : "",
+              ],
+            },
           ],
           entries,
-          { caption: "Audit entries, oldest first", empty: "No entry matches.", rowKey: (e) => String(e.seq) },
+          { caption: "Audit entries, oldest first", empty: "No entry matches.", rowKey: (e) => String(e.seq), className: "audit" },
         ),
       );
       count.textContent = `${entries.length} entr${entries.length === 1 ? "y" : "ies"}${cursor ? " so far" : ""}.`;

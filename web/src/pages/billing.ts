@@ -7,11 +7,16 @@ import { lineChart, type Series } from "../components/linechart";
 import { errorNotice, StatusLine } from "../components/notice";
 import { dataTable } from "../components/table";
 import { debounce, h, replace, uid } from "../dom";
-import { eur } from "../format";
+import { amount, eur } from "../format";
 import { registerPage } from "../router";
 import type { BillingLine, Budget, Tco, Usage, Whoami } from "../types";
 
 const DAY_MS = 86_400_000;
+
+/** The first instant of this UTC month, where budgets start counting. */
+function monthStart(now = new Date()): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
 
 /** Cents as euros: 1507833 → "15 078.33 €". */
 export function euros(cents: number): string {
@@ -24,8 +29,7 @@ function microToEur(micro: number): number {
 
 /** The lines' amounts per UTC day and per key (the flavor, or "storage"/"tokens", or the project). */
 export function dailySeries(lines: BillingLine[], by: "flavor" | "project", from: Date, to: Date): Series[] {
-  const firstDay = Math.floor(from.getTime() / DAY_MS);
-  const lastDay = Math.floor((to.getTime() - 1) / DAY_MS);
+  const [firstDay, lastDay] = dayRange(from, to);
   const sums = new Map<string, Map<number, number>>();
   for (const line of lines) {
     const key = by === "project" ? line.project : line.flavor || line.kind;
@@ -43,6 +47,19 @@ export function dailySeries(lines: BillingLine[], by: "flavor" | "project", from
     });
 }
 
+/** The UTC day numbers (days since 1970-01-01) of the window's first and last instants. */
+function dayRange(from: Date, to: Date): [number, number] {
+  const first = Math.floor(from.getTime() / DAY_MS);
+  return [first, Math.max(first, Math.floor((to.getTime() - 1) / DAY_MS))];
+}
+
+/** The chart's x range in seconds: half a day either side of the window's days, so a window of
+ * one day (the 1st of the month) still has an axis and each day's point sits under its tick. */
+export function dayDomain(from: Date, to: Date): [number, number] {
+  const [first, last] = dayRange(from, to);
+  return [(first - 0.5) * 86_400, (last + 0.5) * 86_400];
+}
+
 function total(days: Map<number, number>): number {
   let t = 0;
   for (const v of days.values()) t += v;
@@ -51,6 +68,9 @@ function total(days: Map<number, number>): number {
 
 const day = (s: number) => new Date(s * 1000).toLocaleDateString(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
 const euro = (v: number) => `${Number(v.toPrecision(4))} €`;
+/** "Dec 1, 2026, 00:00 UTC": the billing's days and months are UTC. */
+const utc = (rfc3339: string) =>
+  `${new Date(rfc3339).toLocaleString("en", { dateStyle: "medium", timeStyle: "short", hourCycle: "h23", timeZone: "UTC" })} UTC`;
 
 registerPage({
   path: "/billing",
@@ -84,7 +104,7 @@ async function drawUsage(section: HTMLElement, me: Whoami, signal: AbortSignal):
   );
   const load = async () => {
     const now = new Date();
-    const from = period.value === "month" ? new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)) : new Date(now.getTime() - Number(period.value) * DAY_MS);
+    const from = period.value === "month" ? monthStart(now) : new Date(now.getTime() - Number(period.value) * DAY_MS);
     const query = new URLSearchParams({ from: from.toISOString(), to: now.toISOString(), group_by: by.value });
     // Platform admins see every project's usage; others their own project's.
     if (me.platform_admin) query.set("project", "*");
@@ -94,11 +114,25 @@ async function drawUsage(section: HTMLElement, me: Whoami, signal: AbortSignal):
       const series = dailySeries(answer.lines, by.value as "flavor" | "project", new Date(answer.from), new Date(answer.to));
       // The token's own project by its name.
       for (const s of series) if (s.name === me.project.id) s.name = `${me.project.name} (${me.project.id})`;
+      // Not the budget's figure: that one is the token's project since the 1st (drawBudget).
+      const scope = me.platform_admin ? "every project" : `project ${me.project.name}`;
+      const count = `${answer.lines.length} line${answer.lines.length === 1 ? "" : "s"}`;
       replace(
         body,
-        h("p", { class: "total" }, "Total: ", h("strong", { "data-total": answer.total_eur }, eur(answer.total_eur)), ` from ${new Date(answer.from).toLocaleDateString()} to ${new Date(answer.to).toLocaleString()}`),
+        h("p", { class: "total", id: "usage-total", "data-period": period.value, "data-by": by.value },
+          "Total of the lines shown: ", h("strong", { "data-total": answer.total_eur }, eur(answer.total_eur)),
+          ` (${count} of ${scope}, ${utc(answer.from)} to ${utc(answer.to)}).`),
         h("div", { class: "chart-holder", id: "usage-chart" },
-          lineChart(series.length ? series : [{ name: "spend", points: [] }], { title: `Spend per UTC day by ${by.value}`, xLabel: "day", yLabel: "€ per day", xFormat: day, yFormat: euro, yDomain: [0, 0.01] })),
+          lineChart(series.length ? series : [{ name: "spend", points: [] }], {
+            title: `Spend per UTC day by ${by.value}`,
+            xLabel: "day (UTC)",
+            yLabel: "€ per day",
+            xFormat: day,
+            yFormat: euro,
+            xDomain: dayDomain(new Date(answer.from), new Date(answer.to)),
+            xTickUnit: 86_400,
+            yDomain: [0, 0.01],
+          })),
         dataTable(
           [
             { label: by.value === "project" ? "Project" : "Flavor", cell: (g) => (g.key === me.project.id ? `${me.project.name} (${g.key})` : g.key) },
@@ -127,8 +161,13 @@ async function drawBudget(section: HTMLElement, me: Whoami, signal: AbortSignal)
   section.append(body, status.el);
   const show = (b: Budget) => {
     const spent = Number(b.spent_eur);
+    // What the budget counts (docs/billing.md): the token's project, from the 1st of this UTC
+    // month to now, running work included; whatever the usage view below is set to show.
+    const covers = h("p", { class: "help", id: "budget-covers" },
+      `Project ${me.project.name}'s spend since ${utc(monthStart().toISOString())}, running work up to now: the figure the alert and the cap act on.`);
     if (b.monthly_cap_eur === null) {
-      replace(body, h("p", { id: "budget-gauge", "data-state": "none" }, `Spent ${eur(b.spent_eur)} this month. This project has no budget.`));
+      replace(body, h("div", { id: "budget-gauge", "data-state": "none" },
+        h("p", { class: "gauge-state" }, `Spent this month: ${eur(b.spent_eur)}. This project has no budget.`), covers));
       return;
     }
     const cap = Number(b.monthly_cap_eur);
@@ -138,10 +177,11 @@ async function drawBudget(section: HTMLElement, me: Whoami, signal: AbortSignal)
     replace(
       body,
       h("div", { class: `gauge ${state}`, id: "budget-gauge", "data-state": state },
-        h("label", { for: meterId }, `Spent ${eur(b.spent_eur)} of ${eur(b.monthly_cap_eur)} (${percent} %)`),
+        h("label", { for: meterId }, `Spent this month: ${eur(b.spent_eur)} of the ${eur(b.monthly_cap_eur)} cap (${percent} %)`),
         h("meter", { id: meterId, min: 0, max: cap, value: Math.min(spent, cap), low: (cap * (b.alert_percent ?? 80)) / 100, high: cap * 0.999, optimum: 0 }),
         h("p", { class: "gauge-state" },
-          b.capped ? "The cap is reached: the project's jobs and apps are being stopped." : b.alert ? `Past the alert threshold (${b.alert_percent} %).` : `Alert at ${b.alert_percent} % of the cap.`)),
+          b.capped ? "The cap is reached: the project's jobs and apps are being stopped." : b.alert ? `Past the alert threshold (${b.alert_percent} %).` : `Alert at ${b.alert_percent} % of the cap.`),
+        covers),
     );
   };
   let current: Budget;
@@ -153,7 +193,7 @@ async function drawBudget(section: HTMLElement, me: Whoami, signal: AbortSignal)
     return;
   }
   if (me.role !== "admin") return;
-  const cap = new Field("monthly_cap_eur", "Monthly cap (€)", input({ inputmode: "decimal", value: current.monthly_cap_eur ?? "", placeholder: "50.00" }), "Empty removes the budget.");
+  const cap = new Field("monthly_cap_eur", "Monthly cap (€)", input({ inputmode: "decimal", value: current.monthly_cap_eur === null ? "" : amount(current.monthly_cap_eur), placeholder: "50.00" }), "Empty removes the budget.");
   const alert = new Field("alert_percent", "Alert at (%)", input({ type: "number", min: 1, max: 100, value: current.alert_percent ?? 80, inputmode: "numeric" }));
   const button = h("button", { type: "submit" }, "Set budget");
   const form = h("form", { class: "budget-form", novalidate: true }, h("div", { class: "grid-2" }, cap.el, alert.el), button);
@@ -180,7 +220,7 @@ async function drawBudget(section: HTMLElement, me: Whoami, signal: AbortSignal)
 async function drawTco(section: HTMLElement, signal: AbortSignal): Promise<void> {
   section.append(
     h("h2", { id: "tco-h" }, "Owning GPUs or pay-as-you-go"),
-    h("p", { class: "help" }, "What a server of N GPUs costs a month (purchase over its depreciation, power, cooling, rack, maintenance, staff) against the same GPU-hours at this catalog's price. The same numbers as `sovai tco` (docs/tco.md)."),
+    h("p", { class: "help" }, "What a server of N GPUs costs a month (purchase over its depreciation, power, cooling, rack, maintenance, staff) against the same GPU-hours at this catalog's price. The same numbers as ", h("code", {}, "sovai tco"), " (docs/tco.md)."),
   );
   const fields = {
     gpus: new Field("gpus", "GPUs", input({ type: "number", min: 1, max: 100000, value: 8, inputmode: "numeric" })),
@@ -292,7 +332,7 @@ function tcoView(t: Tco): HTMLElement {
         : "Owning never pays off: pay-as-you-go is cheaper even with every GPU busy all month.",
       ` Price: ${(t.price_per_gpu_minute_micro_eur / 1e6).toFixed(4)} € per GPU-minute (${t.price_source === "catalog" ? `catalog: ${t.flavor}` : "given"}).`),
     h("div", { class: "chart-holder", id: "tco-chart" }, chart),
-    h("div", { class: "grid-2" },
+    h("div", { class: "tco-numbers" },
       compare,
       h("dl", { class: "facts" },
         parts.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, euros(v))]),
