@@ -371,7 +371,10 @@ await runScenario(session, "apps-failure", async () => {
   await page.getByLabel("Action starts with").fill("");
   await page.getByRole("button", { name: "Show" }).click();
   await page.waitForFunction(() => document.querySelectorAll("table.data tbody tr").length > 20);
-  await fitsDesktop("audit", "main h1, main label, main button, main th, main caption, table.data tbody td:nth-child(-n+3), table.data tbody td:nth-child(5), table.data tbody td:nth-child(4) > code, table.data tbody td:nth-child(6) > *");
+  await fitsDesktop("audit", "main h1, main label, main button, main th, main caption, table.data tbody td:nth-child(-n+3), table.data tbody td:nth-child(5), table.data tbody td:nth-child(4) > code, table.data tbody td:nth-child(6) > *", async (size) => {
+    const hidden = await page.locator(".table-scroll").evaluate((e) => e.scrollWidth - e.clientWidth);
+    ok(hidden <= 0, `the audit table shows every column without scrolling at ${size}`, `${hidden} px off to the right`);
+  });
   const untitled = await page.locator("table.data .clip").evaluateAll((els) => els.filter((e) => e.title !== e.textContent).length);
   ok(untitled === 0, "every action and resource has its whole text in a tooltip (a long one is cut with an ellipsis)");
   await fitsPhone("audit");

@@ -76,7 +76,7 @@ registerPage({
               cell: (e) => [
                 e.actor_user ? h("div", { class: "id" }, e.actor_user) : "",
                 e.actor_token ? h("div", { class: "id help" }, e.actor_token) : "",
-                e.source ? h("div", { class: "help nowrap" }, `from ${e.source}`) : "",
+                e.source ? h("div", { class: "help clip source", title: `from ${e.source}` }, `from ${e.source}`) : "",
               ],
             },
           ],
