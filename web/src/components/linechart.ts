@@ -181,7 +181,7 @@ export function lineChart(series: Series[], options: ChartOptions): HTMLElement 
   const legend = h(
     "ul",
     { class: "legend" },
-    series.map((s, i) => h("li", {}, h("span", { class: `swatch series-${i}`, "aria-hidden": "true" }), `${s.name} (${s.points.length} points)`)),
+    series.map((s, i) => h("li", {}, h("span", { class: `swatch series-${i}`, "aria-hidden": "true" }), `${s.name} (${s.points.length} point${s.points.length === 1 ? "" : "s"})`)),
   );
   return h("figure", { class: "chart-figure" }, root, h("figcaption", {}, options.title), legend);
 }
