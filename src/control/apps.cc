@@ -52,6 +52,20 @@ int InitialDesired(const AppSpec& spec) {
   return spec.autoscaling ? std::max(spec.autoscaling->min_replicas, 1) : spec.replicas;
 }
 
+// The event of a replica job just submitted: "started" is said only when its job runs
+// (Reconcile); until then, where it is and why it waits ("position 1 in the queue: waiting for
+// 1 CPU, 0 free").
+std::string SubmittedEvent(const std::string& job_id, uint16_t port, const Result<Job>& job) {
+  std::string what = "replica " + job_id;
+  if (!job.ok()) return what + " submitted on port " + std::to_string(port);
+  if (job->state == JobState::kQueued) {
+    what += " queued on port " + std::to_string(port);
+    return job->reason.empty() ? what : what + " (" + job->reason + ")";
+  }
+  return what + " submitted on port " + std::to_string(port) + " (" +
+         std::string(JobStateName(job->state)) + ")";
+}
+
 }  // namespace
 
 Result<uint16_t> FreeLoopbackPort() {
@@ -1077,6 +1091,9 @@ void AppService::Reconcile(const std::string& app_id) {
       rt->last_probe.erase(r.job);
       continue;
     }
+    if (job->state == JobState::kRunning && r.job_state != "RUNNING" && !r.draining) {
+      events.push_back("replica " + r.job + " started on port " + std::to_string(r.port));
+    }
     r.job_state = std::string(JobStateName(job->state));
     r.host = job->node;
     if (job->state == JobState::kRunning && !r.draining) {
@@ -1184,6 +1201,7 @@ void AppService::Reconcile(const std::string& app_id) {
     }
   }
   std::vector<std::pair<std::string, AppReplica>> started;
+  std::vector<std::string> submitted_events;  // one per `started`
   std::string start_error;
   for (int i = 0; i < starts; ++i) {
     auto port = FreeLoopbackPort();
@@ -1202,6 +1220,8 @@ void AppService::Reconcile(const std::string& app_id) {
     r.port = *port;
     r.job_state = "QUEUED";
     started.emplace_back(*job, r);
+    submitted_events.push_back(
+        SubmittedEvent(*job, *port, options_.jobs->Get(snapshot.project, *job)));
   }
 
   // 3. Record the new replicas, the state and the route.
@@ -1211,7 +1231,8 @@ void AppService::Reconcile(const std::string& app_id) {
     auto it = apps_.find(app_id);
     if (it == apps_.end()) return;
     App& app = it->second;
-    for (auto& [job, r] : started) {
+    for (size_t i = 0; i < started.size(); ++i) {
+      auto& [job, r] = started[i];
       if (r.generation != app.generation || !Serving(app.state)) {
         // The app changed while the job was submitted: this replica is not wanted after all.
         r.draining = true;
@@ -1219,7 +1240,7 @@ void AppService::Reconcile(const std::string& app_id) {
       app.replicas.push_back(r);
       app.recent_jobs.push_back(job);
       if (app.recent_jobs.size() > kMaxRecentJobs) app.recent_jobs.erase(app.recent_jobs.begin());
-      AddEventLocked(app, "replica " + job + " started on port " + std::to_string(r.port));
+      AddEventLocked(app, std::move(submitted_events[i]));
     }
     if (!start_error.empty()) {
       SetStateLocked(app, AppState::kFailed, "starting a replica: " + start_error);

@@ -505,6 +505,47 @@ TEST_F(AppsTest, StopStartAndDelete) {
   EXPECT_EQ(apps_->Get(kProject, "lifecycle")->id, again.id);
 }
 
+// Regression: a replica whose job waited in the queue had the event "replica job_… started on
+// port N" while its job was QUEUED (waiting for 1 CPU, 0 free). It is "queued", with why, until
+// its job runs; "started" comes then.
+TEST_F(AppsTest, AQueuedReplicaIsSaidQueuedWithWhyAndStartedOnlyWhenItRuns) {
+  // Jobs that hold every CPU of this machine (a job has at most the flavor's 12 units).
+  std::vector<std::string> hogs;
+  for (int left = host_.cpus; left > 0;) {
+    JobSpec hog;
+    hog.image = "sovai/shell";
+    hog.command = {"sleep", "60"};
+    hog.flavor = "ai1-1-cpu";
+    hog.units = std::min(left, 12);
+    left -= hog.units;
+    auto job = service_->Submit(kProject, kUser, hog);
+    ASSERT_TRUE(job.ok()) << job.status();
+    hogs.push_back(job->id);
+  }
+  for (const std::string& id : hogs) WaitFor(id, JobState::kRunning);
+
+  App app = Create(Spec("waits", 1));
+  app = WaitForApp(
+      app.id, [](const App& a) { return !a.replicas.empty() && HasEvent(a, " queued on port "); },
+      "with a queued replica");
+  const AppReplica replica = app.replicas[0];
+  EXPECT_TRUE(HasEvent(app, "replica " + replica.job + " queued on port " +
+                                std::to_string(replica.port) +
+                                " (position 1 in the queue: "
+                                "waiting for 1 CPU, 0 free)"))
+      << AppToJson(app, "").dump();
+  std::this_thread::sleep_for(milliseconds(300));  // a few reconcile rounds: still queued
+  app = *apps_->Get(kProject, app.id);
+  EXPECT_EQ(app.state, AppState::kQueued);
+  EXPECT_FALSE(HasEvent(app, " started on port ")) << AppToJson(app, "").dump();
+
+  for (const std::string& id : hogs) ASSERT_TRUE(service_->Stop(kProject, id).ok());
+  app = WaitForApp(app.id, RunningWith(1), "RUNNING once the CPUs are free");
+  EXPECT_TRUE(
+      HasEvent(app, "replica " + replica.job + " started on port " + std::to_string(replica.port)))
+      << AppToJson(app, "").dump();
+}
+
 // A stop or a delete that lands while the loop submits a replica job: the replica is stopped
 // anyway (a deleted app must not leave its replica running, unowned).
 TEST_F(AppsTest, AReplicaStartedWhileTheAppStopsOrIsDeletedIsStopped) {

@@ -156,8 +156,9 @@ Result<std::vector<ServerRun>> BillingService::LoadRuns() {
 }
 
 Result<std::vector<Line>> BillingService::Lines(const std::optional<std::string>& project,
-                                                Window window) {
-  const int64_t now = env_.NowUnixMicros();
+                                                Window window,
+                                                std::optional<int64_t> now_unix_micros) {
+  const int64_t now = now_unix_micros.value_or(env_.NowUnixMicros());
   std::vector<BillableJob> jobs;
   std::vector<StorageSample> samples;
   std::vector<TokenUsage> usage;
@@ -239,7 +240,7 @@ Result<Statement> BillingService::MonthStatement(const std::string& project, con
   Window window{month.start_unix_micros, std::min(month.end_unix_micros, now)};
   std::vector<Line> lines;
   if (window.from_unix_micros < window.to_unix_micros) {
-    SOVAI_ASSIGN_OR_RETURN(lines, Lines(project, window));
+    SOVAI_ASSIGN_OR_RETURN(lines, Lines(project, window, now));
   }
   return MakeStatement(project, month, std::move(lines));
 }

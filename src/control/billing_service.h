@@ -111,9 +111,13 @@ class BillingService {
   const FlavorCatalog& flavors() const { return *options_.flavors; }
   int64_t default_timeout_s() const { return options_.default_timeout_s; }
 
-  // Lines of `project` (nullopt: every project) in `window`, sorted, as of now. Unbounded: the
-  // REST layer bounds what it sends (kMaxBillingLines); the spend budgets compare is never cut.
-  base::Result<std::vector<Line>> Lines(const std::optional<std::string>& project, Window window);
+  // Lines of `project` (nullopt: every project) in `window`, sorted, as of `now_unix_micros`
+  // (nullopt: the clock's now). Unbounded: the REST layer bounds what it sends
+  // (kMaxBillingLines); the spend budgets compare is never cut. A caller whose window ends at
+  // "now" passes the now it cut the window at: read again here, the clock would have moved past
+  // the window's end, and a running job's line would be cut short of it and not be `open`.
+  base::Result<std::vector<Line>> Lines(const std::optional<std::string>& project, Window window,
+                                        std::optional<int64_t> now_unix_micros = std::nullopt);
   // The month's statement of `project` (lines up to now when the month is not over).
   base::Result<Statement> MonthStatement(const std::string& project, const Month& month);
   // What `project` spent this month so far.

@@ -22,6 +22,24 @@ constexpr int64_t kS = 1'000'000;
 constexpr char kProject[] = "prj_a";
 constexpr char kOther[] = "prj_b";
 
+// A manual clock that also moves `tick_micros` forward at every reading, as a real clock moves
+// between two readings of one request (0: an ordinary manual clock).
+class TickingClockEnv : public base::EnvWrapper {
+ public:
+  explicit TickingClockEnv(base::ManualClock& clock)
+      : EnvWrapper(base::Env::Default()), clock_(clock) {}
+  int64_t NowUnixMicros() override {
+    clock_.Advance(tick_micros.load());
+    return clock_.NowUnixMicros();
+  }
+  int64_t NowMonotonicMicros() override { return clock_.NowMonotonicMicros(); }
+  void SleepForMicros(int64_t micros) override { clock_.Advance(micros); }
+  std::atomic<int64_t> tick_micros = 0;
+
+ private:
+  base::ManualClock& clock_;
+};
+
 class BillingServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -102,7 +120,7 @@ class BillingServiceTest : public ::testing::Test {
   // 2026-03-10T12:00:00Z
   const int64_t t0_ = *base::ParseRfc3339("2026-03-10T12:00:00Z");
   base::ManualClock clock_;
-  base::ManualClockEnv env_{base::Env::Default(), clock_};
+  TickingClockEnv env_{clock_};
   std::string dir_;
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<BillingService> service_;
@@ -170,6 +188,40 @@ TEST_F(BillingServiceTest, ARunningJobGrowsAndAnAppReplicaIsAnAppLine) {
   EXPECT_EQ(statement->lines[0].resource, "app_1");
   EXPECT_TRUE(statement->lines[0].open);
   EXPECT_EQ(statement->total_micro_eur, SumAmounts(statement->lines));
+}
+
+// Regression: the window of a statement (and of GET /v1/billing/usage without `to`) ends at the
+// now its caller read; reading the clock again for the lines cut the running job's line at the
+// window's end, short of its new "now", and the line was not `open`.
+TEST_F(BillingServiceTest, ARunningJobsLineIsOpenInAWindowThatEndsNow) {
+  PutJob("job_r", kProject, "ai1-1-cpu", 1, {{"QUEUED", t0_}, {"RUNNING", t0_ + kS}});
+  clock_.Advance(90 * kS);
+  env_.tick_micros = 1000;  // every reading of the clock is 1 ms after the previous one
+  auto statement = service_->MonthStatement(kProject, MonthOf(t0_));
+  ASSERT_TRUE(statement.ok()) << statement.status();
+  ASSERT_EQ(statement->lines.size(), 1u);
+  EXPECT_TRUE(statement->lines[0].open);
+  EXPECT_EQ(statement->lines[0].minutes, 2);
+
+  const int64_t now = env_.NowUnixMicros();
+  const int64_t from = MonthOf(t0_).start_unix_micros;
+  auto lines = service_->Lines(kProject, {from, now}, now);
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  ASSERT_EQ(lines->size(), 1u);
+  EXPECT_TRUE((*lines)[0].open) << "the window ends at the now of the lines";
+  EXPECT_EQ((*lines)[0].end_unix_micros, now);
+  // A window in the future holds the line up to now, still growing; one that ended before now
+  // holds a part that no longer grows.
+  auto later = service_->Lines(kProject, {from, now + 3600 * kS}, now);
+  ASSERT_TRUE(later.ok()) << later.status();
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_TRUE((*later)[0].open);
+  EXPECT_EQ((*later)[0].end_unix_micros, now);
+  auto earlier = service_->Lines(kProject, {from, now - 30 * kS}, now);
+  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  ASSERT_EQ(earlier->size(), 1u);
+  EXPECT_FALSE((*earlier)[0].open);
+  EXPECT_EQ((*earlier)[0].end_unix_micros, now - 30 * kS);
 }
 
 TEST_F(BillingServiceTest, ACrashsDowntimeIsNotBilled) {

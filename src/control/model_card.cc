@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -264,6 +265,68 @@ std::string Value(const Json& j) {
   return j.dump();
 }
 
+// "2 GPU H100, 60 vCPU", or "1 vCPU" for a CPU flavor (no "0 GPU").
+std::string Devices(const Json& compute) {
+  const int64_t gpus = compute.value("gpus", int64_t{0});
+  const std::string vcpus = Value(compute["vcpus"]) + " vCPU";
+  if (gpus <= 0) return vcpus;
+  const std::string model = compute.value("gpu_model", "");
+  return std::to_string(gpus) + " GPU" + (model.empty() ? "" : " " + model) + ", " + vcpus;
+}
+
+}  // namespace
+
+std::string FormatEnergy(double kwh) {
+  char buf[48];
+  if (!(kwh > 0)) return "0 Wh";  // also NaN
+  if (kwh >= 1) {
+    std::snprintf(buf, sizeof buf, "%.2f kWh", kwh);
+  } else if (kwh * 1000 >= 1) {
+    std::snprintf(buf, sizeof buf, "%.1f Wh", kwh * 1000);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f Wh", kwh * 1000);
+  }
+  return buf;
+}
+
+namespace {
+
+// The value an adapter's `base_model_name_or_path` should have so that it loads outside the job:
+// the base model's own name (its config.json `_name_or_path`, e.g. "meta-llama/Llama-3.2-1B",
+// what PEFT loads from the Hub) unless that is a filesystem path, else the bucket location it was
+// synced from ("models@EU-WEST-LOCAL/llama"). "" when the card knows no base model.
+std::string PortableBaseName(const Json& base_model) {
+  if (!base_model.is_object()) return "";
+  const std::string name = base_model.value("name", "");
+  const bool path = name.starts_with("/") || name.starts_with("./") || name.starts_with("../");
+  if (!name.empty() && !path) return name;
+  return base_model.value("location", "");
+}
+
+// The trainer writes the sandbox path of --model ("/workspace/model") as the adapter's
+// base_model_name_or_path: it does not know where that directory came from. Rewritten to
+// PortableBaseName, which the platform knows; anything else the file says (another name the
+// author set) is left as it is. Returns the value the adapter now names ("" when unchanged).
+Result<std::string> FixAdapterBaseModel(base::Env& env, const std::string& adapter_dir,
+                                        const Json& base_model) {
+  const std::string path = base::JoinPath(adapter_dir, "adapter_config.json");
+  SOVAI_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path, 1 << 20));
+  auto doc = base::ParseJson(text);
+  if (!doc.ok() || !doc->is_object() || !base_model.is_object()) return std::string();
+  const std::string sandbox_path = base_model.value("path", "");
+  const std::string portable = PortableBaseName(base_model);
+  auto it = doc->find("base_model_name_or_path");
+  if (it == doc->end() || !it->is_string() || portable.empty() || sandbox_path.empty()) {
+    return std::string();
+  }
+  std::string current = it->get<std::string>();
+  while (current.size() > 1 && current.ends_with("/")) current.pop_back();
+  if (current != sandbox_path) return std::string();
+  *it = portable;
+  SOVAI_RETURN_IF_ERROR(env.WriteFileAtomically(path, base::DumpJson(*doc, 2) + "\n"));
+  return portable;
+}
+
 }  // namespace
 
 int GpuWatts(std::string_view gpu_model) {
@@ -398,10 +461,10 @@ std::string RenderModelCardMarkdown(const Json& card) {
   }
   const Json& c = card["compute"];
   md += "\n## Compute\n\n* Flavor: " + Value(c["flavor"]) + " × " + Value(c["units"]) + " (" +
-        Value(c["gpus"]) + " GPU " + Value(c["gpu_model"]) + ", " + Value(c["vcpus"]) +
-        " vCPU)\n* Running time: " + Value(c["running_seconds"]) +
+        Devices(c) + ")\n* Running time: " + Value(c["running_seconds"]) +
         " s; device-minutes: " + Value(c["device_minutes"]) + "\n* Energy (estimate at " +
-        Value(c["power_watts_assumed"]) + " W): " + Value(c["energy_kwh_estimate"]) + " kWh\n";
+        Value(c["power_watts_assumed"]) +
+        " W): " + FormatEnergy(c.value("energy_kwh_estimate", 0.0)) + "\n";
   md += "\n## Where\n\nTrained in region " + Value(card["region"]) + ", jurisdiction " +
         Value(card["jurisdiction"]);
   const Json regions = card.value("data_regions", Json::array());
@@ -436,6 +499,15 @@ Result<std::vector<std::string>> WriteModelCards(base::Env& env, const ModelCard
     }
     SOVAI_ASSIGN_OR_RETURN(Json card, BuildModelCard(env, in, here));
     const std::string dir = in.volumes[v].local_dir;
+    for (size_t i = 0; i < here.size(); ++i) {
+      if (here[i].kind != "peft-adapter") continue;
+      SOVAI_ASSIGN_OR_RETURN(
+          std::string base,
+          FixAdapterBaseModel(env, base::JoinPath(dir, here[i].path), card["base_model"]));
+      if (base.empty()) continue;
+      card["outputs"][i]["base_model_name_or_path"] = base;
+      written.push_back(base::JoinPath(base::JoinPath(dir, here[i].path), "adapter_config.json"));
+    }
     SOVAI_RETURN_IF_ERROR(
         env.WriteFileAtomically(base::JoinPath(dir, kCardJson), base::DumpJson(card, 2) + "\n"));
     SOVAI_RETURN_IF_ERROR(

@@ -54,6 +54,10 @@ struct ModelCardInputs {
 int GpuWatts(std::string_view gpu_model);
 inline constexpr int kWattsPerVcpu = 10;
 
+// An energy estimate for people: "2.00 kWh" from 1 kWh up, "83.3 Wh" from 1 Wh, "0.083 Wh" below;
+// "0 Wh" for 0 (or anything not positive).
+std::string FormatEnergy(double kwh);
+
 // The directories under the writable volumes that hold a model or adapter, as
 // (volume index, path relative to the volume, kind "peft-adapter" | "model"); at most one level
 // below the volume root (e.g. "adapter", "merged", "model") or the root itself.
@@ -70,7 +74,11 @@ base::Result<nlohmann::json> BuildModelCard(base::Env& env, const ModelCardInput
 std::string RenderModelCardMarkdown(const nlohmann::json& card);
 
 // Finds the outputs and writes MODEL_CARD.md and model_card.json at the root of each writable
-// volume that holds one. Returns the files written (none when the job wrote no model).
+// volume that holds one. A PEFT adapter whose adapter_config.json names the sandbox path of
+// --model as its base_model_name_or_path gets the base model's portable name instead (its
+// config.json `_name_or_path` when that is not a path, else its bucket location), so that it
+// loads outside the job; the card's output records it. Returns the files written: the cards
+// and any adapter_config.json rewritten (none when the job wrote no model).
 base::Result<std::vector<std::string>> WriteModelCards(base::Env& env, const ModelCardInputs& in);
 
 }  // namespace sovai::control

@@ -176,6 +176,66 @@ TEST_F(ModelCardTest, NoModelNoCard) {
   EXPECT_FALSE(env_.FileExists(dir_ + "/out/model_card.json"));
 }
 
+// Regression: the Compute line said "(0 GPU , 1 vCPU)" for a CPU flavor and the energy
+// "8.333333333333333e-05 kWh".
+TEST_F(ModelCardTest, ComputeLineNamesOnlyTheDevicesUsedAndEnergyInSensibleUnits) {
+  ASSERT_TRUE(WriteModelCards(env_, in_).ok());
+  auto md = env_.ReadFile(dir_ + "/out/MODEL_CARD.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("* Flavor: h100-1-gpu × 2 (2 GPU H100, 60 vCPU)\n"), std::string::npos) << *md;
+  EXPECT_NE(md->find("* Energy (estimate at 2000 W): 2.00 kWh\n"), std::string::npos) << *md;
+
+  in_.flavor = "ai1-1-cpu";
+  in_.units = 1;
+  in_.gpu_model = "";
+  in_.gpus = 0;
+  in_.vcpus = 1;
+  in_.running_seconds = 30;  // 10 W for 30 s: 0.083 Wh
+  ASSERT_TRUE(WriteModelCards(env_, in_).ok());
+  md = env_.ReadFile(dir_ + "/out/MODEL_CARD.md");
+  ASSERT_TRUE(md.ok());
+  EXPECT_NE(md->find("* Flavor: ai1-1-cpu × 1 (1 vCPU)\n"), std::string::npos) << *md;
+  EXPECT_NE(md->find("* Energy (estimate at 10 W): 0.083 Wh\n"), std::string::npos) << *md;
+  EXPECT_EQ(md->find("e-0"), std::string::npos) << *md;
+
+  EXPECT_EQ(FormatEnergy(0), "0 Wh");
+  EXPECT_EQ(FormatEnergy(8.333333333333333e-05), "0.083 Wh");
+  EXPECT_EQ(FormatEnergy(0.0833), "83.3 Wh");
+  EXPECT_EQ(FormatEnergy(1234.5), "1234.50 kWh");
+}
+
+// Regression: adapter_config.json named the sandbox path /workspace/base as its base model, which
+// loads nowhere else. It names the base model's own name, or its bucket location.
+TEST_F(ModelCardTest, AnAdaptersBaseModelIsNamedSoThatItLoadsElsewhere) {
+  Write("out/adapter/adapter_config.json",
+        R"({"base_model_name_or_path": "/workspace/base", "peft_type": "LORA", "r": 8})");
+  auto written = WriteModelCards(env_, in_);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->size(), 3u) << "the cards and the adapter's config";
+  Json config = Json::parse(*env_.ReadFile(dir_ + "/out/adapter/adapter_config.json"));
+  EXPECT_EQ(config["base_model_name_or_path"], "sovai-tiny-llama") << "config.json's name";
+  EXPECT_EQ(config["peft_type"], "LORA") << "the rest is kept";
+  EXPECT_EQ(config["r"], 8);
+  Json card = Json::parse(*env_.ReadFile(dir_ + "/out/model_card.json"));
+  EXPECT_EQ(card["outputs"][0]["base_model_name_or_path"], "sovai-tiny-llama");
+
+  // A base model without a name (or whose name is a local path): its bucket location.
+  Write("base/config.json", R"({"_name_or_path": "/home/me/llama"})");
+  Write("out/adapter/adapter_config.json", R"({"base_model_name_or_path": "/workspace/base/"})");
+  ASSERT_TRUE(WriteModelCards(env_, in_).ok());
+  config = Json::parse(*env_.ReadFile(dir_ + "/out/adapter/adapter_config.json"));
+  EXPECT_EQ(config["base_model_name_or_path"], "models@EU-WEST-LOCAL/tiny");
+
+  // A name the author chose is theirs: left as it is.
+  Write("out/adapter/adapter_config.json",
+        R"({"base_model_name_or_path": "meta-llama/Llama-3.2-1B"})");
+  written = WriteModelCards(env_, in_);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written->size(), 2u);
+  config = Json::parse(*env_.ReadFile(dir_ + "/out/adapter/adapter_config.json"));
+  EXPECT_EQ(config["base_model_name_or_path"], "meta-llama/Llama-3.2-1B");
+}
+
 TEST_F(ModelCardTest, UnknownGpusGetAMidRangeEstimate) {
   EXPECT_EQ(GpuWatts("h100"), 700);
   EXPECT_EQ(GpuWatts("L4"), 72);

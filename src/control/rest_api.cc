@@ -1426,7 +1426,8 @@ class RestApi {
     if (!errors.empty()) return Invalid(errors);
     auto project = BillingProject(request, p, /*allow_all=*/true);
     if (!project.ok()) return FieldProblem(project.status(), "project");
-    auto lines = billing->Lines(*project, window);
+    // As of the `now` that cut the default window: a running job's line reaches its end, open.
+    auto lines = billing->Lines(*project, window, now);
     if (!lines.ok()) return Problem(lines.status());
     if (Status st = CheckLineCount(lines->size()); !st.ok()) return FieldProblem(st, "from");
     Json groups = Json::array();

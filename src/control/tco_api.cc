@@ -134,7 +134,7 @@ net::Response TcoApiResponse(const net::Request& request, const TcoApiSources& s
   } else {
     const Window window{sources.now_unix_micros - kTcoHistoryDays * 24 * 3600 * 1'000'000,
                         sources.now_unix_micros};
-    auto lines = sources.billing->Lines(sources.project, window);
+    auto lines = sources.billing->Lines(sources.project, window, sources.now_unix_micros);
     if (!lines.ok()) {
       note = "no usage history: " + lines.status().message();
     } else {

@@ -66,13 +66,14 @@ class ObservingWriter : public net::BodyWriter {
 
 // One app as the gateway sees it.
 struct AppGateway::AppEntry {
-  std::mutex mu;  // guards route, held, autoscaler, last_reason
+  std::mutex mu;  // guards route, held, autoscaler, last_reason, up_since_ms
   std::condition_variable ready_cv;
   control::AppRoute route;
   ReplicaSet replicas;
   int held = 0;
   std::optional<Autoscaler> autoscaler;
   std::string last_reason;
+  int64_t up_since_ms = -1;  // LoadSample::up_since_ms: the last (re)start or first ready replica
   std::atomic<int64_t> last_request_ms{-1};
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rate_limited{0};
@@ -132,6 +133,12 @@ struct AppGateway::Impl {
     }
     entry->replicas.Update(replicas);
     std::lock_guard lock(entry->mu);
+    // The app came up (started again, or its first replica is ready): the autoscaler's idle time
+    // starts here, not at a request from before a stop.
+    if ((route.serving() && !entry->route.serving()) ||
+        (!route.ready.empty() && entry->route.ready.empty())) {
+      entry->up_since_ms = NowMs();
+    }
     entry->route = route;
     if (route.autoscaling) {
       AutoscalingPolicy policy = PolicyOf(*route.autoscaling);
@@ -460,6 +467,7 @@ struct AppGateway::Impl {
         sample.current_replicas = entry->route.desired_replicas;
         sample.ready_replicas = static_cast<int>(entry->route.ready.size());
         sample.held = entry->held;
+        sample.up_since_ms = entry->up_since_ms;
       }
       sample.now_ms = NowMs();
       sample.last_request_ms = entry->last_request_ms.load();

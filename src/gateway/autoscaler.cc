@@ -130,7 +130,10 @@ ScalingDecision Autoscaler::Decide(const LoadSample& s) {
   // (held, in flight or recent) brings the app back.
   bool busy = in_flight > 0 || held > 0;
   bool recent_request = s.last_request_ms >= 0 && now_ms - s.last_request_ms < p.cooldown_ms;
-  int64_t idle_since_ms = s.last_request_ms >= 0 ? s.last_request_ms : *first_sample_ms_;
+  // Idle since the latest of: the last request, the replicas coming up (a stop in between is not
+  // idle time: the app was not there to be called), the first tick.
+  int64_t idle_since_ms = std::max(s.last_request_ms, s.up_since_ms);
+  if (idle_since_ms < 0) idle_since_ms = *first_sample_ms_;
   int64_t idle_ms = now_ms - idle_since_ms;
   if (p.min_replicas == 0 && !busy && (current == 0 ? !recent_request : idle_ms >= p.cooldown_ms)) {
     history_.clear();  // a later start from zero begins afresh

@@ -11,8 +11,10 @@
 // stabilized as in the HPA: scaling up applies the lowest recommendation of the last
 // scale_up_window_ms (a spike must last), scaling down the highest of the last
 // scale_down_window_ms (no flapping); a window of 0 applies the current one at once.
-// Scale to zero (min_replicas 0 only): to 0 once no request arrived for cooldown_ms and none is in
-// flight or held; at 0, any held, in-flight or recent request scales up at once (no window).
+// Scale to zero (min_replicas 0 only): to 0 once no request arrived for cooldown_ms since the
+// latest request or since the replicas came up (LoadSample::up_since_ms), whichever is later, and
+// none is in flight or held; at 0, any held, in-flight or recent request scales up at once (no
+// window).
 //
 // Time is passed in (any monotonic milliseconds, e.g. steady_clock); nothing reads a clock.
 // Thread-safety: none; one Autoscaler per app, driven from one thread (or under the caller's
@@ -63,6 +65,10 @@ struct LoadSample {
   double cpu_percent_avg = 0;
   double ram_percent_avg = 0;
   int64_t last_request_ms = -1;  // arrival of the latest request; -1: none yet
+  // When the app's replicas last came up: it serves again after a stop, or its first replica is
+  // ready after none was; -1: unknown. The idle time of scale to zero counts from the later of
+  // this and last_request_ms, so a request from before a stop does not count the stop as idle.
+  int64_t up_since_ms = -1;
 };
 
 struct ScalingDecision {

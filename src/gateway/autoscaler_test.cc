@@ -173,6 +173,40 @@ TEST(AutoscalerTest, NeverCalledAppCoolsDownFromTheFirstTick) {
   EXPECT_EQ(fresh.Decide({.now_ms = 5}).desired, 0);
 }
 
+// Regression: an app stopped for 364 s after its last request, then started with a cooldown of
+// 15 s, was scaled to zero one second after its replica came up ("no request for 363.956 s").
+TEST(AutoscalerTest, IdleTimeCountsFromWhenTheReplicasCameUpNotFromARequestBeforeAStop) {
+  AutoscalingPolicy policy = Requests(0, 1);
+  policy.cooldown_ms = 15'000;
+  Autoscaler scaler = Make(policy);
+  EXPECT_EQ(scaler.Decide(Load(0, 1, 1)).desired, 1);  // the last request, at 0
+  // Stopped (no ticks), started again at 363 s: its replica is ready at 364 s.
+  LoadSample s = {.now_ms = 364'000,
+                  .current_replicas = 1,
+                  .ready_replicas = 1,
+                  .last_request_ms = 0,
+                  .up_since_ms = 364'000};
+  ScalingDecision d = scaler.Decide(s);
+  EXPECT_EQ(d.desired, 1) << d.reason;
+  EXPECT_FALSE(d.changed);
+  s.now_ms = 378'999;
+  EXPECT_EQ(scaler.Decide(s).desired, 1) << "not yet 15 s since the replica came up";
+  s.now_ms = 379'000;
+  d = scaler.Decide(s);
+  EXPECT_EQ(d.desired, 0);
+  EXPECT_EQ(d.reason, "scale to zero: no request for 15 s (cooldown 15 s)");
+  // A request after the replicas came up counts from itself.
+  Autoscaler other = Make(policy);
+  s = {.now_ms = 20'000,
+       .current_replicas = 1,
+       .ready_replicas = 1,
+       .last_request_ms = 10'000,
+       .up_since_ms = 1'000};
+  EXPECT_EQ(other.Decide(s).desired, 1);
+  s.now_ms = 25'000;
+  EXPECT_EQ(other.Decide(s).desired, 0);
+}
+
 TEST(AutoscalerTest, HeldRequestAtZeroScalesToOneWithoutWindow) {
   Autoscaler scaler = Make(Requests(0, 3, /*up_ms=*/60'000, /*down_ms=*/60'000));
   EXPECT_EQ(scaler.Decide({.now_ms = 0}).desired, 0);

@@ -21,21 +21,6 @@ base::Status CheckRole(std::string_view role) {
                                     std::string(role) + "'");
 }
 
-// The id of a user or project given by id or by name: ids start with `id_prefix` ("usr_"); a name
-// is looked up in `list_path`. NotFound naming it when no item has that name.
-base::Result<std::string> ResolveId(ApiClient& api, std::string_view list_path,
-                                    std::string_view id_prefix, std::string_view what,
-                                    const std::string& name_or_id) {
-  if (name_or_id.starts_with(id_prefix)) return name_or_id;
-  SOVAI_ASSIGN_OR_RETURN(ListResult list, api.List(list_path, kMaxNameLookupItems));
-  for (const Json& item : list.items) {
-    if (Str(item, "name") == name_or_id) return Str(item, "id");
-  }
-  return base::NotFoundError("no " + std::string(what) + " named '" + name_or_id +
-                             "' is visible to this token (give its id, " + std::string(id_prefix) +
-                             "...)");
-}
-
 // Prints a list answer as JSON or as a table built by `row`.
 template <typename RowFn>
 int PrintList(CommandLine& cmd, const ListResult& list, std::vector<std::string> headers,
@@ -126,12 +111,12 @@ int RunTokenCreate(CommandContext& ctx, const std::vector<std::string>& args) {
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
   if (!project.empty()) {
-    auto id = ResolveId(**api, "/v1/projects", "prj_", "project", project);
+    auto id = ResolveProjectId(**api, project);
     if (!id.ok()) return cmd.Fail(id.status());
     body["project"] = *id;
   }
   if (!user.empty()) {
-    auto id = ResolveId(**api, "/v1/users", "usr_", "user", user);
+    auto id = ResolveUserId(**api, user);
     if (!id.ok()) return cmd.Fail(id.status());
     body["user"] = *id;
   }
@@ -167,15 +152,23 @@ int RunTokenList(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string user;
   std::string project;
   cmd.AddLimitFlag(&limit);
-  cmd.flags().String("user", &user, "only tokens of this user id", "ID");
-  cmd.flags().String("project", &project, "only tokens of this project id", "ID");
+  cmd.flags().String("user", &user, "only tokens of this user (id or name)", "USER");
+  cmd.flags().String("project", &project, "only tokens of this project (id or name)", "PROJECT");
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
-  std::string path = "/v1/tokens";
-  if (!user.empty()) path = AddQuery(path, "user", user);
-  if (!project.empty()) path = AddQuery(path, "project", project);
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
+  std::string path = "/v1/tokens";
+  if (!user.empty()) {
+    auto id = ResolveUserId(**api, user);
+    if (!id.ok()) return cmd.Fail(id.status());
+    path = AddQuery(path, "user", *id);
+  }
+  if (!project.empty()) {
+    auto id = ResolveProjectId(**api, project);
+    if (!id.ok()) return cmd.Fail(id.status());
+    path = AddQuery(path, "project", *id);
+  }
   auto list = (*api)->List(path, limit);
   if (!list.ok()) return cmd.Fail(list.status());
   const int64_t now = ctx.env.NowUnixMicros();
@@ -252,7 +245,7 @@ int RunUserDelete(CommandContext& ctx, const std::vector<std::string>& args) {
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto id = ResolveId(**api, "/v1/users", "usr_", "user", cmd.flags().positional()[0]);
+  auto id = ResolveUserId(**api, cmd.flags().positional()[0]);
   if (!id.ok()) return cmd.Fail(id.status());
   auto deleted = (*api)->Delete("/v1/users/" + net::PercentEncode(*id));
   if (!deleted.ok()) return cmd.Fail(deleted.status());
@@ -308,7 +301,7 @@ int RunProjectUpdate(CommandContext& ctx, const std::vector<std::string>& args) 
   }
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto id = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);
+  auto id = ResolveProjectId(**api, cmd.flags().positional()[0]);
   if (!id.ok()) return cmd.Fail(id.status());
   auto project =
       (*api)->Patch("/v1/projects/" + net::PercentEncode(*id), Json{{"allowed_regions", allow}});
@@ -355,7 +348,7 @@ int RunProjectMembers(CommandContext& ctx, const std::vector<std::string>& args)
   if (auto code = cmd.Parse(args, 1, 1)) return *code;
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto id = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);
+  auto id = ResolveProjectId(**api, cmd.flags().positional()[0]);
   if (!id.ok()) return cmd.Fail(id.status());
   auto list = (*api)->List("/v1/projects/" + net::PercentEncode(*id) + "/members", limit);
   if (!list.ok()) return cmd.Fail(list.status());
@@ -378,9 +371,9 @@ int RunProjectAddMember(CommandContext& ctx, const std::vector<std::string>& arg
   if (Status st = CheckRole(role); !st.ok()) return cmd.Usage(st.message());
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto project = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);
+  auto project = ResolveProjectId(**api, cmd.flags().positional()[0]);
   if (!project.ok()) return cmd.Fail(project.status());
-  auto user = ResolveId(**api, "/v1/users", "usr_", "user", cmd.flags().positional()[1]);
+  auto user = ResolveUserId(**api, cmd.flags().positional()[1]);
   if (!user.ok()) return cmd.Fail(user.status());
   auto member = (*api)->Post(
       "/v1/projects/" + net::PercentEncode(*project) + "/members/" + net::PercentEncode(*user),
@@ -402,9 +395,9 @@ int RunProjectRemoveMember(CommandContext& ctx, const std::vector<std::string>& 
   if (auto code = cmd.Parse(args, 2, 2)) return *code;
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
-  auto project = ResolveId(**api, "/v1/projects", "prj_", "project", cmd.flags().positional()[0]);
+  auto project = ResolveProjectId(**api, cmd.flags().positional()[0]);
   if (!project.ok()) return cmd.Fail(project.status());
-  auto user = ResolveId(**api, "/v1/users", "usr_", "user", cmd.flags().positional()[1]);
+  auto user = ResolveUserId(**api, cmd.flags().positional()[1]);
   if (!user.ok()) return cmd.Fail(user.status());
   auto removed = (*api)->Delete("/v1/projects/" + net::PercentEncode(*project) + "/members/" +
                                 net::PercentEncode(*user));

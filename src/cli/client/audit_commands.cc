@@ -33,7 +33,7 @@ int RunAuditList(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("actor", &actor, "a user id, token id or S3 access key id", "ID");
   f.String("action", &action, "an action prefix: 'POST /v1/jobs', 'S3', 'APP', 'CATALOG'",
            "PREFIX");
-  f.String("project", &project, "platform admins: one project's entries", "ID");
+  f.String("project", &project, "platform admins: one project's entries (id or name)", "PROJECT");
   cmd.AddLimitFlag(&limit);
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
@@ -53,10 +53,14 @@ int RunAuditList(CommandContext& ctx, const std::vector<std::string>& args) {
   }
   if (!actor.empty()) path = AddQuery(path, "actor", actor);
   if (!action.empty()) path = AddQuery(path, "action", action);
-  if (!project.empty()) path = AddQuery(path, "project", project);
 
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
+  if (!project.empty()) {
+    auto id = ResolveProjectId(**api, project);
+    if (!id.ok()) return cmd.Fail(id.status());
+    path = AddQuery(path, "project", *id);
+  }
   auto list = (*api)->List(path, limit);
   if (!list.ok()) return cmd.Fail(list.status());
   if (cmd.json()) {

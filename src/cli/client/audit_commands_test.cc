@@ -62,6 +62,9 @@ class FakeAuditApi {
                    {"next_cursor", nullptr}};
       return net::Response::Json(200, body.dump());
     }
+    if (req.path() == "/v1/projects") {  // names for --project
+      return net::Response::Json(200, R"({"items":[{"id":"prj_1","name":"nlp"}]})");
+    }
     if (req.path() == "/v1/audit/verify") {
       Json body =
           broken_
@@ -100,6 +103,16 @@ TEST_F(AuditCommandsTest, ListPassesTheFiltersAndPrintsATable) {
   EXPECT_NE(out.find("usr_1/tok_1"), std::string::npos) << out;
   EXPECT_NE(out.find("S3 PUT"), std::string::npos) << out;
   EXPECT_NE(out.find("10.0.0.7:5123"), std::string::npos) << out;
+}
+
+// --project takes an id or a name, as every --project flag does (one resolver, command_util.h).
+TEST_F(AuditCommandsTest, ListProjectIsAnIdOrAName) {
+  ASSERT_EQ(Run({"audit", "list", "--project", "nlp"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_.query(), (std::map<std::string, std::string>{{"project", "prj_1"}}));
+  ASSERT_EQ(Run({"audit", "list", "--project", "prj_7"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_.query(), (std::map<std::string, std::string>{{"project", "prj_7"}}));
+  EXPECT_EQ(Run({"audit", "list", "--project", "nobody"}), kExitFailure);
+  EXPECT_NE(console_.err().find("no project named 'nobody'"), std::string::npos) << console_.err();
 }
 
 TEST_F(AuditCommandsTest, ListAsJsonIsTheItems) {

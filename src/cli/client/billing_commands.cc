@@ -77,7 +77,7 @@ std::string LinesTable(const Json& lines, const Json& answer, bool with_project)
   if (lines.is_array()) {
     for (const Json& line : lines) {
       const std::string kind = Str(line, "kind");
-      const bool compute = kind == "job" || kind == "app";
+      const bool compute = IsComputeKind(kind);
       std::vector<std::string> row = {
           kind,
           Str(line, "resource"),
@@ -125,7 +125,8 @@ int RunBillingUsage(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("from", &from, "the start; the start of this month when not given", "DATE");
   f.String("to", &to, "the end (a day is included); now when not given", "DATE");
   f.String("group-by", &group_by, "project, flavor, resource or day", "KEY");
-  f.String("project", &project, "platform admins: another project's id, or * for all", "ID");
+  f.String("project", &project, "platform admins: another project (id or name), or * for all",
+           "PROJECT");
   f.Bool("lines", &lines, "with the table: also print every billed line");
   AddBillingOutputFlag(f, &output);
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
@@ -156,13 +157,18 @@ int RunBillingUsage(CommandContext& ctx, const std::vector<std::string>& args) {
     }
     path = AddQuery(path, "group_by", group_by);
   }
-  if (f.WasSet("project")) {
-    if (project.empty()) return cmd.Usage("--project needs a project id, or * for all");
-    path = AddQuery(path, "project", project);
+  if (f.WasSet("project") && project.empty()) {
+    return cmd.Usage("--project needs a project id or name, or * for all");
   }
 
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
+  if (!project.empty()) {
+    auto id =
+        project == "*" ? base::Result<std::string>(project) : ResolveProjectId(**api, project);
+    if (!id.ok()) return cmd.Fail(id.status());
+    path = AddQuery(path, "project", *id);
+  }
   auto usage = (*api)->Get(path);
   if (!usage.ok()) return cmd.Fail(usage.status());
   const Json& line_items = At(*usage, "lines");
@@ -238,10 +244,11 @@ int RunBillingStatement(CommandContext& ctx, const std::vector<std::string>& arg
   return kExitOk;
 }
 
-// The project a budget command is about: --project, or the token's own (GET /v1/whoami, as
-// `sovai whoami` shows it; the config's project may be another token's when SOVAI_TOKEN is set).
+// The project a budget command is about: --project (an id or a name), or the token's own (GET
+// /v1/whoami, as `sovai whoami` shows it; the config's project may be another token's when
+// SOVAI_TOKEN is set).
 base::Result<std::string> BudgetProject(ApiClient& api, const std::string& flag) {
-  if (!flag.empty()) return flag;
+  if (!flag.empty()) return ResolveProjectId(api, flag);
   SOVAI_ASSIGN_OR_RETURN(Json me, api.Get("/v1/whoami"));
   std::string id = Str(At(me, "project"), "id");
   if (id.empty()) {
@@ -283,11 +290,12 @@ int RunBudgetGet(CommandContext& ctx, const std::vector<std::string>& args) {
                   "Shows a project's monthly budget: the cap, this month's spend, and whether\n"
                   "the alert threshold or the cap is reached (GET /v1/projects/{id}/budget).");
   std::string project;
-  cmd.flags().String("project", &project, "the project's id; the token's project by default", "ID");
+  cmd.flags().String("project", &project, "the project (id or name); the token's by default",
+                     "PROJECT");
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
   if (cmd.flags().WasSet("project") && project.empty()) {
-    return cmd.Usage("--project needs a project id");
+    return cmd.Usage("--project needs a project id or name");
   }
   auto api = cmd.Connect();
   if (!api.ok()) return cmd.Fail(api.status());
@@ -350,7 +358,7 @@ int RunBudgetSet(CommandContext& ctx, const std::vector<std::string>& args) {
   FlagSet& f = cmd.flags();
   f.String("monthly-cap", &cap_text, "the cap in euros, such as 50 or 12.50 (required)", "EUR");
   f.Int("alert-percent", &alert_percent, "warn past this percentage of the cap, 1..100");
-  f.String("project", &project, "the project's id; the token's project by default", "ID");
+  f.String("project", &project, "the project (id or name); the token's by default", "PROJECT");
   f.HideDefault("alert-percent");
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
@@ -365,7 +373,9 @@ int RunBudgetSet(CommandContext& ctx, const std::vector<std::string>& args) {
     }
     body["alert_percent"] = alert_percent;
   }
-  if (f.WasSet("project") && project.empty()) return cmd.Usage("--project needs a project id");
+  if (f.WasSet("project") && project.empty()) {
+    return cmd.Usage("--project needs a project id or name");
+  }
 
   auto config = cmd.Config();
   if (!config.ok()) return cmd.Fail(config.status());

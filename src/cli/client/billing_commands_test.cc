@@ -138,6 +138,31 @@ class FakeBillingApi {
                  {"total_micro_eur", 190'800},
                  {"total_eur", "0.190800"}});
     }
+    if (method == "GET" && path == "/v1/projects") {  // names for --project
+      return Ok({{"items", Json::array({{{"id", "prj_1"}, {"name", "nlp"}},
+                                        {{"id", "prj_2"}, {"name", "vision"}}})}});
+    }
+    if (method == "GET" && path == "/v1/billing/statement" && query_.count("month") > 0 &&
+        query_.at("month") == "2026-09") {
+      // One notebook's line: a compute line like a job's.
+      return Ok({{"month", "2026-09"},
+                 {"project", "prj_1"},
+                 {"lines", Json::array({{{"project", "prj_1"},
+                                         {"kind", "notebook"},
+                                         {"resource", "nb_01"},
+                                         {"flavor", "ai1-1-cpu"},
+                                         {"units", 1},
+                                         {"start", "2026-09-02T10:00:00Z"},
+                                         {"end", "2026-09-02T10:00:40Z"},
+                                         {"open", false},
+                                         {"minutes", 1},
+                                         {"quantity", 1},
+                                         {"unit_price_micro_eur", 500},
+                                         {"amount_micro_eur", 500},
+                                         {"amount_eur", "0.000500"}}})},
+                 {"total_micro_eur", 500},
+                 {"total_eur", "0.000500"}});
+    }
     if (method == "GET" && path == "/v1/billing/statement") {
       Json lines = Lines();
       lines.erase(1);  // the open line
@@ -155,8 +180,8 @@ class FakeBillingApi {
       return FakeProblem(403, "permission-denied",
                          "only an admin of project prj_2 may set its budget");
     }
-    if (method == "GET" && path == "/v1/projects/nope/budget") {
-      return FakeProblem(404, "not-found", "project 'nope' does not exist");
+    if (method == "GET" && path == "/v1/projects/prj_nope/budget") {
+      return FakeProblem(404, "not-found", "project 'prj_nope' does not exist");
     }
     if (method == "POST" && (path == "/v1/jobs" || path == "/v1/apps")) {
       if (query_["dry_run"] != "true") {
@@ -358,6 +383,20 @@ TEST_F(BillingCommandsTest, StatementOfAMonth) {
   EXPECT_EQ(Json::parse(console_.out())["total_eur"], "0.189300");
 }
 
+// Regression: a notebook's line showed MINUTES "-" and a bare quantity, while its JSON had
+// minutes 1: it is compute, like a job's.
+TEST_F(BillingCommandsTest, StatementShowsANotebooksMinutes) {
+  ASSERT_EQ(Run({"billing", "statement", "--month", "2026-09"}), kExitOk) << console_.err();
+  EXPECT_EQ(console_.out(),
+            "Statement for 2026-09 of prj_1 (EUR)\n"
+            "KIND      RESOURCE  FLAVOR        START                END                  "
+            "MINUTES  QUANTITY    AMOUNT €\n"
+            "notebook  nb_01     ai1-1-cpu x1  2026-09-02 10:00:00  2026-09-02 10:00:40  "
+            "1        1 unit-min  0.0005\n"
+            "TOTAL                                                                        "
+            "                    0.0005\n");
+}
+
 // --- budget -------------------------------------------------------------------------------------
 
 TEST_F(BillingCommandsTest, BudgetGetAndSetOfTheTokensProject) {
@@ -430,8 +469,30 @@ TEST_F(BillingCommandsTest, BudgetErrors) {
   EXPECT_EQ(Run({"budget", "set", "--monthly-cap", "5", "--project", "prj_2"}), kExitFailure);
   EXPECT_EQ(console_.err(),
             "sovai budget set: only an admin of project prj_2 may set its budget\n");
+  EXPECT_EQ(Run({"budget", "get", "--project", "prj_nope"}), kExitFailure);
+  EXPECT_EQ(console_.err(), "sovai budget get: project 'prj_nope' does not exist\n");
+  // A name no project visible to the token has.
   EXPECT_EQ(Run({"budget", "get", "--project", "nope"}), kExitFailure);
-  EXPECT_EQ(console_.err(), "sovai budget get: project 'nope' does not exist\n");
+  EXPECT_EQ(console_.err(),
+            "sovai budget get: no project named 'nope' is visible to this token (give its id, "
+            "prj_...)\n");
+}
+
+// Regression: `budget set --project bobproj` sent the name as the id ("project 'bobproj' not
+// found"); --project takes an id or a name, as `project add-member` does.
+TEST_F(BillingCommandsTest, ProjectFlagsTakeANameOrAnId) {
+  ASSERT_EQ(Run({"budget", "set", "--monthly-cap", "5", "--project", "nlp"}), kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_.requests().back(), "PUT /v1/projects/prj_1/budget");
+  EXPECT_EQ(api_.body("/v1/projects/prj_1/budget"), Json::parse(R"({"monthly_cap_eur": "5.00"})"));
+  ASSERT_EQ(Run({"budget", "get", "--project", "nlp"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_.requests().back(), "GET /v1/projects/prj_1/budget");
+  ASSERT_EQ(Run({"billing", "usage", "--project", "vision", "-o", "json"}), kExitOk)
+      << console_.err();
+  EXPECT_EQ(api_.query().at("project"), "prj_2");
+  ASSERT_EQ(Run({"billing", "usage", "--project", "prj_2", "-o", "json"}), kExitOk);
+  EXPECT_EQ(api_.requests().back(), "GET /v1/billing/usage") << "an id needs no lookup";
+  EXPECT_EQ(api_.query().at("project"), "prj_2");
 }
 
 // --- --dry-run ----------------------------------------------------------------------------------

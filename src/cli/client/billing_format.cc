@@ -152,8 +152,12 @@ base::Result<std::string> ParseMonth(std::string_view text) {
   return std::string(text);
 }
 
+bool IsComputeKind(std::string_view kind) {
+  return kind == "job" || kind == "app" || kind == "notebook";
+}
+
 std::string FormatQuantity(std::string_view kind, int64_t quantity) {
-  if (kind == "job" || kind == "app") return std::to_string(quantity) + " unit-min";
+  if (IsComputeKind(kind)) return std::to_string(quantity) + " unit-min";
   if (kind == "storage") return FormatMicroUnits(quantity, 0) + " GiB-month";
   if (kind == "tokens") return std::to_string(quantity) + " tokens";
   return std::to_string(quantity);

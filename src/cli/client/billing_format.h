@@ -62,9 +62,12 @@ std::string FormatQueryTime(int64_t unix_micros);
 // "2026-11" (YYYY-MM, month 01..12) as given; InvalidArgument otherwise.
 base::Result<std::string> ParseMonth(std::string_view text);
 
-// A line's quantity in its unit (docs/billing.md, Line): "4 unit-min" for compute (job, app:
-// started minutes × units), "0.25 GiB-month" for storage (micro GiB-months), "1200 tokens" for
-// tokens; the bare number for a kind this client does not know.
+// Whether a line of this kind bills compute (docs/billing.md, Line): job, app and notebook lines
+// have minutes, a flavor and units; storage and token lines do not.
+bool IsComputeKind(std::string_view kind);
+// A line's quantity in its unit (docs/billing.md, Line): "4 unit-min" for compute (job, app,
+// notebook: started minutes × units), "0.25 GiB-month" for storage (micro GiB-months), "1200
+// tokens" for tokens; the bare number for a kind this client does not know.
 std::string FormatQuantity(std::string_view kind, int64_t quantity);
 // `part` as a percentage of `whole` with one decimal, rounded down: "24.6%"; "-" when `whole`
 // is 0 or less. Exact for every int64 (no overflow, no floating point).

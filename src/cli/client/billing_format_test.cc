@@ -101,6 +101,12 @@ TEST(BillingFormatTest, QueryTimesAndMonths) {
 TEST(BillingFormatTest, QuantitiesAndPercentages) {
   EXPECT_EQ(FormatQuantity("job", 4), "4 unit-min");
   EXPECT_EQ(FormatQuantity("app", 2), "2 unit-min");
+  // Regression: a notebook's line is compute too (it was printed as a bare "1").
+  EXPECT_EQ(FormatQuantity("notebook", 1), "1 unit-min");
+  EXPECT_TRUE(IsComputeKind("notebook"));
+  EXPECT_TRUE(IsComputeKind("job"));
+  EXPECT_FALSE(IsComputeKind("storage"));
+  EXPECT_FALSE(IsComputeKind("tokens"));
   EXPECT_EQ(FormatQuantity("storage", 250'000), "0.25 GiB-month");
   EXPECT_EQ(FormatQuantity("tokens", 1200), "1200 tokens");
   EXPECT_EQ(FormatQuantity("gizmo", 7), "7");

@@ -287,4 +287,29 @@ int RunGroup(CommandContext& ctx, std::string_view group, std::string_view summa
   return kExitUsage;
 }
 
+namespace {
+// ResolveProjectId and ResolveUserId: ids start with `id_prefix`; a name is looked up in
+// `list_path`.
+base::Result<std::string> ResolveId(ApiClient& api, std::string_view list_path,
+                                    std::string_view id_prefix, std::string_view what,
+                                    const std::string& name_or_id) {
+  if (name_or_id.starts_with(id_prefix)) return name_or_id;
+  SOVAI_ASSIGN_OR_RETURN(ListResult list, api.List(list_path, kMaxNameLookupItems));
+  for (const nlohmann::json& item : list.items) {
+    if (Str(item, "name") == name_or_id) return Str(item, "id");
+  }
+  return base::NotFoundError("no " + std::string(what) + " named '" + name_or_id +
+                             "' is visible to this token (give its id, " + std::string(id_prefix) +
+                             "...)");
+}
+}  // namespace
+
+base::Result<std::string> ResolveProjectId(ApiClient& api, const std::string& name_or_id) {
+  return ResolveId(api, "/v1/projects", "prj_", "project", name_or_id);
+}
+
+base::Result<std::string> ResolveUserId(ApiClient& api, const std::string& name_or_id) {
+  return ResolveId(api, "/v1/users", "usr_", "user", name_or_id);
+}
+
 }  // namespace sovai::cli::client

@@ -77,6 +77,13 @@ const nlohmann::json& At(const nlohmann::json& object, std::string_view dotted_p
 // An RFC 3339 member as micros, 0 when missing or malformed.
 int64_t TimeMicros(const nlohmann::json& object, std::string_view field);
 
+// The id of the project or user that a --project / --user flag (or a PROJECT / USER argument)
+// names, by id or by name: one resolver for every command. An id (prj_..., usr_...) is taken as
+// is; a name is looked up in GET /v1/projects or /v1/users among those this token sees. NotFound
+// naming it when none has that name; the list's error when it cannot be read.
+base::Result<std::string> ResolveProjectId(ApiClient& api, const std::string& name_or_id);
+base::Result<std::string> ResolveUserId(ApiClient& api, const std::string& name_or_id);
+
 // --follow (-f), --timestamps (-t) and --offset, the flags every `logs` subcommand has.
 struct LogFlags {
   bool follow = false;

@@ -1096,6 +1096,10 @@ TEST_F(CommandsTest, UsersAndProjectsByNameOrId) {
   ASSERT_EQ(Run({"project", "add-member", "nlp", "bob", "--role", "operator"}), kExitOk)
       << console_.err();
   EXPECT_EQ(api_->body("/v1/projects/prj_1/members/usr_2"), Json::parse(R"({"role": "operator"})"));
+  // token list's --user and --project take names too (one resolver for every flag).
+  ASSERT_EQ(Run({"token", "list", "--user", "bob", "--project", "nlp"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_->requests().back().rfind("GET /v1/tokens?user=usr_2&project=prj_1", 0), 0u)
+      << api_->requests().back();
   EXPECT_EQ(Run({"project", "add-member", "nlp", "bob"}), kExitUsage);
   EXPECT_EQ(Run({"project", "add-member", "nlp", "bob", "--role", "owner"}), kExitUsage);
 }
