@@ -2,7 +2,8 @@
 // cache"): which completion requests may be answered from a cache of earlier answers, and which
 // answers may be kept. The engine (`sovai-engine serve`, src/serve) and the gateway in front of
 // it (src/gateway) each keep their own cache and key, but decide with these functions, so a
-// request is treated the same at both; it lives here because base is all they share.
+// request is treated the same at both. It lives in base: the engine's API layer
+// (sovai_serve_api) links nothing else that the gateway links.
 //
 //   ResponseCacheUse use = DecideResponseCache(CompletionCacheable(facts),
 //                                              ParseCacheControl(header value or ""));
