@@ -909,7 +909,8 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
                       }});
   impl->api = std::make_unique<net::Server>(std::move(router));
   net::ServerOptions api_options = impl->Options(impl->config.listen_api);
-  api_options.error_renderer = control::RenderServerProblem;
+  // OpenAI's error JSON on the gateway's OpenAI routes, problem+json on the REST API's.
+  api_options.error_renderer = gateway::GatewayErrorRenderer(control::RenderServerProblem);
   SOVAI_RETURN_IF_ERROR(
       impl->api->Start(api_options).WithContext("--listen-api " + impl->config.listen_api));
   impl->api_url = UrlOf(impl->api->address(), tls);

@@ -9,6 +9,7 @@
 
 #include "base/json.h"
 #include "base/log.h"
+#include "base/response_cache_policy.h"
 #include "base/strings.h"
 #include "control/rest_api.h"
 #include "gateway/autoscaler.h"
@@ -25,6 +26,11 @@ using Json = nlohmann::json;
 
 // The methods an app may receive.
 constexpr const char* kAppMethods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+// The routes Install adds (GatewayErrorRenderer recognizes them).
+constexpr std::string_view kAppsPrefix = "/apps/";
+constexpr const char* kCatalogModels = "/v1/models";
+constexpr const char* kCatalogChat = "/v1/chat/completions";
+constexpr const char* kCatalogCompletions = "/v1/completions";
 
 AutoscalingPolicy PolicyOf(const control::AutoscalingSpec& spec) {
   AutoscalingPolicy p;
@@ -265,7 +271,11 @@ struct AppGateway::Impl {
     }
     std::optional<std::string> cache_key = CacheKeyFor(
         entry.route.id + "@" + std::to_string(generation), request.method(), upstream_target, body);
-    if (cache_key) {
+    // The replica sees the same Cache-Control (it is forwarded) and decides the same way.
+    const base::ResponseCacheUse cache_use = base::DecideResponseCache(
+        cache_key.has_value(),
+        base::ParseCacheControl(request.header("Cache-Control").value_or("")));
+    if (cache_use.lookup) {
       if (auto hit = cache.Lookup(*cache_key, NowMs())) {
         entry.cache_hits++;
         UsageScanner scanner(false);
@@ -273,7 +283,7 @@ struct AppGateway::Impl {
         usage.Add(usage_key, scanner.usage().value_or(Usage{}));
         net::Response res =
             net::Response::Text(hit->status, std::move(hit->body), std::move(hit->content_type));
-        res.headers.Set("X-Sovai-Cache", "hit");
+        res.headers.Set(std::string(base::kCacheStatusHeader), "hit");
         return res;
       }
     }
@@ -283,7 +293,7 @@ struct AppGateway::Impl {
     proxy.retry_sent_posts = model;
     net::Response res =
         ForwardBody(request, std::move(body), entry.replicas, std::move(upstream_target), proxy);
-    res.headers.Set("X-Sovai-Cache", cache_key ? "miss" : "bypass");
+    res.headers.Set(std::string(base::kCacheStatusHeader), std::string(cache_use.MissStatus()));
     const std::string content_type(res.headers.Get("Content-Type").value_or(""));
     const bool sse = IsEventStream(content_type);
     // What is learnt from the answer as it passes: its usage, and the body for the cache.
@@ -293,7 +303,7 @@ struct AppGateway::Impl {
       bool keep_body;
       explicit Observed(bool sse, bool keep) : scanner(sse), keep_body(keep) {}
     };
-    auto observed = std::make_shared<Observed>(sse, cache_key.has_value() && res.status == 200);
+    auto observed = std::make_shared<Observed>(sse, cache_use.store && res.status == 200);
     auto observe = [observed, max = options.response_cache_bytes /
                                     kResponseCacheMaxEntryDivisor](std::string_view data) {
       observed->scanner.Feed(data);
@@ -309,7 +319,8 @@ struct AppGateway::Impl {
     auto finish = [this, observed, usage_key, cache_key, content_type,
                    status = res.status](bool complete) {
       usage.Add(usage_key, observed->scanner.usage().value_or(Usage{}));
-      if (complete && cache_key && observed->keep_body && status == 200) {
+      // keep_body: the policy allows storing it, and it fitted.
+      if (complete && observed->keep_body && status == 200) {
         cache.Insert(*cache_key, {status, content_type, std::move(observed->body)}, NowMs());
       }
     };
@@ -420,10 +431,16 @@ struct AppGateway::Impl {
     std::optional<net::Response> error;
     Result<std::string> body = ReadBody(request, &error);
     if (!body.ok()) return std::move(*error);
+    // The engine's wording (serve/openai_api.cc), with the byte where the JSON broke off.
     auto doc = base::ParseJson(*body);
-    if (!doc.ok() || !doc->is_object()) {
-      return OpenAiError(400, "the body must be a JSON object", "invalid_request_error",
-                         "invalid_json");
+    if (!doc.ok()) {
+      return OpenAiError(400, "The request body is not valid JSON: " + doc.status().message() + ".",
+                         "invalid_request_error", "invalid_json");
+    }
+    if (!doc->is_object()) {
+      return OpenAiError(
+          400, "The request body must be a JSON object, got " + std::string(doc->type_name()) + ".",
+          "invalid_request_error", "invalid_json");
     }
     auto model = doc->find("model");
     if (model == doc->end() || !model->is_string()) {
@@ -547,23 +564,30 @@ void AppGateway::Install(net::Router& router) {
           route_options);
     }
   }
-  router.Get("/v1/models", [impl](net::Request& r) { return impl->CatalogModels(r); });
-  router.Post(
-      "/v1/chat/completions",
-      [impl](net::Request& r) {
-        return impl->Audited(r, "CATALOG", [&](control::AuditEvent* e) {
-          return impl->CatalogCompletion(r, "/v1/chat/completions", e);
-        });
-      },
-      route_options);
-  router.Post(
-      "/v1/completions",
-      [impl](net::Request& r) {
-        return impl->Audited(r, "CATALOG", [&](control::AuditEvent* e) {
-          return impl->CatalogCompletion(r, "/v1/completions", e);
-        });
-      },
-      route_options);
+  router.Get(kCatalogModels, [impl](net::Request& r) { return impl->CatalogModels(r); });
+  for (const char* path : {kCatalogChat, kCatalogCompletions}) {
+    router.Post(
+        path,
+        [impl, path](net::Request& r) {
+          return impl->Audited(r, "CATALOG", [&](control::AuditEvent* e) {
+            return impl->CatalogCompletion(r, path, e);
+          });
+        },
+        route_options);
+  }
+}
+
+net::ErrorRenderer GatewayErrorRenderer(net::ErrorRenderer fallback) {
+  return [fallback = std::move(fallback)](const net::Request* request, net::Response& response) {
+    const std::string_view path = request != nullptr ? request->raw_path() : "";
+    const bool ours = (path.starts_with(kAppsPrefix) && path.size() > kAppsPrefix.size()) ||
+                      path == kCatalogModels || path == kCatalogChat || path == kCatalogCompletions;
+    if (ours) {
+      RenderOpenAiError(request, response);
+    } else {
+      fallback(request, response);
+    }
+  };
 }
 
 void AppGateway::OnRoute(const control::AppRoute& route) { impl_->Apply(route); }

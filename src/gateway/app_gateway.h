@@ -58,6 +58,13 @@ struct AppGatewayOptions {
   std::function<void(const control::AuditEvent&)> on_audit;
 };
 
+// The error renderer of the port the gateway shares with the REST API: RenderOpenAiError
+// (proxy.h) on the paths AppGateway::Install routes (/apps/..., and the catalog's /v1/models,
+// /v1/chat/completions and /v1/completions), so that an OpenAI client reads every error there,
+// the server's own 413 and 405 included; `fallback` (the REST API's problem+json) on every other
+// path, and for a request whose head could not be parsed.
+net::ErrorRenderer GatewayErrorRenderer(net::ErrorRenderer fallback);
+
 class AppGateway {
  public:
   static base::Result<std::unique_ptr<AppGateway>> Start(AppGatewayOptions options);

@@ -415,6 +415,18 @@ net::Response OpenAiError(int status, std::string_view message, std::string_view
   return net::Response::Json(status, base::DumpJson({{"error", std::move(error)}}));
 }
 
+void RenderOpenAiError(const net::Request*, net::Response& response) {
+  const int status = response.status;
+  std::string_view type = status == 429                   ? "rate_limit_error"
+                          : status >= 400 && status < 500 ? "invalid_request_error"
+                                                          : "server_error";
+  net::Response rendered = OpenAiError(
+      status, response.error_message.value_or(std::string(net::HttpReasonPhrase(status))), type,
+      status == 413 ? "request_too_large" : "");
+  response.headers.Set("Content-Type", "application/json");
+  response.body = std::move(rendered.body);
+}
+
 Result<std::string> ReadWholeBody(net::Request& request, uint64_t max_bytes) {
   return ReadRequestBody(request, max_bytes);
 }

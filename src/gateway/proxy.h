@@ -128,4 +128,11 @@ void RemoveHopByHopHeaders(net::Headers& headers);
 net::Response OpenAiError(int status, std::string_view message, std::string_view type,
                           std::string_view code = {});
 
+// A net::ErrorRenderer (ServerOptions::error_renderer) for OpenAI routes: the errors the HTTP
+// server answers itself (413 over a route's body limit, 405, 500 for a throwing handler) and
+// net::Response::Error bodies as OpenAiError's JSON with the response's status and message; type
+// invalid_request_error for 4xx (code request_too_large for 413, as Forward's own 413), 429
+// rate_limit_error, server_error otherwise.
+void RenderOpenAiError(const net::Request* request, net::Response& response);
+
 }  // namespace sovai::gateway

@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "base/crypto.h"
 #include "base/json.h"
+#include "base/response_cache_policy.h"
 
 namespace sovai::gateway {
 namespace {
@@ -25,20 +26,9 @@ std::optional<std::string> CacheKeyFor(std::string_view app_scope, std::string_v
   // "/completions" also covers "/chat/completions".
   if (!path.substr(0, path.find('?')).ends_with("/completions")) return std::nullopt;
   base::Result<nlohmann::json> doc = base::ParseJson(body);
-  if (!doc.ok() || !doc->is_object()) return std::nullopt;
+  if (!doc.ok()) return std::nullopt;
 
-  if (auto it = doc->find("stream"); it != doc->end() && !it->is_null()) {
-    if (!it->is_boolean() || it->get<bool>()) return std::nullopt;
-  }
-  if (auto it = doc->find("n"); it != doc->end() && !it->is_null()) {
-    if (!it->is_number() || it->get<double>() != 1) return std::nullopt;
-  }
-  auto temperature = doc->find("temperature");
-  bool greedy =
-      temperature != doc->end() && temperature->is_number() && temperature->get<double>() == 0;
-  auto seed = doc->find("seed");
-  bool seeded = seed != doc->end() && !seed->is_null();
-  if (!greedy && !seeded) return std::nullopt;
+  if (!base::CompletionCacheable(base::CompletionCacheFactsOf(*doc))) return std::nullopt;
 
   base::Sha256Hasher hasher;
   AddPart(hasher, app_scope);

@@ -3,9 +3,10 @@
 //
 //   std::optional<std::string> key = gateway::CacheKeyFor(app_id + "@" + generation,
 //                                                          req.method(), path, body);
-//   if (!key) ... forward; X-Sovai-Cache: bypass ...
-//   else if (auto hit = cache.Lookup(*key, steady_ms)) ... answer *hit; X-Sovai-Cache: hit ...
-//   else ... forward; X-Sovai-Cache: miss; on a complete 200 answer:
+//   base::ResponseCacheUse use = base::DecideResponseCache(key.has_value(),
+//                                                          base::ParseCacheControl(...));
+//   if (use.lookup && (hit = cache.Lookup(*key, steady_ms))) ... answer *hit; X-Sovai-Cache: hit
+//   else ... forward; X-Sovai-Cache: use.MissStatus(); on a complete 200 answer and use.store:
 //            cache.Insert(*key, {200, content_type, body}, steady_ms) ...
 //
 // Time is passed in (monotonic milliseconds); nothing reads a clock.
@@ -28,8 +29,9 @@ namespace sovai::gateway {
 
 // The cache key of a request, or nullopt when the request must not be cached (bypass). Cacheable:
 // method POST; the path (before any '?') ends in "/chat/completions" or "/completions"; the body
-// is a JSON object (within base::ParseJson's default limits) with "stream" absent, null or false,
-// "n" absent, null or 1, and deterministic: "temperature" 0, or a non-null "seed".
+// is JSON (within base::ParseJson's default limits) that base::CompletionCacheable accepts: the
+// rule the engine applies too (base/response_cache_policy.h). The request's Cache-Control then
+// decides, through base::DecideResponseCache, whether a keyed request is looked up and stored.
 // The key is the lowercase hex SHA-256 over `app_scope`, the path (query included) and the body's
 // canonical JSON (keys sorted, no whitespace), so key order and spacing do not matter.
 // `app_scope` must change whenever the app's answers may (e.g. "<app id>@<generation>"): entries

@@ -28,6 +28,11 @@ TEST(CacheKeyForTest, DeterministicRequestsAreCacheable) {
   EXPECT_TRUE(Key(R"({"prompt":"x","temperature":0.0,"stream":false,"n":1})", "/v1/completions"));
   EXPECT_TRUE(Key(R"({"prompt":"x","temperature":0,"stream":null,"n":null})", "/v1/completions"));
   EXPECT_TRUE(Key(kGreedy, "/v1/chat/completions?api-version=1"));
+  // The engine's rule (base/response_cache_policy.h): top_k 1 is greedy, and n > 1 is as
+  // deterministic as n = 1.
+  EXPECT_TRUE(Key(R"({"prompt":"x","top_k":1})", "/v1/completions"));
+  EXPECT_TRUE(Key(R"({"temperature":0,"n":2})"));
+  EXPECT_TRUE(Key(R"({"seed":3,"n":4})"));
 }
 
 TEST(CacheKeyForTest, KeyIgnoresKeyOrderAndSpacingButNotContent) {
@@ -52,8 +57,6 @@ TEST(CacheKeyForTest, OthersBypass) {
   EXPECT_FALSE(Key(kGreedy, "/v1/completions/x"));
   EXPECT_FALSE(Key(R"({"temperature":0,"stream":true})"));
   EXPECT_FALSE(Key(R"({"temperature":0,"stream":"no"})"));
-  EXPECT_FALSE(Key(R"({"temperature":0,"n":2})"));
-  EXPECT_FALSE(Key(R"({"temperature":0,"n":"1"})"));
   EXPECT_FALSE(Key(R"({"temperature":0.7})"));
   EXPECT_FALSE(Key(R"({"temperature":"0"})"));
   EXPECT_FALSE(Key(R"({"model":"m"})"));  // default temperature 1

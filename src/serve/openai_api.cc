@@ -602,7 +602,7 @@ ApiResult<OpenAiRequest> Parse(std::string_view text, Endpoint endpoint,
   Reader r;
   OpenAiRequest out;
   out.endpoint = endpoint;
-  out.no_store = options.no_store;
+  out.cache_control = options.cache_control;
   ParseModel(body, out.model, r);
 
   RefuseUnsupported(body, endpoint, r);
@@ -885,18 +885,21 @@ ApiError ApiErrorFromStatus(const base::Status& status, std::string param) {
   return e;
 }
 
-// --- Requests ---
-
-bool CacheControlForbidsStore(std::string_view cache_control) {
-  for (std::string_view directive : base::Split(cache_control, ',')) {
-    directive = base::Trim(directive);
-    if (base::EqualsIgnoreCase(directive, "no-store") ||
-        base::EqualsIgnoreCase(directive, "no-cache")) {
-      return true;
-    }
+ApiError ApiErrorFromHttpStatus(int http_status, std::string message) {
+  ApiError e{.status = http_status, .message = std::move(message)};
+  if (http_status == 429) {
+    e.type = "requests";
+    e.code = "rate_limit_exceeded";
+  } else if (http_status >= 400 && http_status < 500) {
+    e.type = "invalid_request_error";
+    if (http_status == 413) e.code = "request_too_large";
+  } else {
+    e.type = "server_error";
   }
-  return false;
+  return e;
 }
+
+// --- Requests ---
 
 ApiResult<OpenAiRequest> ParseChatCompletionRequest(std::string_view body,
                                                     const ParseOptions& options) {
@@ -1143,7 +1146,14 @@ std::string CacheKey(const OpenAiRequest& request, std::string_view adapter_cont
 }
 
 bool Cacheable(const OpenAiRequest& request) {
-  return !request.no_store && (request.sampling.Greedy() || request.sampling.seed.has_value());
+  return base::CompletionCacheable(
+      base::CompletionCacheFacts{.stream = request.stream,
+                                 .greedy = request.sampling.Greedy(),
+                                 .seeded = request.sampling.seed.has_value()});
+}
+
+base::ResponseCacheUse CacheUse(const OpenAiRequest& request) {
+  return base::DecideResponseCache(Cacheable(request), request.cache_control);
 }
 
 // --- Responses ---

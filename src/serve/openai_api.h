@@ -4,7 +4,8 @@
 // the response cache's key. No I/O: the HTTP wiring calls these.
 //
 //   ApiResult<OpenAiRequest> parsed = ParseChatCompletionRequest(
-//       body, {.no_store = CacheControlForbidsStore(headers.Get("Cache-Control").value_or(""))});
+//       body, {.cache_control =
+//       base::ParseCacheControl(headers.Get("Cache-Control").value_or(""))});
 //   if (!parsed.ok()) return ErrorResponse(parsed.error());   // status + parsed.error().ToJson()
 //   ApiResult<std::string> prompt = RenderChatPrompt(chat_template, *parsed);
 //   ... tokenize ...
@@ -32,6 +33,7 @@
 
 #include "base/check.h"
 #include "base/json.h"
+#include "base/response_cache_policy.h"
 #include "base/status.h"
 #include "model/chat_template.h"
 #include "serve/request.h"
@@ -78,7 +80,8 @@ inline constexpr float kMinReportedLogprob = -9999.0f;
 
 // The response header that tells whether a body came from the response cache: "hit", "miss" (the
 // request was cacheable and its response is now stored) or "bypass" (not cacheable, or opted out).
-inline constexpr std::string_view kCacheStatusHeader = "X-Sovai-Cache";
+// One name for the engine and the gateway.
+inline constexpr std::string_view kCacheStatusHeader = base::kCacheStatusHeader;
 // The data of the last Server-Sent Event of a stream (`data: [DONE]`).
 inline constexpr std::string_view kStreamDoneData = "[DONE]";
 
@@ -123,6 +126,12 @@ ApiError ModelLoadingError(std::string_view model);
 // 429 (type requests); Unavailable -> 503 server_error; DeadlineExceeded -> 504 server_error;
 // anything else -> 500 server_error. The message is the status's message. `status` must not be OK.
 ApiError ApiErrorFromStatus(const base::Status& status, std::string param = "");
+// The errors the HTTP server answers before a handler runs or in place of its answer (404 and 405
+// for an unknown route, 413 over a body limit, 414, 431, 500 for a throwing handler) as OpenAI
+// errors: `http_status` with `message`; 429 as QueueFullError (type requests, code
+// rate_limit_exceeded), other 4xx invalid_request_error (413 with code request_too_large), 5xx
+// server_error.
+ApiError ApiErrorFromHttpStatus(int http_status, std::string message);
 
 // A value, or the OpenAI error that answers the request.
 template <typename T>
@@ -201,18 +210,14 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 
-  // Never read from nor written to the response cache (see CacheControlForbidsStore).
-  bool no_store = false;
+  // The request's Cache-Control: what it lets the response cache do (CacheUse).
+  base::CacheControl cache_control = base::CacheControl::kDefault;
 };
 
 struct ParseOptions {
-  // The client opted out of the response cache.
-  bool no_store = false;
+  // base::ParseCacheControl of the request's Cache-Control header.
+  base::CacheControl cache_control = base::CacheControl::kDefault;
 };
-
-// True when a Cache-Control request header value carries the directive no-store or no-cache
-// (case-insensitive, among comma-separated directives): the client wants a fresh generation.
-bool CacheControlForbidsStore(std::string_view cache_control);
 
 // Parse and validate a request body. Errors (all 400 invalid_request_error): malformed JSON or a
 // body over kMaxRequestBodyBytes / kMaxRequestJsonDepth (param null), a body that is not an
@@ -284,14 +289,19 @@ ApiResult<GenerationRequest> ToGenerationRequest(const OpenAiRequest& request,
 // model, `adapter_content_hash` (so a reloaded adapter never serves old answers), messages or
 // prompt, and every generation field, as JSON with sorted keys and normalized values (so `stop`
 // "x" and ["x"], max_tokens and max_completion_tokens, an absent temperature and 1.0 read the
-// same). stream, stream_options, user and no_store are left out: they do not change the tokens.
+// same). stream, stream_options, user and cache_control are left out: they do not change the
+// tokens.
 std::string CanonicalRequest(const OpenAiRequest& request, std::string_view adapter_content_hash);
 // The response cache's key: the lowercase hex SHA-256 of CanonicalRequest (64 bytes).
 std::string CacheKey(const OpenAiRequest& request, std::string_view adapter_content_hash);
-// Whether the response may be served from, and stored in, the cache: only deterministic requests
-// (greedy: temperature 0 or top_k 1; or with an explicit seed, n > 1 included) not opted out.
-// Store only complete responses: none of whose choices finished with FinishReason::kAbort.
+// Whether the response may be cached at all, by the rule the gateway applies too
+// (base::CompletionCacheable): not streamed, and deterministic (greedy: temperature 0 or top_k 1;
+// or with an explicit seed, n > 1 included).
 bool Cacheable(const OpenAiRequest& request);
+// What the cache may do for `request`: Cacheable, then its cache_control (no-cache: store, do not
+// look up; no-store: neither) through base::DecideResponseCache. Store only complete responses:
+// none of whose choices finished with FinishReason::kAbort.
+base::ResponseCacheUse CacheUse(const OpenAiRequest& request);
 
 // --- Responses ---
 

@@ -28,8 +28,8 @@ OpenAiRequest ParseChatOk(const std::string& body, const ParseOptions& options =
   EXPECT_TRUE(r.ok()) << body << "\n" << (r.ok() ? "" : r.error().message);
   return r.ok() ? *r : OpenAiRequest{};
 }
-OpenAiRequest ParseCompletionOk(const std::string& body) {
-  ApiResult<OpenAiRequest> r = ParseCompletionRequest(body);
+OpenAiRequest ParseCompletionOk(const std::string& body, const ParseOptions& options = {}) {
+  ApiResult<OpenAiRequest> r = ParseCompletionRequest(body, options);
   EXPECT_TRUE(r.ok()) << body << "\n" << (r.ok() ? "" : r.error().message);
   return r.ok() ? *r : OpenAiRequest{};
 }
@@ -72,6 +72,8 @@ TEST(OpenAiParseTest, MalformedBodies) {
   ApiResult<OpenAiRequest> r = ParseChatCompletionRequest("{\"model\":");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("not valid JSON"), std::string::npos) << r.error().message;
+  // Where it broke off: after the 9 bytes (nlohmann counts from 1).
+  EXPECT_NE(r.error().message.find("at byte 10: "), std::string::npos) << r.error().message;
   EXPECT_EQ(r.error().ToJson()["error"]["param"], nullptr);
 }
 
@@ -472,7 +474,7 @@ TEST(OpenAiParseTest, ChatRequestWithEveryField) {
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.response_format.kind, ResponseFormat::Kind::kJsonObject);
-  EXPECT_FALSE(r.no_store);
+  EXPECT_EQ(r.cache_control, base::CacheControl::kDefault);
   EXPECT_FALSE(r.echo);
 }
 
@@ -572,14 +574,13 @@ TEST(OpenAiParseTest, CompletionPrompts) {
   EXPECT_FALSE(ParseChatOk(Chat(R"(,"echo":true)")).echo);
 }
 
-TEST(OpenAiParseTest, CacheOptOut) {
-  EXPECT_TRUE(ParseChatOk(Chat(), {.no_store = true}).no_store);
-  EXPECT_TRUE(CacheControlForbidsStore("no-store"));
-  EXPECT_TRUE(CacheControlForbidsStore("max-age=0, No-Cache"));
-  EXPECT_TRUE(CacheControlForbidsStore(" private ,no-store "));
-  EXPECT_FALSE(CacheControlForbidsStore(""));
-  EXPECT_FALSE(CacheControlForbidsStore("max-age=60"));
-  EXPECT_FALSE(CacheControlForbidsStore("no-storex"));
+// The header's directives themselves are base::ParseCacheControl's (response_cache_policy_test).
+TEST(OpenAiParseTest, CacheControlIsKeptOnTheRequest) {
+  EXPECT_EQ(ParseChatOk(Chat(), {.cache_control = base::CacheControl::kNoStore}).cache_control,
+            base::CacheControl::kNoStore);
+  EXPECT_EQ(ParseCompletionOk(Completion(), {.cache_control = base::CacheControl::kNoCache})
+                .cache_control,
+            base::CacheControl::kNoCache);
 }
 
 // --- Prompt rendering and the engine request ---
@@ -751,6 +752,24 @@ TEST(OpenAiErrorTest, StatusTable) {
     EXPECT_EQ(e.message, "x");
     EXPECT_EQ(e.param, "p");
   }
+}
+
+TEST(OpenAiErrorTest, ErrorsOfTheHttpLayer) {
+  ApiError too_large = ApiErrorFromHttpStatus(413, "request body of 20 bytes exceeds the limit");
+  EXPECT_EQ(too_large.ToJson(),
+            ordered_json::parse(R"({"error":{"message":"request body of 20 bytes exceeds the )"
+                                R"(limit","type":"invalid_request_error","param":null,)"
+                                R"("code":"request_too_large"}})"));
+  EXPECT_EQ(too_large.status, 413);
+  for (int status : {400, 404, 405, 414, 431}) {
+    ApiError e = ApiErrorFromHttpStatus(status, "x");
+    EXPECT_EQ(e.status, status);
+    EXPECT_EQ(e.type, "invalid_request_error") << status;
+    EXPECT_EQ(e.code, "") << status;
+  }
+  EXPECT_EQ(ApiErrorFromHttpStatus(429, "x").type, QueueFullError(1).type);
+  EXPECT_EQ(ApiErrorFromHttpStatus(429, "x").code, QueueFullError(1).code);
+  for (int status : {500, 503}) EXPECT_EQ(ApiErrorFromHttpStatus(status, "x").type, "server_error");
 }
 
 // --- Responses ---
@@ -931,7 +950,7 @@ TEST(OpenAiCacheKeyTest, EqualMeaningGivesEqualKeys) {
                   R"("messages":[{"content":[{"text":"hi","type":"text"}],"role":"user"}],)"
                   R"("model":"m","stream":true,"stream_options":{"include_usage":true},)"
                   R"("user":"someone","top_p":1,"n":1,"unknown":7})",
-                  {.no_store = true}),
+                  {.cache_control = base::CacheControl::kNoStore}),
       "hash1");
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 64u);
@@ -1018,8 +1037,31 @@ TEST(OpenAiCacheKeyTest, CacheableOnlyWhenDeterministic) {
   EXPECT_TRUE(Cacheable(ParseChatOk(Chat(R"(,"top_k":1)"))));
   EXPECT_TRUE(Cacheable(ParseChatOk(Chat(R"(,"temperature":0.7,"seed":3)"))));
   EXPECT_TRUE(Cacheable(ParseChatOk(Chat(R"(,"temperature":0.7,"seed":3,"n":4)"))));
-  EXPECT_FALSE(Cacheable(ParseChatOk(Chat(R"(,"temperature":0)"), {.no_store = true})));
   EXPECT_TRUE(Cacheable(ParseCompletionOk(Completion(R"(,"temperature":0)"))));
+  // Streamed answers are never cached (the server used to check this apart from Cacheable).
+  EXPECT_FALSE(Cacheable(ParseChatOk(Chat(R"(,"temperature":0,"stream":true)"))));
+}
+
+TEST(OpenAiCacheKeyTest, CacheControlDecidesLookupAndStore) {
+  using base::CacheControl;
+  auto use = [](std::string_view extra, CacheControl cc) {
+    return CacheUse(ParseChatOk(Chat(extra), {.cache_control = cc}));
+  };
+  const base::ResponseCacheUse both{.lookup = true, .store = true};
+  const base::ResponseCacheUse store_only{.lookup = false, .store = true};
+  const base::ResponseCacheUse neither{};
+  EXPECT_EQ(use(R"(,"temperature":0)", CacheControl::kDefault), both);
+  EXPECT_EQ(use(R"(,"seed":4)", CacheControl::kDefault), both);
+  // no-cache: a fresh answer, which replaces the stored one.
+  EXPECT_EQ(use(R"(,"temperature":0)", CacheControl::kNoCache), store_only);
+  EXPECT_EQ(use(R"(,"seed":4,"n":2)", CacheControl::kNoCache), store_only);
+  // no-store: the cache is not touched.
+  EXPECT_EQ(use(R"(,"temperature":0)", CacheControl::kNoStore), neither);
+  EXPECT_EQ(use(R"(,"seed":4)", CacheControl::kNoStore), neither);
+  // Not cacheable whatever the header says.
+  EXPECT_EQ(use("", CacheControl::kDefault), neither);
+  EXPECT_EQ(use("", CacheControl::kNoCache), neither);
+  EXPECT_EQ(use(R"(,"temperature":0,"stream":true)", CacheControl::kDefault), neither);
 }
 
 }  // namespace

@@ -26,6 +26,16 @@ net::Response ErrorResponse(const ApiError& error) {
   return response;
 }
 
+// The server's error renderer: what net answers itself (an unknown route, a body over its limit,
+// a malformed head) reads like every other error of this API.
+void RenderApiError(const net::Request*, net::Response& response) {
+  const ApiError error = ApiErrorFromHttpStatus(
+      response.status,
+      response.error_message.value_or(std::string(net::HttpReasonPhrase(response.status))));
+  response.headers.Set("Content-Type", "application/json");
+  response.body = SerializeJson(error.ToJson());
+}
+
 // What a request waits on while its choices run, gathered into final results.
 struct Collected {
   std::vector<ChoiceResult> choices;
@@ -50,6 +60,7 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::Start(const ServeOptio
   net::ServerOptions http;
   http.listen = options.listen;
   http.server_name = "sovai-engine";
+  http.error_renderer = RenderApiError;
   // Generation holds a worker per request: allow as many as the engine can queue.
   http.max_worker_threads = static_cast<int>(
       std::min<int64_t>(4096, options.engine.max_waiting + options.engine.max_num_seqs + 16));
@@ -394,7 +405,7 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   auto body = request.body().ReadAll();
   if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
   const ParseOptions parse_options{
-      .no_store = CacheControlForbidsStore(request.header("Cache-Control").value_or(""))};
+      .cache_control = base::ParseCacheControl(request.header("Cache-Control").value_or(""))};
   ApiResult<OpenAiRequest> parsed = chat ? ParseChatCompletionRequest(*body, parse_options)
                                          : ParseCompletionRequest(*body, parse_options);
   if (!parsed.ok()) return ErrorResponse(parsed.error());
@@ -409,10 +420,11 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   }
 
   // The cache is keyed on the request itself, so a hit skips the template and the tokenizer.
-  const bool cacheable = cache_ != nullptr && !parsed->stream && Cacheable(*parsed);
+  const base::ResponseCacheUse cache_use =
+      cache_ != nullptr ? CacheUse(*parsed) : base::ResponseCacheUse{};
   std::string cache_key;
-  if (cacheable) {
-    cache_key = CacheKey(*parsed, adapter_hash);
+  if (cache_use.lookup || cache_use.store) cache_key = CacheKey(*parsed, adapter_hash);
+  if (cache_use.lookup) {
     if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
       net::Response response = net::Response::Json(200, *hit);
       response.headers.Set(std::string(kCacheStatusHeader), "hit");
@@ -583,10 +595,10 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
         for (const ChoiceResult& c : results.choices()) {
           complete = complete && c.finish_reason != FinishReason::kAbort;
         }
-        if (cacheable && complete) cache_->Put(cache_key, json);
+        if (cache_use.store && complete) cache_->Put(cache_key, json);
         return out.Write(json);
       });
-  response.headers.Set(std::string(kCacheStatusHeader), cacheable ? "miss" : "bypass");
+  response.headers.Set(std::string(kCacheStatusHeader), std::string(cache_use.MissStatus()));
   return response;
 }
 

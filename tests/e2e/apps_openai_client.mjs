@@ -102,6 +102,32 @@ const scenarios = {
     assert.equal(again.response.headers.get("x-sovai-cache"), "hit");
     assert.deepEqual(again.data.choices, first.choices);
     ok("the gateway's response cache answers a repeated deterministic request");
+    // Cache-Control (docs/api/openai.md), the same request again: no-store is answered afresh
+    // (a new id) and stored nowhere; no-cache is answered afresh and stored, so the next plain
+    // request is that answer.
+    const cached = (headers) =>
+      c.chat.completions
+        .create(
+          { model: args.model, messages: QUESTION, max_tokens: 12, temperature: 0, seed: 7 },
+          { headers },
+        )
+        .withResponse();
+    for (let i = 0; i < 2; i++) {
+      const optOut = await cached({ "Cache-Control": "no-store" });
+      assert.equal(optOut.response.headers.get("x-sovai-cache"), "bypass");
+      assert.notEqual(optOut.data.id, first.id);
+    }
+    const stillFirst = await cached({});
+    assert.equal(stillFirst.response.headers.get("x-sovai-cache"), "hit");
+    assert.equal(stillFirst.data.id, first.id);
+    ok("no-store neither reads nor writes the gateway's cache");
+    const fresh = await cached({ "Cache-Control": "no-cache" });
+    assert.equal(fresh.response.headers.get("x-sovai-cache"), "miss");
+    assert.notEqual(fresh.data.id, first.id);
+    const after = await cached({});
+    assert.equal(after.response.headers.get("x-sovai-cache"), "hit");
+    assert.equal(after.data.id, fresh.data.id);
+    ok("no-cache refreshes the gateway's cached answer");
   },
 
   // The catalog: args {base_url (…/v1 of the API port), model, token, limit}.
@@ -122,6 +148,24 @@ const scenarios = {
     ok("404 for a model the catalog does not have");
     await expectApiError(chat(client(null), args.model), 401);
     ok("401 without an API key");
+    // Refused before the model is known, so not counted by the limit below.
+    const truncated = await fetch(args.base_url + "/chat/completions", {
+      method: "POST",
+      headers: { authorization: "Bearer " + args.token, "content-type": "application/json" },
+      body: '{"model": "' + args.model + '", "messages": [',
+    });
+    assert.equal(truncated.status, 400);
+    const parseError = (await truncated.json()).error;
+    assert.equal(parseError.type, "invalid_request_error");
+    assert.match(parseError.message, /^The request body is not valid JSON: invalid JSON at byte \d+: /);
+    ok("truncated JSON is an OpenAI 400 saying where");
+    const huge = [{ role: "user", content: "x".repeat(16 << 20) }];
+    await expectApiError(chat(c, args.model, { messages: huge }), 413, (e) => {
+      assert.equal(e.type, "invalid_request_error");
+      assert.equal(e.code, "request_too_large");
+      assert.match(e.message, /exceeds the limit of 16777216 bytes/);
+    });
+    ok("a body over 16 MiB is an OpenAI 413");
     // The limit counts every request of the project on this model, the three above included.
     let limited = null;
     for (let i = 0; i < args.limit + 1 && !limited; i++) {

@@ -1,9 +1,10 @@
 """Apps and the endpoints catalog end to end: a real `sovai server`, the shipped model and an
 adapter trained by `sovai-engine train` in a bucket, `sovai app run` from the CLI, replicas that
 are real `sovai-engine serve` processes in the sandbox, and the official `openai` npm client
-(apps_openai_client.mjs) talking through the gateway: app tokens (401, 403, 404), the catalog
-(404, 429), autoscaling out, in and to zero, a replica killed under load, and a rolling update
-under load."""
+(apps_openai_client.mjs) talking through the gateway: app tokens (401, 403, 404), the response
+cache and Cache-Control, the catalog (404, 429, and OpenAI errors for truncated JSON and a body over
+16 MiB), autoscaling out, in and to zero, a replica killed under load, and a rolling update under
+load."""
 import json
 import os
 import signal
@@ -137,7 +138,9 @@ class AppsTest(unittest.TestCase):
         for check in ("chat through the gateway", "streaming passes through token by token",
                       "401 without a token", "403 for a token whose selector the app does not "
                       "match", "404 for a token of another project", "404 for an unknown model",
-                      "the gateway's response cache answers a repeated deterministic request"):
+                      "the gateway's response cache answers a repeated deterministic request",
+                      "no-store neither reads nor writes the gateway's cache",
+                      "no-cache refreshes the gateway's cached answer"):
             self.assertIn("ok " + check, result.stdout)
         # The gateway metered what went through it (the streamed answer's usage included).
         deadline = time.time() + 10
@@ -190,7 +193,9 @@ class AppsTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         for check in ("the catalog lists the endpoint", "chat through the catalog",
                       "streaming through the catalog", "404 for a model the catalog does not have",
-                      "401 without an API key", "429 with Retry-After over the per-project limit"):
+                      "401 without an API key", "truncated JSON is an OpenAI 400 saying where",
+                      "a body over 16 MiB is an OpenAI 413",
+                      "429 with Retry-After over the per-project limit"):
             self.assertIn("ok " + check, result.stdout)
         self.assertEqual(self.server.api("DELETE", "/v1/endpoints/tiny-chat")[0], 204)
         self.assertEqual(self.server.api("DELETE", "/v1/endpoints/tiny-chat")[0], 404)

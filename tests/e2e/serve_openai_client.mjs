@@ -319,7 +319,21 @@ const scenarios = {
     const malformed = await rawPost("/v1/chat/completions", "{\"model\": ");
     assert.equal(malformed.status, 400);
     assert.equal(JSON.parse(malformed.text).error.type, "invalid_request_error");
-    ok("malformed JSON is 400");
+    // Where it broke off: after the 10 bytes sent (nlohmann counts from 1).
+    assert.match(JSON.parse(malformed.text).error.message, /invalid JSON at byte 11: /);
+    ok("malformed JSON is 400 saying where");
+    // Over the 16 MiB body limit, which the HTTP layer enforces before the API sees the body.
+    const huge = [{ role: "user", content: "x".repeat(16 << 20) }];
+    await expectApiError(greedyChat(model, huge), 413, (e) => {
+      assert.equal(e.type, "invalid_request_error");
+      assert.equal(e.code, "request_too_large");
+      assert.match(e.message, /exceeds the limit of 16777216 bytes/);
+    });
+    ok("a body over 16 MiB is an OpenAI 413");
+    const unknown = await rawPost("/v1/embeddings", JSON.stringify({ model, input: "hi" }));
+    assert.equal(unknown.status, 404);
+    assert.equal(JSON.parse(unknown.text).error.type, "invalid_request_error");
+    ok("an unknown route is an OpenAI 404");
     const wrongType = await rawPost("/v1/chat/completions",
                                     JSON.stringify({ model, messages: "hello" }));
     assert.equal(wrongType.status, 400);
@@ -429,9 +443,25 @@ const scenarios = {
     assert.equal(second.headers.get("x-sovai-cache"), "hit");
     assert.equal(second.text, first.text.trimStart());
     ok("response cache hit returns the identical body");
-    const optOut = await rawPost("/v1/chat/completions", body, { "cache-control": "no-store" });
-    assert.equal(optOut.headers.get("x-sovai-cache"), "bypass");
+    const idOf = (r) => JSON.parse(r.text).id;
+    // no-store: generated afresh (a new id) and not stored, however often.
+    for (let i = 0; i < 2; i++) {
+      const optOut = await rawPost("/v1/chat/completions", body, { "cache-control": "no-store" });
+      assert.equal(optOut.headers.get("x-sovai-cache"), "bypass");
+      assert.notEqual(idOf(optOut), idOf(first));
+    }
+    const stillFirst = await rawPost("/v1/chat/completions", body);
+    assert.equal(stillFirst.headers.get("x-sovai-cache"), "hit");
+    assert.equal(idOf(stillFirst), idOf(first));
     ok("cache-control no-store bypasses the cache");
+    // no-cache: generated afresh and stored, so the next plain request gets that answer.
+    const fresh = await rawPost("/v1/chat/completions", body, { "cache-control": "no-cache" });
+    assert.equal(fresh.headers.get("x-sovai-cache"), "miss");
+    assert.notEqual(idOf(fresh), idOf(first));
+    const after = await rawPost("/v1/chat/completions", body);
+    assert.equal(after.headers.get("x-sovai-cache"), "hit");
+    assert.equal(after.text, fresh.text.trimStart());
+    ok("cache-control no-cache refreshes the cached answer");
     const sampledBody = JSON.stringify({ model, messages: HELLO, max_tokens: 16, temperature: 1 });
     for (let i = 0; i < 2; i++) {
       const r = await rawPost("/v1/chat/completions", sampledBody);

@@ -159,7 +159,10 @@ class ServeOpenAiTest(unittest.TestCase):
 
     def test_errors(self):
         checks = run_client(self.server, "errors")
-        self.assertEqual(len(checks), 8, checks)
+        self.assertEqual(len(checks), 10, checks)
+        for check in ("malformed JSON is 400 saying where", "a body over 16 MiB is an OpenAI 413",
+                      "an unknown route is an OpenAI 404"):
+            self.assertIn(check, checks)
 
     def test_concurrency_and_mixed_adapters(self):
         checks = run_client(self.server, "concurrency", "a1", "a2")
@@ -184,6 +187,8 @@ class ServeOpenAiTest(unittest.TestCase):
     def test_response_cache(self):
         checks = run_client(self.server, "cache")
         self.assertIn("response cache hit returns the identical body", checks)
+        self.assertIn("cache-control no-store bypasses the cache", checks)
+        self.assertIn("cache-control no-cache refreshes the cached answer", checks)
         self.assertIn("sampled requests never come from the cache", checks)
         self.assertGreaterEqual(self.server.metrics()["sovai_serve_response_cache_hits_total"], 1)
 
