@@ -227,30 +227,35 @@ INSTANTIATE_TEST_SUITE_P(
 // (Q8_0 computes every row the same way in any batch); without the copy they are not.
 TEST(LlamaInferCacheTest, CopiedLeadingSlotsServeAsThePrefix) {
   const ModelConfig config = SmallConfig(false, true, 0, 64);
-  auto backend = kernels::NewCpuBackend(2);
-  auto model = FrozenModel(*backend, config, BaseWeights::kQ8_0);
-  KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
-  std::vector<float> logits;
-  auto run = [&](std::span<const int32_t> tokens, int64_t start,
-                 const std::vector<int32_t>& table) {
-    InferenceSequence seq{
-        .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
-    EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
-    return logits;
-  };
-  const std::vector<int32_t> a = RandomTokens(10, 21, 101);
-  std::vector<int32_t> b(a.begin(), a.begin() + 6);
-  for (int32_t t : RandomTokens(3, 22, 101)) b.push_back(t);
-  const std::vector<float> a_logits = run(a, 0, {0, 1, 2});
-  const std::vector<float> scratch = run(b, 0, {3, 4, 5});
+  // On strict:cpu too: the copy is the backend's Copy between blocks of its own buffers.
+  for (bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "strict:cpu" : "cpu");
+    auto backend =
+        strict ? kernels::NewStrictBackend(kernels::NewCpuBackend(2)) : kernels::NewCpuBackend(2);
+    auto model = FrozenModel(*backend, config, BaseWeights::kQ8_0);
+    KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
+    std::vector<float> logits;
+    auto run = [&](std::span<const int32_t> tokens, int64_t start,
+                   const std::vector<int32_t>& table) {
+      InferenceSequence seq{
+          .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
+      EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+      return logits;
+    };
+    const std::vector<int32_t> a = RandomTokens(10, 21, 101);
+    std::vector<int32_t> b(a.begin(), a.begin() + 6);
+    for (int32_t t : RandomTokens(3, 22, 101)) b.push_back(t);
+    const std::vector<float> a_logits = run(a, 0, {0, 1, 2});
+    const std::vector<float> scratch = run(b, 0, {3, 4, 5});
 
-  cache.CopyLeadingSlots(/*from=*/1, /*to=*/6, /*count=*/2);
-  const std::span<const int32_t> tail = std::span<const int32_t>(b).subspan(6);
-  EXPECT_EQ(run(tail, 6, {0, 6, 7}), scratch);
-  // The copy is what made it: block 8 never held those slots.
-  EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
-  // A's blocks were only read: A's last token again gives A's logits.
-  EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+    cache.CopyLeadingSlots(/*from=*/1, /*to=*/6, /*count=*/2);
+    const std::span<const int32_t> tail = std::span<const int32_t>(b).subspan(6);
+    EXPECT_EQ(run(tail, 6, {0, 6, 7}), scratch);
+    // The copy is what made it: block 8 never held those slots.
+    EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
+    // A's blocks were only read: A's last token again gives A's logits.
+    EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+  }
 }
 
 // The device seam: on the strict backend (every op handed only the backend's own buffers, fresh
