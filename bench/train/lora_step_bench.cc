@@ -32,8 +32,10 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
     return 1;
   }
-  auto m = model::LlamaModel::Load(loaded->config, model::TensorSourceOf(*loaded->weights),
-                                   model::BaseWeights::kF32);
+  // The backend before the model, whose buffers it frees.
+  auto backend = kernels::NewCpuBackend(threads);
+  auto m = model::LlamaModel::Load(
+      *backend, loaded->config, model::TensorSourceOf(*loaded->weights), model::BaseWeights::kF32);
   if (!m.ok()) {
     std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
     return 1;
@@ -43,7 +45,6 @@ int Run(int argc, char** argv) {
   lora.alpha = 2.0 * static_cast<double>(rank);
   lora.dropout = 0;
   if (auto st = (*m)->AddLora(lora); !st.ok()) return 1;
-  auto backend = kernels::NewCpuBackend(threads);
   const model::ModelConfig& c = loaded->config;
   const int64_t n = batch * seq;
   std::vector<int32_t> tokens(static_cast<size_t>(n)), targets(static_cast<size_t>(n));
@@ -53,10 +54,13 @@ int Run(int argc, char** argv) {
   }
   model::Batch b{batch, seq, tokens, targets, {}, {}};
   std::vector<model::Parameter*> params = (*m)->TrainableParameters();
-  std::vector<std::vector<float>> m1, m2;
+  std::vector<kernels::DeviceBuffer> m1, m2;
   for (auto* p : params) {
-    m1.emplace_back(p->value.size(), 0.0f);
-    m2.emplace_back(p->value.size(), 0.0f);
+    auto zeros1 = kernels::AllocateZeros<float>(*backend, p->numel());
+    auto zeros2 = kernels::AllocateZeros<float>(*backend, p->numel());
+    if (!zeros1.ok() || !zeros2.ok()) return 1;
+    m1.push_back(std::move(*zeros1));
+    m2.push_back(std::move(*zeros2));
   }
   std::vector<double> seconds;
   for (int s = 0; s <= steps; ++s) {  // step 0 warms up
@@ -67,9 +71,9 @@ int Run(int argc, char** argv) {
     adam.learning_rate = 1e-4f;
     adam.step = s + 1;
     for (size_t i = 0; i < params.size(); ++i) {
-      backend->AdamWStep(params[i]->value.data(), params[i]->grad.data(), m1[i].data(),
-                         m2[i].data(), static_cast<int64_t>(params[i]->value.size()), adam);
-      std::fill(params[i]->grad.begin(), params[i]->grad.end(), 0.0f);
+      backend->AdamWStep(params[i]->value.as<float>(), params[i]->grad.as<float>(),
+                         m1[i].as<float>(), m2[i].as<float>(), params[i]->numel(), adam);
+      backend->Zero(params[i]->grad.data(), params[i]->grad.bytes());
     }
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -22,7 +22,7 @@ int RunServeCommand(const std::vector<std::string>& args) {
       "Serves a Llama-family model (and LoRA adapters) with OpenAI's API: /v1/models,\n"
       "/v1/chat/completions, /v1/completions; /health and /metrics. SIGTERM stops it.");
   std::vector<std::string> loras;
-  std::string dtype = "q8_0", api_key_env;
+  std::string dtype = "q8_0", api_key_env, backend_name = "cpu";
   int64_t threads = 0, kv_cache_mb = serve::kDefaultKvCacheBytes >> 20;
   int64_t max_num_seqs = o.engine.max_num_seqs, max_batched = o.engine.max_num_batched_tokens;
   int64_t max_waiting = o.engine.max_waiting, max_model_len = 0, block_size = o.engine.block_size;
@@ -36,6 +36,9 @@ int RunServeCommand(const std::vector<std::string>& args) {
   flags.String("listen", &o.listen, "address to listen on", "HOST:PORT");
   flags.String("dtype", &dtype, "weights in memory: q8_0, bf16 or f32", "TYPE");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
+  flags.String("backend", &backend_name,
+               "cpu, or strict (cpu behind checks that every op reads only the backend's buffers)",
+               "NAME");
   flags.Int("kv-cache-mb", &kv_cache_mb, "memory for the paged KV cache");
   flags.Int("block-size", &block_size, "tokens per KV cache block");
   flags.Int("max-num-seqs", &max_num_seqs, "most sequences in one step");
@@ -87,6 +90,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   o.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   o.engine.threads = static_cast<int>(threads);
+  if (backend_name != "cpu" && backend_name != "strict") {
+    return UsageError("serve", "--backend must be cpu or strict");
+  }
+  o.engine.strict_backend = backend_name == "strict";
   o.engine.kv_cache_bytes = kv_cache_mb << 20;
   o.engine.block_size = block_size;
   o.engine.max_num_seqs = max_num_seqs;

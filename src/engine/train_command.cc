@@ -80,7 +80,10 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   flags.Bool("skip-bad-lines", &skip_bad, "skip (and count) malformed data lines");
   flags.Bool("merge", &merge, "also write the merged model (LoRA methods)");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
-  flags.String("backend", &backend_name, "cpu or reference", "NAME");
+  flags.String("backend", &backend_name,
+               "cpu, reference, or strict (cpu behind checks that every op reads only the "
+               "backend's buffers)",
+               "NAME");
   base::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return UsageError("train", parsed.message());
   if (flags.help_requested()) {
@@ -160,8 +163,10 @@ int RunTrainCommand(const std::vector<std::string>& args) {
     backend = kernels::NewCpuBackend(o.threads);
   } else if (backend_name == "reference") {
     backend = kernels::NewReferenceBackend();
+  } else if (backend_name == "strict") {
+    backend = kernels::NewStrictBackend(kernels::NewCpuBackend(o.threads));
   } else {
-    return UsageError("train", "--backend must be cpu or reference");
+    return UsageError("train", "--backend must be cpu, reference or strict");
   }
 
   std::atomic<bool>& stop = InstallStopSignalHandlers();

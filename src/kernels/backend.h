@@ -21,14 +21,33 @@
 //   accumulate in f32, which is why the consistency tests compare with tolerances that grow with
 //   the reduction length.
 //
-// Thread-safety: a Backend may be used from one thread at a time; the cpu backend parallelizes
-// inside each op.
+// Memory (the device seam, after ggml-backend's buffers): a backend allocates the buffers its ops
+// read and write (Allocate -> DeviceBuffer, freed by that backend), and host data crosses only
+// through it: Upload (host -> backend), Download (backend -> host), Copy (backend -> backend),
+// Fill, and Synchronize. The model, the trainer and the inference engine keep every weight,
+// activation, gradient, optimizer moment and KV block in such buffers, so the same orchestration
+// runs where the backend's memory is a GPU's. Ops, Copy and Fill are enqueued in order (a device
+// backend returns before they run); Download and Synchronize wait for everything enqueued before
+// them. The reference and cpu backends use 64-byte aligned host memory and memcpy (HostMemory
+// below); NewStrictBackend checks that every pointer an op is given lies in one of its own live
+// buffers (strict_backend.cc), which proves on a CPU that no op reads host memory behind the
+// caller's back.
+//
+// Thread-safety: a Backend's ops, Copy, Fill and Synchronize may be used from one thread at a
+// time; the cpu backend parallelizes inside each op. Allocate, freeing a DeviceBuffer, Upload and
+// Download of buffers no op is using, and memory_stats may be called from any thread (the
+// inference engine loads adapters from API threads while its loop runs ops).
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
+#include <vector>
 
+#include "base/status.h"
 #include "tensor/dtype.h"
 
 namespace sovai::kernels {
@@ -107,11 +126,93 @@ bool DropoutKeep(uint64_t seed, uint64_t index, float probability);
 // masks, data order, initialisation), so they are the same on every platform and library.
 uint64_t SplitMix64(uint64_t z);
 
+class Backend;
+
+// Every buffer's address is a multiple of this (the widest SIMD load of the cpu backend and a
+// cache line; cudaMalloc's 256 is a multiple of it).
+inline constexpr size_t kBufferAlignment = 64;
+
+// `bytes` bytes of a backend's memory, owned: the backend that allocated it frees it when the
+// buffer is destroyed, reset or assigned to (a unique_ptr to memory the host may not be able to
+// dereference). An empty buffer (default, moved-from, or of 0 bytes) has null data. The pointer
+// is stable for the buffer's life and moves with it. The backend must outlive its buffers
+// (checked when it is destroyed).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  // Frees the memory now (nothing for an empty buffer).
+  void Reset();
+  bool empty() const { return data_ == nullptr; }
+  size_t bytes() const { return bytes_; }
+  // The backend's address, for ops and copies of that backend only.
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  // The number of T the buffer holds.
+  template <typename T>
+  int64_t count() const {
+    return static_cast<int64_t>(bytes_ / sizeof(T));
+  }
+  Backend* backend() const { return backend_; }
+
+ private:
+  friend class Backend;
+  DeviceBuffer(Backend* backend, void* data, size_t bytes)
+      : backend_(backend), data_(data), bytes_(bytes) {}
+
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// What a backend's buffers hold now (every backend counts them the same way, in Allocate).
+struct MemoryStats {
+  int64_t live_buffers = 0;
+  int64_t live_bytes = 0;
+  int64_t peak_bytes = 0;  // the most live_bytes has been
+};
+
 class Backend {
  public:
-  virtual ~Backend() = default;
+  // Checks that no buffer of this backend is still alive: freeing it later would call into a
+  // destroyed backend (a bug in the order its owner destroys things).
+  virtual ~Backend();
   virtual std::string_view name() const = 0;
   virtual bool Supports(Op op) const = 0;
+
+  // --- memory ---------------------------------------------------------------------------------
+  // A buffer of `bytes` in this backend's memory, kBufferAlignment-aligned, contents undefined
+  // (as cudaMalloc's: clear it with Fill where zeros are meant). 0 bytes gives an empty buffer.
+  // ResourceExhausted, naming the size and the backend, when the memory cannot hold it.
+  base::Result<DeviceBuffer> Allocate(size_t bytes);
+  // dst[bytes] (this backend's memory) = host_src[bytes] (host memory), after every op enqueued
+  // before it; host_src may be reused as soon as Upload returns.
+  virtual void Upload(void* dst, const void* host_src, size_t bytes) = 0;
+  // host_dst[bytes] = src[bytes] (this backend's memory) once every op enqueued before it has
+  // run: a synchronization point. Returns when host_dst holds the bytes.
+  virtual void Download(void* host_dst, const void* src, size_t bytes) = 0;
+  // dst[bytes] = src[bytes], both in this backend's memory (device to device), enqueued. The
+  // ranges must not overlap unless dst == src (nothing to do).
+  virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
+  // Every byte of dst[bytes] (this backend's memory) = value (cudaMemsetAsync), enqueued.
+  virtual void Fill(void* dst, uint8_t value, size_t bytes) = 0;
+  void Zero(void* dst, size_t bytes) { Fill(dst, 0, bytes); }
+  // Returns when every op, Copy and Fill enqueued so far has run.
+  virtual void Synchronize() = 0;
+  // The element type activations are stored in between ops. The ops of this interface read and
+  // write f32 activations, which is what the cpu and reference backends store; a backend that
+  // stores bf16 (cuda, PEFT's regime: bf16 storage, f32 accumulation) says so here, and the
+  // consistency tests take their tolerances from it (ActivationTolerance).
+  virtual tensor::DType activation_dtype() const = 0;
+  MemoryStats memory_stats() const;
 
   // --- dense algebra --------------------------------------------------------------------------
   // c[M, N] = alpha * op(a) @ op(b) + beta * c, where op(a) is a[M, K] (or a[K, M] transposed when
@@ -235,7 +336,8 @@ class Backend {
   // pass runs too, with the loss of every position multiplied by grad_scale (1 / counted
   // positions for a mean): dlogits = grad_scale * (softmax(logits) - onehot(target)) (zero for an
   // ignored position), dhidden[N, C] += dlogits @ weight, and dweight[V, C] += dlogits^T @ hidden
-  // when dweight is not null (a trainable f32 head).
+  // when dweight is not null (a trainable f32 head). The returned sum is a host value: on a
+  // device backend it is downloaded, so the call is a synchronization point.
   virtual double CrossEntropy(float* dhidden, float* dweight, const float* hidden,
                               const WeightRef& weight, const int32_t* targets, int64_t n,
                               float grad_scale, int64_t chunk_rows) = 0;
@@ -275,15 +377,89 @@ class Backend {
   virtual void AdamWStep(float* param, const float* grad, float* m, float* v, int64_t count,
                          const AdamWParams& params) = 0;
   // Sum of squares of grad[count] (the global norm for clipping is the root of the sum over all
-  // parameters); accumulated in double.
+  // parameters); accumulated in double. A host value, downloaded (a synchronization point).
   virtual double SumOfSquares(const float* grad, int64_t count) = 0;
   // x[count] *= factor.
   virtual void Scale(float* x, float factor, int64_t count) = 0;
+
+ protected:
+  // The allocation behind Allocate: `bytes` > 0 of this backend's memory, kBufferAlignment
+  // aligned; null when it does not fit.
+  virtual void* AllocateBytes(size_t bytes) = 0;
+  // Frees what AllocateBytes returned (with the same size). May run on any thread.
+  virtual void FreeBytes(void* data, size_t bytes) = 0;
+
+ private:
+  friend class DeviceBuffer;
+  void Release(void* data, size_t bytes);
+
+  std::atomic<int64_t> live_buffers_{0};
+  std::atomic<int64_t> live_bytes_{0};
+  std::atomic<int64_t> peak_bytes_{0};
 };
+
+// A backend whose memory is host memory (reference, cpu): 64-byte aligned allocations, memcpy
+// and memset, nothing to wait for, f32 activations. The host may also read its buffers directly,
+// but the model, trainer and engine do not: they go through Upload and Download as they would on
+// a device.
+class HostMemoryBackend : public Backend {
+ public:
+  void Upload(void* dst, const void* host_src, size_t bytes) override;
+  void Download(void* host_dst, const void* src, size_t bytes) override;
+  void Copy(void* dst, const void* src, size_t bytes) override;
+  void Fill(void* dst, uint8_t value, size_t bytes) override;
+  void Synchronize() override {}
+  tensor::DType activation_dtype() const override { return tensor::DType::kF32; }
+
+ protected:
+  void* AllocateBytes(size_t bytes) override;
+  void FreeBytes(void* data, size_t bytes) override;
+};
+
+// The relative rounding error of one stored activation of `dtype` (half a unit in the last
+// place: 2^-24 for f32, 2^-8 for bf16, 2^-11 for f16). Consistency tests scale their
+// tolerances by it, so a bf16-storing backend is held to bf16's precision and no looser.
+double ActivationTolerance(tensor::DType dtype);
+
+// --- typed transfers through a buffer's backend ------------------------------------------------
+// A new buffer of backend's memory holding `values`. Errors: Allocate's.
+template <typename T>
+base::Result<DeviceBuffer> UploadNew(Backend& backend, std::span<const T> values) {
+  base::Result<DeviceBuffer> buffer = backend.Allocate(values.size_bytes());
+  if (buffer.ok() && !values.empty()) {
+    backend.Upload(buffer->data(), values.data(), values.size_bytes());
+  }
+  return buffer;
+}
+// A new buffer of `count` T, every byte zero. Errors: Allocate's.
+template <typename T>
+base::Result<DeviceBuffer> AllocateZeros(Backend& backend, int64_t count) {
+  base::Result<DeviceBuffer> buffer = backend.Allocate(static_cast<size_t>(count) * sizeof(T));
+  if (buffer.ok() && !buffer->empty()) backend.Zero(buffer->data(), buffer->bytes());
+  return buffer;
+}
+// The buffer's contents as T, downloaded (a synchronization point). Empty for an empty buffer.
+template <typename T>
+std::vector<T> DownloadAll(const DeviceBuffer& buffer) {
+  std::vector<T> out(static_cast<size_t>(buffer.count<T>()));
+  if (!out.empty()) buffer.backend()->Download(out.data(), buffer.data(), out.size() * sizeof(T));
+  return out;
+}
+// Makes `buffer` hold at least `bytes` (reallocating, contents undefined, when it is smaller or
+// belongs to another backend); a buffer that is large enough is kept with its contents.
+base::Status Reserve(Backend& backend, DeviceBuffer& buffer, size_t bytes);
 
 // The plain-loop backend (reference/): single thread, every sum in double. Supports every Op.
 std::unique_ptr<Backend> NewReferenceBackend();
 // The fast CPU backend (cpu/), parallel over `threads` threads.
 std::unique_ptr<Backend> NewCpuBackend(int threads);
+// `inner` (a host-memory backend) behind a check of every pointer its ops are given: each must
+// lie, with the whole extent the op reads or writes, inside one live buffer that this backend
+// allocated; a pointer elsewhere (host memory, a freed buffer, past a buffer's end) stops the
+// process naming the op and the argument. Fresh buffers are poisoned (every byte 0xFF: NaN as
+// f32, -1 as int32) so that reading memory nobody wrote shows. Its name is "strict:<inner>".
+// For tests: run the trainer and the inference engine on it to prove they hand ops only backend
+// memory.
+std::unique_ptr<Backend> NewStrictBackend(std::unique_ptr<Backend> inner);
 
 }  // namespace sovai::kernels

@@ -142,4 +142,23 @@ WeightRef WeightOf(const Tensor& t) {
   return ref;
 }
 
+WeightRef WeightOf(const Tensor& t, const void* storage) {
+  WeightRef ref = WeightOf(t);
+  const auto* from = static_cast<const std::byte*>(t.raw_data());
+  const auto* to = static_cast<const std::byte*>(storage);
+  // The same byte offsets from the copy's start; the NF4 offset is a value, read from t.
+  auto rebase = [&](const auto* p) {
+    return reinterpret_cast<decltype(p)>(to + (reinterpret_cast<const std::byte*>(p) - from));
+  };
+  if (ref.format == WeightRef::Format::kNF4) {
+    ref.nf4.codes = rebase(ref.nf4.codes);
+    ref.nf4.absmax_codes = rebase(ref.nf4.absmax_codes);
+    ref.nf4.absmax_scales = rebase(ref.nf4.absmax_scales);
+    ref.nf4.absmax_map = rebase(ref.nf4.absmax_map);
+  } else {
+    ref.data = t.bytes() == 0 ? nullptr : storage;
+  }
+  return ref;
+}
+
 }  // namespace sovai::kernels

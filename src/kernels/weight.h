@@ -45,5 +45,9 @@ std::vector<float> DequantizeToF32(const tensor::Tensor& t);
 // lives, including after t is moved. t must have rank >= 1 and a type with a WeightRef format
 // (f32, bf16, Q8_0, NF4); anything else is a bug (checked).
 WeightRef WeightOf(const tensor::Tensor& t);
+// The same view of a copy of t's bytes at `storage` (a backend's buffer that t was uploaded to):
+// every pointer addresses the copy, at the offsets it has in t; what the view holds by value
+// (NF4's absmax_offset) is read from t.
+WeightRef WeightOf(const tensor::Tensor& t, const void* storage);
 
 }  // namespace sovai::kernels

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 
 #include "kernels/nf4.h"
@@ -163,6 +164,44 @@ TEST(WeightTest, EmptyTensorsDequantizeToNothing) {
   EXPECT_EQ(q8.bytes(), 0u);
   EXPECT_TRUE(DequantizeToF32(q8).empty());
   EXPECT_EQ(WeightOf(q8).rows, 0);
+}
+
+// A weight uploaded to a backend's buffer: the view of the copy reads the same values through
+// the backend's ops as the view of the host tensor (every format, NF4's parts at their offsets).
+TEST(WeightTest, ViewsOfAnUploadedCopyReadTheCopy) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(2 * 64 * 4);
+  for (float& v : values) v = normal(rng);
+  auto backend = NewStrictBackend(NewReferenceBackend());
+  for (StorageType type :
+       {StorageType::kF32, StorageType::kBF16, StorageType::kQ8_0, StorageType::kNF4}) {
+    SCOPED_TRACE(std::string(tensor::StorageTypeName(type)));
+    const Tensor t = QuantizeTensor(values, {8, 64}, type).value();
+    auto copy = backend->Allocate(t.bytes());
+    ASSERT_TRUE(copy.ok());
+    backend->Upload(copy->data(), t.raw_data(), t.bytes());
+    const WeightRef ref = WeightOf(t, copy->data());
+    EXPECT_EQ(ref.rows, 8);
+    EXPECT_EQ(ref.cols, 64);
+    if (type == StorageType::kNF4) {
+      EXPECT_EQ(ref.nf4.absmax_offset, WeightOf(t).nf4.absmax_offset);
+    } else {
+      EXPECT_EQ(ref.data, copy->data());
+    }
+    // The embedding of every row through the strict backend, which refuses host pointers.
+    std::vector<int32_t> ids(8);
+    std::iota(ids.begin(), ids.end(), 0);
+    auto device_ids = UploadNew<int32_t>(*backend, ids);
+    auto out = backend->Allocate(values.size() * sizeof(float));
+    ASSERT_TRUE(device_ids.ok() && out.ok());
+    if (type == StorageType::kNF4) {
+      backend->Nf4Dequantize(out->as<float>(), ref.nf4, t.numel());
+    } else {
+      backend->EmbeddingForward(out->as<float>(), device_ids->as<int32_t>(), ref, 8);
+    }
+    EXPECT_EQ(DownloadAll<float>(*out), DequantizeToF32(t));
+  }
 }
 
 using WeightDeathTest = ::testing::Test;

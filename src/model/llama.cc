@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "base/check.h"
 #include "kernels/rope.h"
 #include "model/llama_internal.h"
 #include "tensor/dtype.h"
@@ -78,11 +79,24 @@ TensorSource TensorSourceOf(const SafetensorsSet& weights) {
   };
 }
 
+Result<Parameter> NewParameter(Backend& backend, std::string name, std::vector<uint64_t> shape,
+                               std::span<const float> values, bool with_grad) {
+  Parameter p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  SOVAI_ASSIGN_OR_RETURN(p.value, kernels::UploadNew<float>(backend, values));
+  if (with_grad) {
+    SOVAI_ASSIGN_OR_RETURN(p.grad, kernels::AllocateZeros<float>(backend, p.numel()));
+  }
+  return p;
+}
+
 double LoraOptions::Scale() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(rank)) : alpha / rank;
 }
 
-LlamaModel::LlamaModel(ModelConfig config) : config_(std::move(config)) {}
+LlamaModel::LlamaModel(Backend& backend, ModelConfig config)
+    : backend_(&backend), config_(std::move(config)) {}
 LlamaModel::~LlamaModel() = default;
 
 Status LlamaModel::Allocate(BaseWeights storage) {
@@ -101,8 +115,10 @@ Status LlamaModel::Allocate(BaseWeights storage) {
         static_cast<double>(r.original_max_position_embeddings);
   }
   SOVAI_ASSIGN_OR_RETURN(
-      inv_freq_, kernels::RopeInverseFrequencies(config_.head_dim, config_.rope_theta, scaling));
+      std::vector<float> inv_freq,
+      kernels::RopeInverseFrequencies(config_.head_dim, config_.rope_theta, scaling));
   globals_ = std::make_unique<Globals>();
+  SOVAI_ASSIGN_OR_RETURN(globals_->inv_freq, kernels::UploadNew<float>(*backend_, inv_freq));
   layers_.clear();
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     auto layer = std::make_unique<Layer>();
@@ -112,10 +128,10 @@ Status LlamaModel::Allocate(BaseWeights storage) {
   return Status();
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(const ModelConfig& config,
+Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(Backend& backend, const ModelConfig& config,
                                                      const TensorSource& source,
                                                      BaseWeights storage) {
-  std::unique_ptr<LlamaModel> model(new LlamaModel(config));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(backend, config));
   SOVAI_RETURN_IF_ERROR(model->Allocate(storage));
   const bool trainable = storage == BaseWeights::kTrainable;
   const WeightRef::Format projection_format =
@@ -206,10 +222,8 @@ Status LlamaModel::Place(const std::string& name, std::vector<float> values,
     return Status(StatusCode::kInvalidArgument, "unexpected tensor '" + name + "'");
   }
   if (slot.vector != nullptr) {
-    slot.vector->p.name = name;
-    slot.vector->p.shape = want->shape;
-    slot.vector->p.value = std::move(values);
-    if (trainable) slot.vector->p.grad.assign(slot.vector->p.value.size(), 0.0f);
+    SOVAI_ASSIGN_OR_RETURN(slot.vector->p,
+                           NewParameter(*backend_, name, want->shape, values, trainable));
     return Status();
   }
   bool table = name == "model.embed_tokens.weight" || name == "lm_head.weight";
@@ -219,13 +233,14 @@ Status LlamaModel::Place(const std::string& name, std::vector<float> values,
       cols % static_cast<int64_t>(kernels::kQ8_0BlockValues) != 0) {
     format = WeightRef::Format::kBF16;  // rows that are not whole Q8_0 blocks, as llama.cpp does
   }
-  return slot.matrix->Store(std::move(values), name, static_cast<int64_t>(want->shape[0]), cols,
-                            format, trainable);
+  return slot.matrix->Store(*backend_, std::move(values), name,
+                            static_cast<int64_t>(want->shape[0]), cols, format, trainable);
 }
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::RandomInit(const ModelConfig& config,
+Result<std::unique_ptr<LlamaModel>> LlamaModel::RandomInit(Backend& backend,
+                                                           const ModelConfig& config,
                                                            uint64_t seed) {
-  std::unique_ptr<LlamaModel> model(new LlamaModel(config));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(backend, config));
   SOVAI_RETURN_IF_ERROR(model->Allocate(BaseWeights::kTrainable));
   // transformers' LlamaPreTrainedModel._init_weights: normal(0, initializer_range) for linear
   // and embedding weights, zero biases, unit norms.
@@ -276,22 +291,22 @@ Status LlamaModel::AddLora(const LoraOptions& options) {
       if (layer.lora_a[i]) continue;  // listed twice
       const WeightRef& w = layer.proj[i].ref;
       std::string name = "base_model.model." + ProjectionTensorName(l, p);
-      auto a = std::make_unique<Parameter>();
-      a->name = name + ".lora_A.weight";
-      a->shape = {static_cast<uint64_t>(options.rank), static_cast<uint64_t>(w.cols)};
       // PEFT: kaiming_uniform_(a=sqrt(5)) on A, i.e. U(-1/sqrt(in), 1/sqrt(in)); B = 0, so the
-      // adapted model starts equal to the base model.
+      // adapted model starts equal to the base model. A is drawn on the host and uploaded.
       double bound = 1.0 / std::sqrt(static_cast<double>(w.cols));
-      a->value.resize(static_cast<size_t>(options.rank * w.cols));
-      for (float& v : a->value) v = static_cast<float>((2 * draws.Uniform() - 1) * bound);
-      a->grad.assign(a->value.size(), 0.0f);
-      auto b = std::make_unique<Parameter>();
-      b->name = name + ".lora_B.weight";
-      b->shape = {static_cast<uint64_t>(w.rows), static_cast<uint64_t>(options.rank)};
-      b->value.assign(static_cast<size_t>(w.rows * options.rank), 0.0f);
-      b->grad.assign(b->value.size(), 0.0f);
-      layer.lora_a[i] = std::move(a);
-      layer.lora_b[i] = std::move(b);
+      std::vector<float> a_values(static_cast<size_t>(options.rank * w.cols));
+      for (float& v : a_values) v = static_cast<float>((2 * draws.Uniform() - 1) * bound);
+      SOVAI_ASSIGN_OR_RETURN(Parameter a, NewParameter(*backend_, name + ".lora_A.weight",
+                                                       {static_cast<uint64_t>(options.rank),
+                                                        static_cast<uint64_t>(w.cols)},
+                                                       a_values, /*with_grad=*/true));
+      const std::vector<float> b_values(static_cast<size_t>(w.rows * options.rank), 0.0f);
+      SOVAI_ASSIGN_OR_RETURN(Parameter b, NewParameter(*backend_, name + ".lora_B.weight",
+                                                       {static_cast<uint64_t>(w.rows),
+                                                        static_cast<uint64_t>(options.rank)},
+                                                       b_values, /*with_grad=*/true));
+      layer.lora_a[i] = std::make_unique<Parameter>(std::move(a));
+      layer.lora_b[i] = std::make_unique<Parameter>(std::move(b));
     }
   }
   return Status();
@@ -315,8 +330,9 @@ Result<LoraAdapter> LlamaModel::ExportLora(std::string base_model_name) const {
     for (LoraModule module : kAllLoraModules) {
       int i = static_cast<int>(module);
       if (!layer.lora_a[i]) continue;
-      out.modules.push_back(
-          LoraModuleWeights{l, module, layer.lora_a[i]->value, layer.lora_b[i]->value});
+      out.modules.push_back(LoraModuleWeights{l, module,
+                                              kernels::DownloadAll<float>(layer.lora_a[i]->value),
+                                              kernels::DownloadAll<float>(layer.lora_b[i]->value)});
     }
   }
   return out;
@@ -338,8 +354,12 @@ Status LlamaModel::ImportLora(const LoraAdapter& adapter) {
   for (const LoraModuleWeights& m : adapter.modules) {
     Layer& layer = *layers_[static_cast<size_t>(m.layer)];
     int i = static_cast<int>(m.module);
-    layer.lora_a[i]->value = m.a;
-    layer.lora_b[i]->value = m.b;
+    // ValidateLoraAdapter checked the shapes against the config, which AddLora sized them by.
+    for (auto [param, values] :
+         {std::pair{layer.lora_a[i].get(), &m.a}, std::pair{layer.lora_b[i].get(), &m.b}}) {
+      SOVAI_CHECK_EQ(param->numel(), static_cast<int64_t>(values->size())) << param->name;
+      backend_->Upload(param->value.data(), values->data(), values->size() * sizeof(float));
+    }
   }
   return Status();
 }
@@ -375,7 +395,9 @@ std::vector<Parameter*> LlamaModel::TrainableParameters() {
 
 Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool merge_lora) const {
   Slot slot = Find(name);
-  if (slot.vector != nullptr && slot.vector->present()) return slot.vector->p.value;
+  if (slot.vector != nullptr && slot.vector->present()) {
+    return kernels::DownloadAll<float>(slot.vector->p.value);
+  }
   if (slot.matrix == nullptr || slot.matrix->ref.rows == 0) {
     return Status(StatusCode::kNotFound, "the model has no tensor '" + std::string(name) + "'");
   }
@@ -389,8 +411,10 @@ Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool
       // enough not to show in a saved bf16 model.
       const int64_t rows = layer.proj[i].ref.rows, cols = layer.proj[i].ref.cols;
       const int64_t r = lora_->rank;
-      const float* a = layer.lora_a[i]->value.data();
-      const float* b = layer.lora_b[i]->value.data();
+      const std::vector<float> a_host = kernels::DownloadAll<float>(layer.lora_a[i]->value);
+      const std::vector<float> b_host = kernels::DownloadAll<float>(layer.lora_b[i]->value);
+      const float* a = a_host.data();
+      const float* b = b_host.data();
       const double scale = lora_->Scale();
       std::vector<double> row(static_cast<size_t>(cols));  // [I] (B @ A)[o, :]
       for (int64_t o = 0; o < rows; ++o) {
@@ -410,10 +434,15 @@ Result<std::vector<float>> LlamaModel::BaseTensorF32(std::string_view name, bool
   return w;
 }
 
-namespace {
-
-// The engine refuses a backend that lacks an op the model needs, before computing anything.
-Status CheckBackend(const Backend& backend) {
+// The engine refuses a backend that lacks an op the model needs, or that does not hold the model,
+// before computing anything.
+Status LlamaModel::CheckBackend(const Backend& backend) const {
+  if (&backend != backend_) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "the model's weights are in the " + std::string(backend_->name()) +
+                      " backend's memory; it cannot run on another backend (" +
+                      std::string(backend.name()) + ")");
+  }
   for (int i = 0; i < static_cast<int>(kernels::Op::kCount); ++i) {
     auto op = static_cast<kernels::Op>(i);
     if (!backend.Supports(op)) {
@@ -424,8 +453,6 @@ Status CheckBackend(const Backend& backend) {
   }
   return Status();
 }
-
-}  // namespace
 
 Status LlamaModel::CheckBatch(const Batch& batch) const {
   const int64_t n = batch.batch * batch.seq_len;
@@ -459,54 +486,73 @@ Status LlamaModel::CheckBatch(const Batch& batch) const {
   return Status();
 }
 
-void LlamaModel::PrepareActivations(const Batch& batch) {
+Status LlamaModel::PrepareActivations(const Batch& batch) {
   if (!acts_) acts_ = std::make_unique<Activations>();
   Activations& a = *acts_;
+  Backend& backend = *backend_;
   const int64_t n = batch.batch * batch.seq_len;
   const int64_t c = config_.hidden_size, f = config_.intermediate_size;
   const int64_t qd = config_.q_dim(), kvd = config_.kv_dim();
   const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
-  // The shapes of every buffer are written at Activations (llama_internal.h).
-  auto size = [](std::vector<float>& v, int64_t count) { v.resize(static_cast<size_t>(count)); };
+  // The shapes of every buffer are written at Activations (llama_internal.h). A buffer keeps its
+  // memory from step to step while it is large enough.
+  auto size = [&](kernels::DeviceBuffer& buffer, int64_t count) {
+    return kernels::Reserve(backend, buffer, static_cast<size_t>(count) * sizeof(float));
+  };
   a.n = n;
   a.batch = batch.batch;
   a.seq_len = batch.seq_len;
   a.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     Activations::PerLayer& p = a.layers[l];
-    size(p.x_in, n * c);
-    size(p.ln1, n * c);
-    size(p.rstd1, n);
-    size(p.q, n * qd);
-    size(p.k, n * kvd);
-    size(p.v, n * kvd);
+    SOVAI_RETURN_IF_ERROR(size(p.x_in, n * c));
+    SOVAI_RETURN_IF_ERROR(size(p.ln1, n * c));
+    SOVAI_RETURN_IF_ERROR(size(p.rstd1, n));
+    SOVAI_RETURN_IF_ERROR(size(p.q, n * qd));
+    SOVAI_RETURN_IF_ERROR(size(p.k, n * kvd));
+    SOVAI_RETURN_IF_ERROR(size(p.v, n * kvd));
     if (config_.has_qk_norm()) {
-      size(p.q_lin, n * qd);
-      size(p.k_lin, n * kvd);
-      size(p.rstd_q, n * hq);
-      size(p.rstd_k, n * hkv);
+      SOVAI_RETURN_IF_ERROR(size(p.q_lin, n * qd));
+      SOVAI_RETURN_IF_ERROR(size(p.k_lin, n * kvd));
+      SOVAI_RETURN_IF_ERROR(size(p.rstd_q, n * hq));
+      SOVAI_RETURN_IF_ERROR(size(p.rstd_k, n * hkv));
     }
-    size(p.att, n * qd);
-    size(p.lse, n * hq);
-    size(p.x_mid, n * c);
-    size(p.ln2, n * c);
-    size(p.rstd2, n);
-    size(p.gate, n * f);
-    size(p.up, n * f);
-    size(p.hidden, n * f);
+    SOVAI_RETURN_IF_ERROR(size(p.att, n * qd));
+    SOVAI_RETURN_IF_ERROR(size(p.lse, n * hq));
+    SOVAI_RETURN_IF_ERROR(size(p.x_mid, n * c));
+    SOVAI_RETURN_IF_ERROR(size(p.ln2, n * c));
+    SOVAI_RETURN_IF_ERROR(size(p.rstd2, n));
+    SOVAI_RETURN_IF_ERROR(size(p.gate, n * f));
+    SOVAI_RETURN_IF_ERROR(size(p.up, n * f));
+    SOVAI_RETURN_IF_ERROR(size(p.hidden, n * f));
     for (int i = 0; i < kProjectionCount; ++i) {
-      if (layers_[l]->lora_a[i]) size(p.xa[i], n * lora_->rank);
+      if (layers_[l]->lora_a[i]) SOVAI_RETURN_IF_ERROR(size(p.xa[i], n * lora_->rank));
     }
   }
-  size(a.x_out, n * c);
-  size(a.lnf, n * c);
-  size(a.rstdf, n);
-  a.positions.resize(static_cast<size_t>(n));
+  SOVAI_RETURN_IF_ERROR(size(a.x_out, n * c));
+  SOVAI_RETURN_IF_ERROR(size(a.lnf, n * c));
+  SOVAI_RETURN_IF_ERROR(size(a.rstdf, n));
+  // The batch's arrays, uploaded (positions computed on the host when the batch has none).
+  std::vector<int32_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    a.positions[static_cast<size_t>(i)] = batch.positions.empty()
-                                              ? static_cast<int32_t>(i % batch.seq_len)
-                                              : batch.positions[static_cast<size_t>(i)];
+    positions[static_cast<size_t>(i)] = batch.positions.empty()
+                                            ? static_cast<int32_t>(i % batch.seq_len)
+                                            : batch.positions[static_cast<size_t>(i)];
   }
+  auto upload = [&](kernels::DeviceBuffer& buffer, std::span<const int32_t> values) -> Status {
+    if (values.empty()) {
+      buffer.Reset();
+      return Status();
+    }
+    SOVAI_RETURN_IF_ERROR(kernels::Reserve(backend, buffer, values.size_bytes()));
+    backend.Upload(buffer.data(), values.data(), values.size_bytes());
+    return Status();
+  };
+  SOVAI_RETURN_IF_ERROR(upload(a.tokens, batch.tokens));
+  SOVAI_RETURN_IF_ERROR(upload(a.targets, batch.targets));
+  SOVAI_RETURN_IF_ERROR(upload(a.positions, positions));
+  SOVAI_RETURN_IF_ERROR(upload(a.segments, batch.segments));
+  return Status();
 }
 
 namespace {
@@ -520,53 +566,54 @@ kernels::Dropout SiteDropout(float probability, uint64_t step_seed, int64_t laye
 
 }  // namespace
 
-void LlamaModel::Forward(Backend& backend, const Batch& batch, bool training,
-                         uint64_t dropout_seed) {
-  PrepareActivations(batch);
+Status LlamaModel::Forward(Backend& backend, const Batch& batch, bool training,
+                           uint64_t dropout_seed) {
+  SOVAI_RETURN_IF_ERROR(PrepareActivations(batch));
   Activations& a = *acts_;
   const int64_t n = a.n, c = config_.hidden_size, f = config_.intermediate_size;
   const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
   const int64_t d = config_.head_dim;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.data();
+  const int32_t* segments = I32(a.segments);  // null: one sample per row
+  const int32_t* positions = I32(a.positions);
+  const float* inv_freq = F32(globals_->inv_freq);
   const float dropout = training && lora_ ? lora_->dropout : 0.0f;
   const float lora_scale = lora_ ? static_cast<float>(lora_->Scale()) : 0.0f;
 
   // y[N, out] = x[N, in] @ W^T + bias (+ LoRA) for projection i of layer l.
-  auto project = [&](int64_t l, int i, const float* x, float* y, std::vector<float>& xa) {
+  auto project = [&](int64_t l, int i, const float* x, float* y, const kernels::DeviceBuffer& xa) {
     Layer& layer = *layers_[static_cast<size_t>(l)];
     backend.LinearForward(y, x, layer.proj[i].ref, layer.bias[i].data(), n);
     if (layer.lora_a[i]) {
-      backend.LoraForward(y, xa.data(), x, layer.lora_a[i]->value.data(),
-                          layer.lora_b[i]->value.data(), n, layer.proj[i].ref.cols,
-                          layer.proj[i].ref.rows, lora_->rank, lora_scale,
-                          SiteDropout(dropout, dropout_seed, l, i));
+      backend.LoraForward(y, F32(xa), x, F32(layer.lora_a[i]->value), F32(layer.lora_b[i]->value),
+                          n, layer.proj[i].ref.cols, layer.proj[i].ref.rows, lora_->rank,
+                          lora_scale, SiteDropout(dropout, dropout_seed, l, i));
     }
   };
 
   // x[N, C] = embed(tokens)
-  std::vector<float>* x = a.layers.empty() ? &a.x_out : &a.layers[0].x_in;
-  backend.EmbeddingForward(x->data(), batch.tokens.data(), globals_->embed.ref, n);
+  kernels::DeviceBuffer* x = a.layers.empty() ? &a.x_out : &a.layers[0].x_in;
+  backend.EmbeddingForward(F32(*x), I32(a.tokens), globals_->embed.ref, n);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = *layers_[l];
     Activations::PerLayer& p = a.layers[l];
     const int64_t li = static_cast<int64_t>(l);
-    backend.RmsNormForward(p.ln1.data(), p.rstd1.data(), p.x_in.data(), layer.input_norm.data(), n,
-                           c, eps);
-    float* q_out = config_.has_qk_norm() ? p.q_lin.data() : p.q.data();
-    float* k_out = config_.has_qk_norm() ? p.k_lin.data() : p.k.data();
-    project(li, 0, p.ln1.data(), q_out, p.xa[0]);
-    project(li, 1, p.ln1.data(), k_out, p.xa[1]);
-    project(li, 2, p.ln1.data(), p.v.data(), p.xa[2]);
+    backend.RmsNormForward(F32(p.ln1), F32(p.rstd1), F32(p.x_in), layer.input_norm.data(), n, c,
+                           eps);
+    float* q_out = config_.has_qk_norm() ? F32(p.q_lin) : F32(p.q);
+    float* k_out = config_.has_qk_norm() ? F32(p.k_lin) : F32(p.k);
+    project(li, 0, F32(p.ln1), q_out, p.xa[0]);
+    project(li, 1, F32(p.ln1), k_out, p.xa[1]);
+    project(li, 2, F32(p.ln1), F32(p.v), p.xa[2]);
     if (config_.has_qk_norm()) {
       // q[N*Hq, D] = rmsnorm over each head (qwen3).
-      backend.RmsNormForward(p.q.data(), p.rstd_q.data(), p.q_lin.data(), layer.q_norm.data(),
-                             n * hq, d, eps);
-      backend.RmsNormForward(p.k.data(), p.rstd_k.data(), p.k_lin.data(), layer.k_norm.data(),
-                             n * hkv, d, eps);
+      backend.RmsNormForward(F32(p.q), F32(p.rstd_q), F32(p.q_lin), layer.q_norm.data(), n * hq, d,
+                             eps);
+      backend.RmsNormForward(F32(p.k), F32(p.rstd_k), F32(p.k_lin), layer.k_norm.data(), n * hkv, d,
+                             eps);
     }
-    backend.RopeForward(p.q.data(), p.q.data(), a.positions.data(), inv_freq_.data(), n, hq, d);
-    backend.RopeForward(p.k.data(), p.k.data(), a.positions.data(), inv_freq_.data(), n, hkv, d);
+    backend.RopeForward(F32(p.q), F32(p.q), positions, inv_freq, n, hq, d);
+    backend.RopeForward(F32(p.k), F32(p.k), positions, inv_freq, n, hkv, d);
     Backend::AttentionShape shape{a.batch,
                                   a.seq_len,
                                   hq,
@@ -574,39 +621,42 @@ void LlamaModel::Forward(Backend& backend, const Batch& batch, bool training,
                                   d,
                                   layer.window,
                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
-    backend.AttentionForward(p.att.data(), p.lse.data(), p.q.data(), p.k.data(), p.v.data(),
-                             segments, shape);
+    backend.AttentionForward(F32(p.att), F32(p.lse), F32(p.q), F32(p.k), F32(p.v), segments, shape);
     // x_mid = x_in + att @ Wo^T
-    project(li, 3, p.att.data(), p.x_mid.data(), p.xa[3]);
-    backend.Add(p.x_mid.data(), p.x_mid.data(), p.x_in.data(), n * c);
-    backend.RmsNormForward(p.ln2.data(), p.rstd2.data(), p.x_mid.data(), layer.post_norm.data(), n,
-                           c, eps);
-    project(li, 4, p.ln2.data(), p.gate.data(), p.xa[4]);
-    project(li, 5, p.ln2.data(), p.up.data(), p.xa[5]);
-    backend.SwiGluForward(p.hidden.data(), p.gate.data(), p.up.data(), n * f);
-    std::vector<float>& next = l + 1 < layers_.size() ? a.layers[l + 1].x_in : a.x_out;
-    project(li, 6, p.hidden.data(), next.data(), p.xa[6]);
-    backend.Add(next.data(), next.data(), p.x_mid.data(), n * c);
+    project(li, 3, F32(p.att), F32(p.x_mid), p.xa[3]);
+    backend.Add(F32(p.x_mid), F32(p.x_mid), F32(p.x_in), n * c);
+    backend.RmsNormForward(F32(p.ln2), F32(p.rstd2), F32(p.x_mid), layer.post_norm.data(), n, c,
+                           eps);
+    project(li, 4, F32(p.ln2), F32(p.gate), p.xa[4]);
+    project(li, 5, F32(p.ln2), F32(p.up), p.xa[5]);
+    backend.SwiGluForward(F32(p.hidden), F32(p.gate), F32(p.up), n * f);
+    kernels::DeviceBuffer& next = l + 1 < layers_.size() ? a.layers[l + 1].x_in : a.x_out;
+    project(li, 6, F32(p.hidden), F32(next), p.xa[6]);
+    backend.Add(F32(next), F32(next), F32(p.x_mid), n * c);
   }
-  backend.RmsNormForward(a.lnf.data(), a.rstdf.data(), a.x_out.data(), globals_->final_norm.data(),
-                         n, c, eps);
+  backend.RmsNormForward(F32(a.lnf), F32(a.rstdf), F32(a.x_out), globals_->final_norm.data(), n, c,
+                         eps);
+  return Status();
 }
 
-void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout_seed) {
+void LlamaModel::Backward(Backend& backend, uint64_t dropout_seed) {
   Activations& a = *acts_;
   const int64_t n = a.n, c = config_.hidden_size, f = config_.intermediate_size;
   const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
   const int64_t d = config_.head_dim, qd = config_.q_dim(), kvd = config_.kv_dim();
-  const int32_t* segments = batch.segments.empty() ? nullptr : batch.segments.data();
+  const int32_t* segments = I32(a.segments);
+  const int32_t* positions = I32(a.positions);
+  const float* inv_freq = F32(globals_->inv_freq);
   const float dropout = lora_ ? lora_->dropout : 0.0f;
   const float lora_scale = lora_ ? static_cast<float>(lora_->Scale()) : 0.0f;
-  auto zero = [](std::vector<float>& v, int64_t count) {
-    v.assign(static_cast<size_t>(count), 0.0f);
+  // Gradient buffers are zeroed before the ops that accumulate into them (backend.h).
+  auto zero = [&](kernels::DeviceBuffer& buffer, int64_t count) {
+    backend.Zero(buffer.data(), static_cast<size_t>(count) * sizeof(float));
   };
 
   // dx[N, in] += dy[N, out] @ W (+ LoRA), and the weight/bias/adapter gradients.
   auto project_back = [&](int64_t l, int i, const float* x, const float* dy, float* dx,
-                          const std::vector<float>& xa) {
+                          const kernels::DeviceBuffer& xa) {
     Layer& layer = *layers_[static_cast<size_t>(l)];
     Matrix& w = layer.proj[i];
     backend.LinearBackwardInput(dx, dy, w.ref, n);
@@ -618,17 +668,17 @@ void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout
       backend.LinearBackwardBias(db, dy, n, w.ref.rows);
     }
     if (layer.lora_a[i]) {
-      backend.LoraBackward(dx, layer.lora_a[i]->grad.data(), layer.lora_b[i]->grad.data(), dy, x,
-                           xa.data(), layer.lora_a[i]->value.data(), layer.lora_b[i]->value.data(),
-                           n, w.ref.cols, w.ref.rows, lora_->rank, lora_scale,
+      backend.LoraBackward(dx, F32(layer.lora_a[i]->grad), F32(layer.lora_b[i]->grad), dy, x,
+                           F32(xa), F32(layer.lora_a[i]->value), F32(layer.lora_b[i]->value), n,
+                           w.ref.cols, w.ref.rows, lora_->rank, lora_scale,
                            SiteDropout(dropout, dropout_seed, l, i));
     }
   };
 
   // a.dx holds d(loss)/d(x_out) on entry: the final norm's backward of dlnf (in a.dln).
   zero(a.dx, n * c);
-  backend.RmsNormBackward(a.dx.data(), globals_->final_norm.grad(), a.dln.data(), a.x_out.data(),
-                          globals_->final_norm.data(), a.rstdf.data(), n, c);
+  backend.RmsNormBackward(F32(a.dx), globals_->final_norm.grad(), F32(a.dln), F32(a.x_out),
+                          globals_->final_norm.data(), F32(a.rstdf), n, c);
   for (size_t l = layers_.size(); l-- > 0;) {
     Layer& layer = *layers_[l];
     Activations::PerLayer& p = a.layers[l];
@@ -636,19 +686,18 @@ void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout
     // MLP: x_next = x_mid + down(swiglu(gate(ln2), up(ln2))); a.dx is d/dx_next and stays as the
     // residual part of d/dx_mid.
     zero(a.dhidden, n * f);
-    project_back(li, 6, p.hidden.data(), a.dx.data(), a.dhidden.data(), p.xa[6]);
+    project_back(li, 6, F32(p.hidden), F32(a.dx), F32(a.dhidden), p.xa[6]);
     zero(a.dgate, n * f);
     zero(a.dup, n * f);
-    backend.SwiGluBackward(a.dgate.data(), a.dup.data(), a.dhidden.data(), p.gate.data(),
-                           p.up.data(), n * f);
+    backend.SwiGluBackward(F32(a.dgate), F32(a.dup), F32(a.dhidden), F32(p.gate), F32(p.up), n * f);
     zero(a.dln, n * c);
-    project_back(li, 4, p.ln2.data(), a.dgate.data(), a.dln.data(), p.xa[4]);
-    project_back(li, 5, p.ln2.data(), a.dup.data(), a.dln.data(), p.xa[5]);
-    backend.RmsNormBackward(a.dx.data(), layer.post_norm.grad(), a.dln.data(), p.x_mid.data(),
-                            layer.post_norm.data(), p.rstd2.data(), n, c);
+    project_back(li, 4, F32(p.ln2), F32(a.dgate), F32(a.dln), p.xa[4]);
+    project_back(li, 5, F32(p.ln2), F32(a.dup), F32(a.dln), p.xa[5]);
+    backend.RmsNormBackward(F32(a.dx), layer.post_norm.grad(), F32(a.dln), F32(p.x_mid),
+                            layer.post_norm.data(), F32(p.rstd2), n, c);
     // Attention: x_mid = x_in + o(attention(rope(q), rope(k), v)); a.dx is now d/dx_mid.
     zero(a.datt, n * qd);
-    project_back(li, 3, p.att.data(), a.dx.data(), a.datt.data(), p.xa[3]);
+    project_back(li, 3, F32(p.att), F32(a.dx), F32(a.datt), p.xa[3]);
     zero(a.dq, n * qd);
     zero(a.dk, n * kvd);
     zero(a.dv, n * kvd);
@@ -659,35 +708,33 @@ void LlamaModel::Backward(Backend& backend, const Batch& batch, uint64_t dropout
                                   d,
                                   layer.window,
                                   static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
-    backend.AttentionBackward(a.dq.data(), a.dk.data(), a.dv.data(), a.datt.data(), p.att.data(),
-                              p.lse.data(), p.q.data(), p.k.data(), p.v.data(), segments, shape);
+    backend.AttentionBackward(F32(a.dq), F32(a.dk), F32(a.dv), F32(a.datt), F32(p.att), F32(p.lse),
+                              F32(p.q), F32(p.k), F32(p.v), segments, shape);
     // Undo the rotation: d/d(pre-rope q) = rope^-1(dq).
     zero(a.dq_lin, n * qd);
     zero(a.dk_lin, n * kvd);
-    backend.RopeBackward(a.dq_lin.data(), a.dq.data(), a.positions.data(), inv_freq_.data(), n, hq,
-                         d);
-    backend.RopeBackward(a.dk_lin.data(), a.dk.data(), a.positions.data(), inv_freq_.data(), n, hkv,
-                         d);
+    backend.RopeBackward(F32(a.dq_lin), F32(a.dq), positions, inv_freq, n, hq, d);
+    backend.RopeBackward(F32(a.dk_lin), F32(a.dk), positions, inv_freq, n, hkv, d);
     if (config_.has_qk_norm()) {
       // The rotated values were the per-head norms of q_lin/k_lin: one more backward.
       zero(a.dq, n * qd);
       zero(a.dk, n * kvd);
-      backend.RmsNormBackward(a.dq.data(), layer.q_norm.grad(), a.dq_lin.data(), p.q_lin.data(),
-                              layer.q_norm.data(), p.rstd_q.data(), n * hq, d);
-      backend.RmsNormBackward(a.dk.data(), layer.k_norm.grad(), a.dk_lin.data(), p.k_lin.data(),
-                              layer.k_norm.data(), p.rstd_k.data(), n * hkv, d);
+      backend.RmsNormBackward(F32(a.dq), layer.q_norm.grad(), F32(a.dq_lin), F32(p.q_lin),
+                              layer.q_norm.data(), F32(p.rstd_q), n * hq, d);
+      backend.RmsNormBackward(F32(a.dk), layer.k_norm.grad(), F32(a.dk_lin), F32(p.k_lin),
+                              layer.k_norm.data(), F32(p.rstd_k), n * hkv, d);
       std::swap(a.dq, a.dq_lin);
       std::swap(a.dk, a.dk_lin);
     }
     zero(a.dln, n * c);
-    project_back(li, 0, p.ln1.data(), a.dq_lin.data(), a.dln.data(), p.xa[0]);
-    project_back(li, 1, p.ln1.data(), a.dk_lin.data(), a.dln.data(), p.xa[1]);
-    project_back(li, 2, p.ln1.data(), a.dv.data(), a.dln.data(), p.xa[2]);
-    backend.RmsNormBackward(a.dx.data(), layer.input_norm.grad(), a.dln.data(), p.x_in.data(),
-                            layer.input_norm.data(), p.rstd1.data(), n, c);
+    project_back(li, 0, F32(p.ln1), F32(a.dq_lin), F32(a.dln), p.xa[0]);
+    project_back(li, 1, F32(p.ln1), F32(a.dk_lin), F32(a.dln), p.xa[1]);
+    project_back(li, 2, F32(p.ln1), F32(a.dv), F32(a.dln), p.xa[2]);
+    backend.RmsNormBackward(F32(a.dx), layer.input_norm.grad(), F32(a.dln), F32(p.x_in),
+                            layer.input_norm.data(), F32(p.rstd1), n, c);
   }
   if (float* dtable = globals_->embed.grad()) {
-    backend.EmbeddingBackward(dtable, a.dx.data(), batch.tokens.data(), n, config_.vocab_size, c);
+    backend.EmbeddingBackward(dtable, F32(a.dx), I32(a.tokens), n, config_.vocab_size, c);
   }
 }
 
@@ -698,16 +745,26 @@ Result<double> LlamaModel::TrainForwardBackward(Backend& backend, const Batch& b
   if (batch.targets.empty()) {
     return Status(StatusCode::kInvalidArgument, "a training batch needs targets");
   }
-  Forward(backend, batch, /*training=*/true, dropout_seed);
+  SOVAI_RETURN_IF_ERROR(Forward(backend, batch, /*training=*/true, dropout_seed));
   Activations& a = *acts_;
-  const int64_t c = config_.hidden_size;
-  a.dln.assign(static_cast<size_t>(a.n * c), 0.0f);
+  const int64_t n = a.n, c = config_.hidden_size;
+  const int64_t f = config_.intermediate_size, qd = config_.q_dim(), kvd = config_.kv_dim();
+  // The backward scratch (Activations), sized for this batch.
+  const std::pair<kernels::DeviceBuffer*, int64_t> scratch[] = {
+      {&a.dx, n * c},    {&a.dln, n * c},     {&a.dq, n * qd},      {&a.dk, n * kvd},
+      {&a.dv, n * kvd},  {&a.dq_lin, n * qd}, {&a.dk_lin, n * kvd}, {&a.datt, n * qd},
+      {&a.dgate, n * f}, {&a.dup, n * f},     {&a.dhidden, n * f}};
+  for (const auto& [buffer, count] : scratch) {
+    SOVAI_RETURN_IF_ERROR(
+        kernels::Reserve(backend, *buffer, static_cast<size_t>(count) * sizeof(float)));
+  }
+  backend.Zero(a.dln.data(), static_cast<size_t>(n * c) * sizeof(float));
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
   float* dhead = config_.tie_word_embeddings ? globals_->embed.grad() : globals_->head.grad();
   const int64_t chunk = std::max<int64_t>(1, kLogitsPerChunk / config_.vocab_size);
-  double loss = backend.CrossEntropy(a.dln.data(), dhead, a.lnf.data(), head.ref,
-                                     batch.targets.data(), a.n, grad_scale, chunk);
-  Backward(backend, batch, dropout_seed);
+  double loss = backend.CrossEntropy(F32(a.dln), dhead, F32(a.lnf), head.ref, I32(a.targets), n,
+                                     grad_scale, chunk);
+  Backward(backend, dropout_seed);
   return loss;
 }
 
@@ -715,20 +772,25 @@ Result<double> LlamaModel::Loss(Backend& backend, const Batch& batch) {
   SOVAI_RETURN_IF_ERROR(CheckBackend(backend));
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
   if (batch.targets.empty()) return Status(StatusCode::kInvalidArgument, "the loss needs targets");
-  Forward(backend, batch, /*training=*/false, 0);
+  SOVAI_RETURN_IF_ERROR(Forward(backend, batch, /*training=*/false, 0));
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
   const int64_t chunk = std::max<int64_t>(1, kLogitsPerChunk / config_.vocab_size);
-  return backend.CrossEntropy(nullptr, nullptr, acts_->lnf.data(), head.ref, batch.targets.data(),
+  return backend.CrossEntropy(nullptr, nullptr, F32(acts_->lnf), head.ref, I32(acts_->targets),
                               acts_->n, 1.0f, chunk);
 }
 
 Result<std::vector<float>> LlamaModel::Logits(Backend& backend, const Batch& batch) {
   SOVAI_RETURN_IF_ERROR(CheckBackend(backend));
   SOVAI_RETURN_IF_ERROR(CheckBatch(batch));
-  Forward(backend, batch, /*training=*/false, 0);
+  SOVAI_RETURN_IF_ERROR(Forward(backend, batch, /*training=*/false, 0));
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
-  std::vector<float> logits(static_cast<size_t>(acts_->n * config_.vocab_size));  // [N, V]
-  backend.LinearForward(logits.data(), acts_->lnf.data(), head.ref, nullptr, acts_->n);
+  const size_t count = static_cast<size_t>(acts_->n * config_.vocab_size);  // [N, V]
+  // A buffer of this call only: [N, V] logits are the largest array of a step, not kept.
+  SOVAI_ASSIGN_OR_RETURN(kernels::DeviceBuffer device_logits,
+                         backend.Allocate(count * sizeof(float)));
+  backend.LinearForward(F32(device_logits), F32(acts_->lnf), head.ref, nullptr, acts_->n);
+  std::vector<float> logits(count);
+  backend.Download(logits.data(), device_logits.data(), count * sizeof(float));
   return logits;
 }
 

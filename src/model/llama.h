@@ -16,6 +16,12 @@
 // `segments` keeps samples from attending to each other and `positions` restarts at each sample.
 // Activations of the last TrainForwardBackward are kept inside the model (one step at a time).
 //
+// Memory: a model belongs to the backend it was loaded on. Every weight, parameter, gradient,
+// activation, KV block and adapter lives in that backend's buffers (kernels/backend.h); host data
+// crosses only through Upload (weights, batches, index arrays) and Download (logits, exported
+// adapters and tensors). The backend must outlive the model, its caches and adapters, and the
+// methods that take a backend refuse another one (FailedPrecondition).
+//
 // Thread-safety: one thread at a time.
 #pragma once
 
@@ -42,13 +48,20 @@ namespace sovai::model {
 using Projection = LoraModule;
 inline constexpr int kProjectionCount = 7;
 
-// A trainable tensor: its value and gradient (f32, same size) and its HF or PEFT name.
+// A trainable tensor: its value and gradient (f32, same size, in the backend's memory) and its HF
+// or PEFT name. Read and write them with kernels::DownloadAll and Backend::Upload.
 struct Parameter {
   std::string name;
   std::vector<uint64_t> shape;
-  std::vector<float> value;
-  std::vector<float> grad;
+  kernels::DeviceBuffer value;  // f32[numel()]
+  kernels::DeviceBuffer grad;   // f32[numel()]; empty for a frozen norm or bias
+  int64_t numel() const { return value.count<float>(); }
 };
+// A parameter holding `values` (uploaded to `backend`), with a zeroed gradient when with_grad.
+// Errors: the backend's allocation errors.
+base::Result<Parameter> NewParameter(kernels::Backend& backend, std::string name,
+                                     std::vector<uint64_t> shape, std::span<const float> values,
+                                     bool with_grad);
 
 // How frozen base weights are kept in memory.
 enum class BaseWeights : uint8_t {
@@ -96,42 +109,59 @@ struct Batch {
 // business (serve/block_manager.h); the model only reads and writes the blocks it is given.
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size);
+  // A cache of num_blocks blocks in `backend`'s memory, zeroed. Errors: the backend's allocation
+  // errors (ResourceExhausted).
+  static base::Result<KvCache> Create(kernels::Backend& backend, const ModelConfig& config,
+                                      int64_t num_blocks, int64_t block_size);
   int64_t num_blocks() const { return num_blocks_; }
   int64_t block_size() const { return block_size_; }
+  kernels::Backend& backend() const { return *backend_; }
   // Bytes one token takes in the cache (keys and values of every layer).
   static int64_t BytesPerToken(const ModelConfig& config);
-  float* keys(int64_t layer) { return keys_[static_cast<size_t>(layer)].data(); }
-  float* values(int64_t layer) { return values_[static_cast<size_t>(layer)].data(); }
+  // The layer's keys and values (the backend's memory, for its ops).
+  float* keys(int64_t layer) { return keys_[static_cast<size_t>(layer)].as<float>(); }
+  float* values(int64_t layer) { return values_[static_cast<size_t>(layer)].as<float>(); }
   // Copies the keys and values of slots [0, count) of block `from` into the same slots of block
-  // `to`, in every layer (a partial prefix-cache hit: serve/scheduler.h). Blocks in
-  // [0, num_blocks), from != to, count in [0, block_size] (violations are bugs: SOVAI_CHECK).
+  // `to`, in every layer (a partial prefix-cache hit: serve/scheduler.h), with the backend's
+  // Copy. Blocks in [0, num_blocks), from != to, count in [0, block_size] (violations are bugs:
+  // SOVAI_CHECK).
   void CopyLeadingSlots(int64_t from, int64_t to, int64_t count);
 
  private:
-  int64_t num_blocks_;
-  int64_t block_size_;
-  int64_t slot_floats_;                            // Hkv * D
-  std::vector<std::vector<float>> keys_, values_;  // [L][num_blocks * block_size * Hkv * D]
+  KvCache() = default;
+  kernels::Backend* backend_ = nullptr;
+  int64_t num_blocks_ = 0;
+  int64_t block_size_ = 0;
+  int64_t slot_floats_ = 0;                           // Hkv * D
+  std::vector<kernels::DeviceBuffer> keys_, values_;  // [L] of [num_blocks * block_size * Hkv * D]
 };
 
 // A LoRA adapter prepared for inference next to a frozen base model; many can be in use at once,
 // and sequences with different adapters (or none) share one batched forward pass.
 class InferenceAdapter {
  public:
-  // Errors: an adapter that does not fit `config` (ValidateLoraAdapter), layers_to_transform.
-  static base::Result<std::unique_ptr<InferenceAdapter>> FromPeft(const LoraAdapter& adapter,
+  // The adapter's weights uploaded to `backend` (the model's). Errors: an adapter that does not
+  // fit `config` (ValidateLoraAdapter), layers_to_transform, the backend's allocation errors.
+  static base::Result<std::unique_ptr<InferenceAdapter>> FromPeft(kernels::Backend& backend,
+                                                                  const LoraAdapter& adapter,
                                                                   const ModelConfig& config);
   int64_t rank() const { return rank_; }
   float scale() const { return scale_; }
-  // A [R, in] and B [out, R] of `projection` in `layer`; null when the adapter has none there.
-  const LoraModuleWeights* Module(int64_t layer, Projection projection) const;
+  kernels::Backend& backend() const { return *backend_; }
+  // A [R, in] and B [out, R] of one projection, f32 in the backend's memory.
+  struct ModuleWeights {
+    kernels::DeviceBuffer a;
+    kernels::DeviceBuffer b;
+  };
+  // The weights of `projection` in `layer`; null when the adapter has none there.
+  const ModuleWeights* Module(int64_t layer, Projection projection) const;
 
  private:
+  kernels::Backend* backend_ = nullptr;
   int64_t rank_ = 0;
   float scale_ = 0;
   int64_t layers_ = 0;
-  std::vector<LoraModuleWeights> modules_;
+  std::vector<ModuleWeights> modules_;
   std::vector<int32_t> index_;  // [layers * 7] -> modules_ index, -1 when absent
 };
 
@@ -146,17 +176,22 @@ struct InferenceSequence {
 
 class LlamaModel {
  public:
-  // Loads the base weights from `source` (names and shapes as ExpectedTensors(config) says).
-  static base::Result<std::unique_ptr<LlamaModel>> Load(const ModelConfig& config,
+  // Loads the base weights from `source` (names and shapes as ExpectedTensors(config) says) into
+  // `backend`'s memory.
+  static base::Result<std::unique_ptr<LlamaModel>> Load(kernels::Backend& backend,
+                                                        const ModelConfig& config,
                                                         const TensorSource& source,
                                                         BaseWeights storage);
   // A trainable model with weights drawn as transformers initialises Llama (normal, std 0.02;
   // norms at one), for training from scratch.
-  static base::Result<std::unique_ptr<LlamaModel>> RandomInit(const ModelConfig& config,
+  static base::Result<std::unique_ptr<LlamaModel>> RandomInit(kernels::Backend& backend,
+                                                              const ModelConfig& config,
                                                               uint64_t seed);
   ~LlamaModel();
 
   const ModelConfig& config() const { return config_; }
+  // The backend whose memory holds the model.
+  kernels::Backend& backend() const { return *backend_; }
 
   // Adds LoRA adapters to every target projection of every layer. Errors: a second call, a
   // model with trainable base weights, rank < 1.
@@ -184,7 +219,9 @@ class LlamaModel {
 
   // Forward and backward over `batch`: returns the SUM of token losses over counted targets and
   // ACCUMULATES into the trainable gradients the gradient of (sum of losses) * grad_scale.
-  // `training` enables LoRA dropout.
+  // `training` enables LoRA dropout. These methods, and Infer, run on `backend`, which must be
+  // the model's (FailedPrecondition otherwise); they upload the batch and download what they
+  // return.
   base::Result<double> TrainForwardBackward(kernels::Backend& backend, const Batch& batch,
                                             float grad_scale, uint64_t dropout_seed);
   // The sum of token losses without a backward pass (evaluation).
@@ -197,14 +234,15 @@ class LlamaModel {
   // give, and fills logits[S', V] with the logits of the last token of each sequence whose
   // want_logits is set, in order. Positions below `start` must already be in the cache. Errors
   // (InvalidArgument): a token id outside the vocabulary, a block table too short for the
-  // positions, a block id outside the cache, a position past max_position_embeddings.
+  // positions, a block id outside the cache, a position past max_position_embeddings;
+  // FailedPrecondition for a cache or adapter of another backend. The logits are downloaded.
   base::Status Infer(kernels::Backend& backend, KvCache& cache,
                      std::span<const InferenceSequence> sequences, std::vector<float>& logits);
 
  private:
   struct Layer;
   struct Activations;
-  explicit LlamaModel(ModelConfig config);
+  LlamaModel(kernels::Backend& backend, ModelConfig config);
   base::Status Allocate(BaseWeights storage);
   // Puts a loaded or initialised base tensor in its slot.
   base::Status Place(const std::string& name, std::vector<float> values,
@@ -213,12 +251,17 @@ class LlamaModel {
   // The slot of a base tensor; nullptr for an unknown name.
   struct Slot;
   Slot Find(std::string_view name) const;
+  // The backend has every op, and it is the model's.
+  base::Status CheckBackend(const kernels::Backend& backend) const;
   base::Status CheckBatch(const Batch& batch) const;
-  void PrepareActivations(const Batch& batch);
-  // Runs the forward pass, keeping what backward needs; returns the final normed hidden state.
-  void Forward(kernels::Backend& backend, const Batch& batch, bool training, uint64_t dropout_seed);
-  void Backward(kernels::Backend& backend, const Batch& batch, uint64_t dropout_seed);
+  // Sizes the activations for `batch` and uploads its arrays.
+  base::Status PrepareActivations(const Batch& batch);
+  // Runs the forward pass, keeping what backward needs, up to the final normed hidden state.
+  base::Status Forward(kernels::Backend& backend, const Batch& batch, bool training,
+                       uint64_t dropout_seed);
+  void Backward(kernels::Backend& backend, uint64_t dropout_seed);
 
+  kernels::Backend* backend_;
   ModelConfig config_;
   std::vector<ExpectedTensor> expected_;
   BaseWeights storage_ = BaseWeights::kF32;
@@ -227,7 +270,6 @@ class LlamaModel {
   std::unique_ptr<Globals> globals_;
   std::optional<LoraOptions> lora_;
   std::vector<std::unique_ptr<Parameter>> lora_parameters_;
-  std::vector<float> inv_freq_;
   std::unique_ptr<Activations> acts_;
   struct InferScratch;
   std::unique_ptr<InferScratch> infer_;

@@ -18,15 +18,25 @@ using base::Status;
 using base::StatusCode;
 using kernels::Backend;
 
-KvCache::KvCache(const ModelConfig& config, int64_t num_blocks, int64_t block_size)
-    : num_blocks_(num_blocks),
-      block_size_(block_size),
-      slot_floats_(config.num_key_value_heads * config.head_dim) {
-  const auto per_layer = static_cast<size_t>(num_blocks * block_size * slot_floats_);
+Result<KvCache> KvCache::Create(Backend& backend, const ModelConfig& config, int64_t num_blocks,
+                                int64_t block_size) {
+  KvCache cache;
+  cache.backend_ = &backend;
+  cache.num_blocks_ = num_blocks;
+  cache.block_size_ = block_size;
+  cache.slot_floats_ = config.num_key_value_heads * config.head_dim;
+  const int64_t per_layer = num_blocks * block_size * cache.slot_floats_;
+  // Zeroed: attention reads only positions that were written, but a NaN left in an unwritten slot
+  // of a block must not reach a masked product.
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    keys_.emplace_back(per_layer, 0.0f);
-    values_.emplace_back(per_layer, 0.0f);
+    SOVAI_ASSIGN_OR_RETURN(kernels::DeviceBuffer keys,
+                           kernels::AllocateZeros<float>(backend, per_layer));
+    SOVAI_ASSIGN_OR_RETURN(kernels::DeviceBuffer values,
+                           kernels::AllocateZeros<float>(backend, per_layer));
+    cache.keys_.push_back(std::move(keys));
+    cache.values_.push_back(std::move(values));
   }
+  return cache;
 }
 
 void KvCache::CopyLeadingSlots(int64_t from, int64_t to, int64_t count) {
@@ -34,11 +44,11 @@ void KvCache::CopyLeadingSlots(int64_t from, int64_t to, int64_t count) {
       << from << " -> " << to;
   SOVAI_CHECK(count >= 0 && count <= block_size_) << count;
   const int64_t block_floats = block_size_ * slot_floats_;
-  const auto n = static_cast<size_t>(count * slot_floats_);
+  const auto bytes = static_cast<size_t>(count * slot_floats_) * sizeof(float);
   for (size_t l = 0; l < keys_.size(); ++l) {
-    for (std::vector<float>* kv : {&keys_[l], &values_[l]}) {
-      const float* src = kv->data() + from * block_floats;
-      std::copy(src, src + n, kv->data() + to * block_floats);
+    for (kernels::DeviceBuffer* kv : {&keys_[l], &values_[l]}) {
+      backend_->Copy(kv->as<float>() + to * block_floats, kv->as<float>() + from * block_floats,
+                     bytes);
     }
   }
 }
@@ -47,7 +57,8 @@ int64_t KvCache::BytesPerToken(const ModelConfig& config) {
   return 2 * config.num_hidden_layers * config.kv_dim() * static_cast<int64_t>(sizeof(float));
 }
 
-Result<std::unique_ptr<InferenceAdapter>> InferenceAdapter::FromPeft(const LoraAdapter& adapter,
+Result<std::unique_ptr<InferenceAdapter>> InferenceAdapter::FromPeft(Backend& backend,
+                                                                     const LoraAdapter& adapter,
                                                                      const ModelConfig& config) {
   SOVAI_RETURN_IF_ERROR(ValidateLoraAdapter(adapter, config));
   if (!adapter.config.layers_to_transform.empty()) {
@@ -55,6 +66,7 @@ Result<std::unique_ptr<InferenceAdapter>> InferenceAdapter::FromPeft(const LoraA
                   "adapters on a subset of layers (layers_to_transform) are not supported yet");
   }
   std::unique_ptr<InferenceAdapter> out(new InferenceAdapter());
+  out->backend_ = &backend;
   out->rank_ = adapter.config.r;
   LoraOptions options;
   options.rank = adapter.config.r;
@@ -63,20 +75,68 @@ Result<std::unique_ptr<InferenceAdapter>> InferenceAdapter::FromPeft(const LoraA
   out->scale_ = static_cast<float>(options.Scale());
   out->layers_ = config.num_hidden_layers;
   out->index_.assign(static_cast<size_t>(out->layers_ * kProjectionCount), -1);
-  out->modules_ = adapter.modules;
-  for (size_t m = 0; m < out->modules_.size(); ++m) {
-    const LoraModuleWeights& w = out->modules_[m];
+  for (size_t m = 0; m < adapter.modules.size(); ++m) {
+    const LoraModuleWeights& w = adapter.modules[m];
+    ModuleWeights uploaded;
+    SOVAI_ASSIGN_OR_RETURN(uploaded.a, kernels::UploadNew<float>(backend, w.a));
+    SOVAI_ASSIGN_OR_RETURN(uploaded.b, kernels::UploadNew<float>(backend, w.b));
+    out->modules_.push_back(std::move(uploaded));
     out->index_[static_cast<size_t>(w.layer * kProjectionCount + static_cast<int>(w.module))] =
         static_cast<int32_t>(m);
   }
   return out;
 }
 
-const LoraModuleWeights* InferenceAdapter::Module(int64_t layer, Projection projection) const {
+const InferenceAdapter::ModuleWeights* InferenceAdapter::Module(int64_t layer,
+                                                                Projection projection) const {
   if (layer < 0 || layer >= layers_) return nullptr;
   const int32_t m =
       index_[static_cast<size_t>(layer * kProjectionCount + static_cast<int>(projection))];
   return m < 0 ? nullptr : &modules_[static_cast<size_t>(m)];
+}
+
+namespace {
+
+// Host index arrays into their buffers (the ops read only the backend's memory).
+Status UploadInts(Backend& backend, kernels::DeviceBuffer& buffer,
+                  const std::vector<int32_t>& values) {
+  SOVAI_RETURN_IF_ERROR(kernels::Reserve(backend, buffer, values.size() * sizeof(int32_t)));
+  backend.Upload(buffer.data(), values.data(), values.size() * sizeof(int32_t));
+  return Status();
+}
+
+}  // namespace
+
+Status LlamaModel::InferScratch::Prepare(Backend& backend, const ModelConfig& config, int64_t n,
+                                         int64_t xa_floats, int64_t logits_floats) {
+  const int64_t c = config.hidden_size, f = config.intermediate_size;
+  const int64_t qd = config.q_dim(), kvd = config.kv_dim(), hq = config.num_attention_heads;
+  SOVAI_RETURN_IF_ERROR(UploadInts(backend, d_tokens, tokens));
+  SOVAI_RETURN_IF_ERROR(UploadInts(backend, d_positions, positions));
+  SOVAI_RETURN_IF_ERROR(UploadInts(backend, d_seq_of, seq_of));
+  SOVAI_RETURN_IF_ERROR(UploadInts(backend, d_slots, slots));
+  SOVAI_RETURN_IF_ERROR(UploadInts(backend, d_block_tables, block_tables));
+  // Buffers keep their memory from step to step while they are large enough.
+  const std::pair<kernels::DeviceBuffer*, int64_t> sizes[] = {
+      {&x, n * c},
+      {&h, n * c},
+      {&q, n * qd},
+      {&k, n * kvd},
+      {&v, n * kvd},
+      {&att, n * qd},
+      {&tmp, n * std::max({c, qd, kvd})},
+      {&gate, n * f},
+      {&up, n * f},
+      {&hidden, n * f},
+      {&rstd, n * std::max(hq, int64_t{1})},
+      {&rstd_heads, config.has_qk_norm() ? n * hq : 0},
+      {&xa, xa_floats},
+      {&logits, logits_floats}};
+  for (const auto& [buffer, count] : sizes) {
+    SOVAI_RETURN_IF_ERROR(
+        kernels::Reserve(backend, *buffer, static_cast<size_t>(count) * sizeof(float)));
+  }
+  return Status();
 }
 
 Status LlamaModel::Infer(Backend& backend, KvCache& cache,
@@ -90,6 +150,16 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   if (!backend.Supports(kernels::Op::kPagedAttention)) {
     return Status(StatusCode::kFailedPrecondition,
                   "the " + std::string(backend.name()) + " backend cannot run inference");
+  }
+  if (&backend != backend_ || &cache.backend() != backend_) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "the model and its KV cache must be in the memory of the backend that runs them");
+  }
+  for (const InferenceSequence& seq : sequences) {
+    if (seq.adapter != nullptr && &seq.adapter->backend() != backend_) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "an adapter was loaded into another backend's memory than the model's");
+    }
   }
   if (!infer_) infer_ = std::make_unique<InferScratch>();
   InferScratch& s = *infer_;
@@ -148,20 +218,14 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   logits.resize(static_cast<size_t>(with_logits * vocab));
   if (n == 0) return Status();
-  auto grow = [](std::vector<float>& v, int64_t count) {
-    if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
-  };
-  grow(s.x, n * c);
-  grow(s.h, n * c);
-  grow(s.q, n * qd);
-  grow(s.k, n * kvd);
-  grow(s.v, n * kvd);
-  grow(s.att, n * qd);
-  grow(s.tmp, n * std::max({c, qd, kvd}));
-  grow(s.gate, n * f);
-  grow(s.up, n * f);
-  grow(s.hidden, n * f);
-  grow(s.rstd, n * std::max(hq, int64_t{1}));
+  int64_t max_xa = 0;  // the largest [rows, R] of any sequence's adapter
+  for (const InferenceSequence& seq : sequences) {
+    if (seq.adapter != nullptr) {
+      max_xa = std::max(max_xa, static_cast<int64_t>(seq.tokens.size()) * seq.adapter->rank());
+    }
+  }
+  SOVAI_RETURN_IF_ERROR(s.Prepare(backend, config_, n, max_xa, with_logits * vocab));
+  const float* inv_freq = F32(globals_->inv_freq);
 
   // The rows of x: every token's until the last layer, which keeps only the rows whose logits
   // are wanted (below).
@@ -178,49 +242,47 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
     for (size_t si = 0; si < sequences.size(); ++si) {
       const InferenceSequence& seq = sequences[si];
       const int64_t rows = s.seq_rows[si];
-      const LoraModuleWeights* m =
+      const InferenceAdapter::ModuleWeights* m =
           seq.adapter ? seq.adapter->Module(l, static_cast<Projection>(i)) : nullptr;
       if (m != nullptr && rows > 0) {
         const int64_t r = seq.adapter->rank();
-        grow(s.xa, rows * r);
-        backend.LoraForward(y + row * w.rows, s.xa.data(), x + row * w.cols, m->a.data(),
-                            m->b.data(), rows, w.cols, w.rows, r, seq.adapter->scale(),
-                            kernels::Dropout{});
+        backend.LoraForward(y + row * w.rows, F32(s.xa), x + row * w.cols, F32(m->a), F32(m->b),
+                            rows, w.cols, w.rows, r, seq.adapter->scale(), kernels::Dropout{});
       }
       row += rows;
     }
   };
 
-  backend.EmbeddingForward(s.x.data(), s.tokens.data(), globals_->embed.ref, n);  // x[N, C]
+  backend.EmbeddingForward(F32(s.x), I32(s.d_tokens), globals_->embed.ref, n);  // x[N, C]
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& layer = *layers_[l];
     const int64_t li = static_cast<int64_t>(l);
-    backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), layer.input_norm.data(), n, c,
-                           eps);                    // h[N, C]
-    project(layer, li, 0, s.h.data(), s.q.data());  // q[N, Hq, D]
-    project(layer, li, 1, s.h.data(), s.k.data());  // k[N, Hkv, D]
-    project(layer, li, 2, s.h.data(), s.v.data());  // v[N, Hkv, D]
+    backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), layer.input_norm.data(), n, c,
+                           eps);                // h[N, C]
+    project(layer, li, 0, F32(s.h), F32(s.q));  // q[N, Hq, D]
+    project(layer, li, 1, F32(s.h), F32(s.k));  // k[N, Hkv, D]
+    project(layer, li, 2, F32(s.h), F32(s.v));  // v[N, Hkv, D]
     if (config_.has_qk_norm()) {
-      grow(s.rstd_heads, n * hq);
-      std::copy_n(s.q.data(), n * qd, s.tmp.data());
-      backend.RmsNormForward(s.q.data(), s.rstd_heads.data(), s.tmp.data(), layer.q_norm.data(),
-                             n * hq, d, eps);
-      std::copy_n(s.k.data(), n * kvd, s.tmp.data());
-      backend.RmsNormForward(s.k.data(), s.rstd_heads.data(), s.tmp.data(), layer.k_norm.data(),
-                             n * hkv, d, eps);
+      backend.Copy(F32(s.tmp), F32(s.q), static_cast<size_t>(n * qd) * sizeof(float));
+      backend.RmsNormForward(F32(s.q), F32(s.rstd_heads), F32(s.tmp), layer.q_norm.data(), n * hq,
+                             d, eps);
+      backend.Copy(F32(s.tmp), F32(s.k), static_cast<size_t>(n * kvd) * sizeof(float));
+      backend.RmsNormForward(F32(s.k), F32(s.rstd_heads), F32(s.tmp), layer.k_norm.data(), n * hkv,
+                             d, eps);
     }
-    backend.RopeForward(s.q.data(), s.q.data(), s.positions.data(), inv_freq_.data(), n, hq, d);
-    backend.RopeForward(s.k.data(), s.k.data(), s.positions.data(), inv_freq_.data(), n, hkv, d);
-    backend.KvCacheWrite(cache.keys(li), cache.values(li), s.k.data(), s.v.data(), s.slots.data(),
-                         n, hkv, d);
-    const int32_t* seq_of = s.seq_of.data();
-    const int32_t* positions = s.positions.data();
+    backend.RopeForward(F32(s.q), F32(s.q), I32(s.d_positions), inv_freq, n, hq, d);
+    backend.RopeForward(F32(s.k), F32(s.k), I32(s.d_positions), inv_freq, n, hkv, d);
+    backend.KvCacheWrite(cache.keys(li), cache.values(li), F32(s.k), F32(s.v), I32(s.d_slots), n,
+                         hkv, d);
+    const int32_t* seq_of = I32(s.d_seq_of);
+    const int32_t* positions = I32(s.d_positions);
     if (l + 1 == layers_.size() && with_logits < n) {
       // The last layer's output is only read for logits: the other rows have left what later
       // steps need of them (their keys and values) in the cache, so the rest of the layer runs
       // on the rows whose logits are wanted alone (a prefill chunk of 32 tokens skips 31/32 of
-      // the last layer's attention, output and MLP). Kept rows move up in order; every op
-      // computes a row the same way in any batch, so their results do not change.
+      // the last layer's attention, output and MLP). Kept rows move up in order (a row's copy
+      // never overlaps another row); every op computes a row the same way in any batch, so their
+      // results do not change.
       s.kept_seq_of.clear();
       s.kept_positions.clear();
       int64_t row = 0;
@@ -232,15 +294,17 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
         if (!keep) continue;
         const auto from = static_cast<size_t>(row - 1);
         const auto to = s.kept_seq_of.size();
-        std::memmove(s.q.data() + to * qd, s.q.data() + from * qd, qd * sizeof(float));
-        std::memmove(s.x.data() + to * c, s.x.data() + from * c, c * sizeof(float));
+        backend.Copy(F32(s.q) + to * qd, F32(s.q) + from * qd, qd * sizeof(float));
+        backend.Copy(F32(s.x) + to * c, F32(s.x) + from * c, c * sizeof(float));
         s.kept_seq_of.push_back(s.seq_of[from]);
         s.kept_positions.push_back(s.positions[from]);
       }
       rows_now = with_logits;
-      seq_of = s.kept_seq_of.data();
-      positions = s.kept_positions.data();
       if (rows_now == 0) break;  // a prefill chunk that produces no token
+      SOVAI_RETURN_IF_ERROR(UploadInts(backend, s.d_kept_seq_of, s.kept_seq_of));
+      SOVAI_RETURN_IF_ERROR(UploadInts(backend, s.d_kept_positions, s.kept_positions));
+      seq_of = I32(s.d_kept_seq_of);
+      positions = I32(s.d_kept_positions);
     }
     const Backend::PagedAttentionShape shape{
         .q_heads = hq,
@@ -251,27 +315,28 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
         .window = layer.window,
         .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))};
     const int64_t r = rows_now;
-    backend.PagedAttention(s.att.data(), s.q.data(), cache.keys(li), cache.values(li), seq_of,
-                           positions, s.block_tables.data(), r,
-                           shape);                      // att[R, Hq, D]
-    project(layer, li, 3, s.att.data(), s.tmp.data());  // tmp[R, C]
-    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), r * c);
-    backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), layer.post_norm.data(), r, c,
-                           eps);
-    project(layer, li, 4, s.h.data(), s.gate.data());  // gate[R, F]
-    project(layer, li, 5, s.h.data(), s.up.data());    // up[R, F]
-    backend.SwiGluForward(s.hidden.data(), s.gate.data(), s.up.data(), r * f);
-    project(layer, li, 6, s.hidden.data(), s.tmp.data());  // tmp[R, C]
-    backend.Add(s.x.data(), s.x.data(), s.tmp.data(), r * c);
+    backend.PagedAttention(F32(s.att), F32(s.q), cache.keys(li), cache.values(li), seq_of,
+                           positions, I32(s.d_block_tables), r,
+                           shape);                  // att[R, Hq, D]
+    project(layer, li, 3, F32(s.att), F32(s.tmp));  // tmp[R, C]
+    backend.Add(F32(s.x), F32(s.x), F32(s.tmp), r * c);
+    backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), layer.post_norm.data(), r, c, eps);
+    project(layer, li, 4, F32(s.h), F32(s.gate));  // gate[R, F]
+    project(layer, li, 5, F32(s.h), F32(s.up));    // up[R, F]
+    backend.SwiGluForward(F32(s.hidden), F32(s.gate), F32(s.up), r * f);
+    project(layer, li, 6, F32(s.hidden), F32(s.tmp));  // tmp[R, C]
+    backend.Add(F32(s.x), F32(s.x), F32(s.tmp), r * c);
   }
   if (with_logits == 0) return Status();
   // x's first S' rows are now the last rows of the sequences that want logits, in order (the
   // last layer kept only them, or every sequence brought one row and wants its logits).
   SOVAI_CHECK_EQ(rows_now, with_logits);
-  backend.RmsNormForward(s.h.data(), s.rstd.data(), s.x.data(), globals_->final_norm.data(),
-                         with_logits, c, eps);
+  backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), globals_->final_norm.data(), with_logits,
+                         c, eps);
   const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
-  backend.LinearForward(logits.data(), s.h.data(), head.ref, nullptr, with_logits);  // [S', V]
+  backend.LinearForward(F32(s.logits), F32(s.h), head.ref, nullptr, with_logits);  // [S', V]
+  // The sampler reads the logits on the host: the step's one download.
+  backend.Download(logits.data(), s.logits.data(), logits.size() * sizeof(float));
   return Status();
 }
 

@@ -37,9 +37,12 @@ ModelConfig SmallConfig(bool qwen3, bool tie, int64_t window = 0, int64_t head_d
   return *config;
 }
 
-// A frozen model with random weights in `storage` (via an f32 model drawn by RandomInit).
-std::unique_ptr<LlamaModel> FrozenModel(const ModelConfig& config, BaseWeights storage) {
-  auto random = LlamaModel::RandomInit(config, 7);
+// A frozen model with random weights in `storage` (via an f32 model drawn by RandomInit), in
+// `backend`'s memory.
+std::unique_ptr<LlamaModel> FrozenModel(kernels::Backend& backend, const ModelConfig& config,
+                                        BaseWeights storage) {
+  auto host = kernels::NewReferenceBackend();
+  auto random = LlamaModel::RandomInit(*host, config, 7);
   EXPECT_TRUE(random.ok()) << random.status();
   std::map<std::string, std::vector<float>> tensors;
   std::map<std::string, std::vector<uint64_t>> shapes;
@@ -57,7 +60,7 @@ std::unique_ptr<LlamaModel> FrozenModel(const ModelConfig& config, BaseWeights s
     return SourceTensor{tensor::DType::kF32, shapes[it->first],
                         std::as_bytes(std::span<const float>(it->second))};
   };
-  auto model = LlamaModel::Load(config, source, storage);
+  auto model = LlamaModel::Load(backend, config, source, storage);
   EXPECT_TRUE(model.ok()) << model.status();
   return std::move(*model);
 }
@@ -134,24 +137,29 @@ class LlamaInferTest : public ::testing::TestWithParam<Case> {};
 TEST_P(LlamaInferTest, ChunkedBatchedMultiAdapterMatchesWholeSequenceForward) {
   const Case& param = GetParam();
   const ModelConfig config = SmallConfig(param.qwen3, param.tie, param.window, param.head_dim);
-  for (const char* backend_name : {"reference", "cpu"}) {
+  // strict:cpu runs the cpu backend's ops behind the check that each is handed only memory
+  // the backend allocated: model, cache, adapters, index arrays and scratch alike.
+  for (const char* backend_name : {"reference", "cpu", "strict:cpu"}) {
     SCOPED_TRACE(backend_name);
-    auto backend = std::string(backend_name) == "cpu" ? kernels::NewCpuBackend(2)
-                                                      : kernels::NewReferenceBackend();
-    auto model = FrozenModel(config, param.storage);
+    const std::string which_backend = backend_name;
+    auto backend = which_backend == "cpu" ? kernels::NewCpuBackend(2)
+                   : which_backend == "strict:cpu"
+                       ? kernels::NewStrictBackend(kernels::NewCpuBackend(2))
+                       : kernels::NewReferenceBackend();
+    auto model = FrozenModel(*backend, config, param.storage);
     const LoraAdapter peft1 = RandomAdapter(config, 1, 4);
     const LoraAdapter peft2 = RandomAdapter(config, 2, 8);
-    auto adapter1 = InferenceAdapter::FromPeft(peft1, config);
-    auto adapter2 = InferenceAdapter::FromPeft(peft2, config);
+    auto adapter1 = InferenceAdapter::FromPeft(*backend, peft1, config);
+    auto adapter2 = InferenceAdapter::FromPeft(*backend, peft2, config);
     ASSERT_TRUE(adapter1.ok() && adapter2.ok());
     // Reference models: the same base with each adapter imported for the training forward.
-    auto with1 = FrozenModel(config, param.storage);
+    auto with1 = FrozenModel(*backend, config, param.storage);
     ASSERT_TRUE(with1->ImportLora(peft1).ok());
-    auto with2 = FrozenModel(config, param.storage);
+    auto with2 = FrozenModel(*backend, config, param.storage);
     ASSERT_TRUE(with2->ImportLora(peft2).ok());
 
     const int64_t block_size = 4;
-    KvCache cache(config, 40, block_size);
+    KvCache cache = KvCache::Create(*backend, config, 40, block_size).value();
     struct Seq {
       std::vector<int32_t> tokens;  // everything known so far
       int64_t computed = 0;         // positions already in the cache
@@ -219,37 +227,110 @@ INSTANTIATE_TEST_SUITE_P(
 // (Q8_0 computes every row the same way in any batch); without the copy they are not.
 TEST(LlamaInferCacheTest, CopiedLeadingSlotsServeAsThePrefix) {
   const ModelConfig config = SmallConfig(false, true, 0, 64);
-  auto backend = kernels::NewCpuBackend(2);
-  auto model = FrozenModel(config, BaseWeights::kQ8_0);
-  KvCache cache(config, 16, 4);
-  std::vector<float> logits;
-  auto run = [&](std::span<const int32_t> tokens, int64_t start,
-                 const std::vector<int32_t>& table) {
-    InferenceSequence seq{
-        .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
-    EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
-    return logits;
-  };
-  const std::vector<int32_t> a = RandomTokens(10, 21, 101);
-  std::vector<int32_t> b(a.begin(), a.begin() + 6);
-  for (int32_t t : RandomTokens(3, 22, 101)) b.push_back(t);
-  const std::vector<float> a_logits = run(a, 0, {0, 1, 2});
-  const std::vector<float> scratch = run(b, 0, {3, 4, 5});
+  // On strict:cpu too: the copy is the backend's Copy between blocks of its own buffers.
+  for (bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "strict:cpu" : "cpu");
+    auto backend =
+        strict ? kernels::NewStrictBackend(kernels::NewCpuBackend(2)) : kernels::NewCpuBackend(2);
+    auto model = FrozenModel(*backend, config, BaseWeights::kQ8_0);
+    KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
+    std::vector<float> logits;
+    auto run = [&](std::span<const int32_t> tokens, int64_t start,
+                   const std::vector<int32_t>& table) {
+      InferenceSequence seq{
+          .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
+      EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+      return logits;
+    };
+    const std::vector<int32_t> a = RandomTokens(10, 21, 101);
+    std::vector<int32_t> b(a.begin(), a.begin() + 6);
+    for (int32_t t : RandomTokens(3, 22, 101)) b.push_back(t);
+    const std::vector<float> a_logits = run(a, 0, {0, 1, 2});
+    const std::vector<float> scratch = run(b, 0, {3, 4, 5});
 
-  cache.CopyLeadingSlots(/*from=*/1, /*to=*/6, /*count=*/2);
-  const std::span<const int32_t> tail = std::span<const int32_t>(b).subspan(6);
-  EXPECT_EQ(run(tail, 6, {0, 6, 7}), scratch);
-  // The copy is what made it: block 8 never held those slots.
-  EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
-  // A's blocks were only read: A's last token again gives A's logits.
-  EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+    cache.CopyLeadingSlots(/*from=*/1, /*to=*/6, /*count=*/2);
+    const std::span<const int32_t> tail = std::span<const int32_t>(b).subspan(6);
+    EXPECT_EQ(run(tail, 6, {0, 6, 7}), scratch);
+    // The copy is what made it: block 8 never held those slots.
+    EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
+    // A's blocks were only read: A's last token again gives A's logits.
+    EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+  }
+}
+
+// The device seam: on the strict backend (every op handed only the backend's own buffers, fresh
+// ones poisoned) inference and the training forward compute the cpu backend's logits bit for bit,
+// and everything the model, the cache and the adapter allocated is freed with them.
+TEST(LlamaInferSeamTest, TheStrictBackendComputesTheCpuBackendsBits) {
+  const ModelConfig config = SmallConfig(true, false, 0, 64);  // qwen3: per-head norms too
+  auto cpu = kernels::NewCpuBackend(2);
+  auto strict = kernels::NewStrictBackend(kernels::NewCpuBackend(2));
+  const LoraAdapter peft = RandomAdapter(config, 3, 4);
+  const std::vector<int32_t> prompt = RandomTokens(13, 31, 101);
+  std::vector<std::vector<float>> results[2];
+  for (int which = 0; which < 2; ++which) {
+    kernels::Backend& backend = which == 0 ? *cpu : *strict;
+    auto model = FrozenModel(backend, config, BaseWeights::kBF16);
+    auto adapter = InferenceAdapter::FromPeft(backend, peft, config);
+    ASSERT_TRUE(adapter.ok()) << adapter.status();
+    KvCache cache = KvCache::Create(backend, config, 8, 4).value();
+    std::vector<float> logits;
+    // A prefill of 9 tokens without logits, then 4 more, then a decode step with the adapter.
+    const std::vector<int32_t> table = {5, 2, 7, 0};
+    auto run = [&](int64_t begin, int64_t end, const InferenceAdapter* with) {
+      InferenceSequence seq{.tokens = std::span<const int32_t>(prompt).subspan(
+                                static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
+                            .start = begin,
+                            .block_table = table,
+                            .adapter = with,
+                            .want_logits = end == 13 || end == 12};
+      ASSERT_TRUE(model->Infer(backend, cache, {&seq, 1}, logits).ok());
+      results[which].push_back(logits);
+    };
+    run(0, 9, nullptr);
+    run(9, 12, nullptr);
+    run(12, 13, adapter->get());
+    results[which].push_back(WholeSequenceLogits(*model, backend, prompt));
+  }
+  ASSERT_EQ(results[0].size(), 4u);
+  for (size_t i = 0; i < results[0].size(); ++i) EXPECT_EQ(results[1][i], results[0][i]) << i;
+  EXPECT_FALSE(results[0][1].empty());
+  EXPECT_EQ(strict->memory_stats().live_buffers, 0);
+  EXPECT_GT(strict->memory_stats().peak_bytes, 0);
+}
+
+TEST(LlamaInferSeamTest, RefusesACacheOrAdapterOfAnotherBackend) {
+  const ModelConfig config = SmallConfig(false, true);
+  auto backend = kernels::NewReferenceBackend();
+  auto other = kernels::NewReferenceBackend();
+  auto model = FrozenModel(*backend, config, BaseWeights::kF32);
+  KvCache cache = KvCache::Create(*backend, config, 4, 4).value();
+  KvCache foreign_cache = KvCache::Create(*other, config, 4, 4).value();
+  auto foreign_adapter = InferenceAdapter::FromPeft(*other, RandomAdapter(config, 1, 2), config);
+  ASSERT_TRUE(foreign_adapter.ok());
+  std::vector<float> logits;
+  const std::vector<int32_t> tokens = {1, 2};
+  const std::vector<int32_t> table = {0};
+  InferenceSequence seq{.tokens = tokens, .start = 0, .block_table = table, .want_logits = true};
+  EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+  EXPECT_EQ(model->Infer(*other, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(model->Infer(*backend, foreign_cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kFailedPrecondition);
+  seq.adapter = foreign_adapter->get();
+  EXPECT_EQ(model->Infer(*backend, cache, {&seq, 1}, logits).code(),
+            base::StatusCode::kFailedPrecondition);
+  const std::vector<int32_t> targets = {2, -100};
+  const Batch batch{.batch = 1, .seq_len = 2, .tokens = tokens, .targets = targets};
+  EXPECT_EQ(model->Loss(*other, batch).status().code(), base::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(model->Loss(*backend, batch).ok());
 }
 
 TEST(LlamaInferErrorsTest, RefusesBadTokensPositionsAndBlocks) {
   const ModelConfig config = SmallConfig(false, true);
   auto backend = kernels::NewReferenceBackend();
-  auto model = FrozenModel(config, BaseWeights::kF32);
-  KvCache cache(config, 4, 4);
+  auto model = FrozenModel(*backend, config, BaseWeights::kF32);
+  KvCache cache = KvCache::Create(*backend, config, 4, 4).value();
   std::vector<float> logits;
   const std::vector<int32_t> table = {0, 1};
   const std::vector<int32_t> bad_token = {1, 101};

@@ -177,10 +177,13 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
   }
   engine->eos_token_ids_.assign(eos.begin(), eos.end());
 
-  SOVAI_ASSIGN_OR_RETURN(
-      engine->model_,
-      model::LlamaModel::Load(dir.config, model::TensorSourceOf(*dir.weights), options.weights));
-  engine->backend_ = kernels::NewCpuBackend(options.threads);
+  // The backend first: the model, the cache and the adapters live in its memory.
+  engine->backend_ = options.strict_backend
+                         ? kernels::NewStrictBackend(kernels::NewCpuBackend(options.threads))
+                         : kernels::NewCpuBackend(options.threads);
+  SOVAI_ASSIGN_OR_RETURN(engine->model_, model::LlamaModel::Load(
+                                             *engine->backend_, dir.config,
+                                             model::TensorSourceOf(*dir.weights), options.weights));
   engine->max_model_len_ = dir.config.max_position_embeddings;
   if (options.max_model_len > 0) {
     engine->max_model_len_ = std::min(engine->max_model_len_, options.max_model_len);
@@ -217,7 +220,10 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
   scheduler.enable_prefix_caching = options.enable_prefix_caching;
   SOVAI_RETURN_IF_ERROR(Scheduler::ValidateOptions(scheduler));
   engine->scheduler_ = std::make_unique<Scheduler>(scheduler);
-  engine->cache_ = std::make_unique<model::KvCache>(dir.config, num_blocks, options.block_size);
+  SOVAI_ASSIGN_OR_RETURN(
+      model::KvCache cache,
+      model::KvCache::Create(*engine->backend_, dir.config, num_blocks, options.block_size));
+  engine->cache_ = std::make_unique<model::KvCache>(std::move(cache));
   for (const auto& [name, path] : options.adapters) {
     SOVAI_RETURN_IF_ERROR(engine->LoadAdapter(name, path));
   }
@@ -244,7 +250,8 @@ Status Engine::LoadAdapter(const std::string& name, const std::string& path) {
   SOVAI_ASSIGN_OR_RETURN(model::LoraAdapter peft,
                          model::LoadLoraAdapter(base::Env::Default(), path, config_));
   auto loaded = std::make_shared<LoadedAdapter>();
-  SOVAI_ASSIGN_OR_RETURN(loaded->weights, model::InferenceAdapter::FromPeft(peft, config_));
+  SOVAI_ASSIGN_OR_RETURN(loaded->weights,
+                         model::InferenceAdapter::FromPeft(*backend_, peft, config_));
   loaded->info = AdapterInfo{name, path, AdapterContentHash(peft)};
   std::lock_guard lock(mu_);
   if (!adapters_.contains(name) && adapters_.size() >= kMaxAdapters) {

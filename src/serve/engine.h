@@ -58,6 +58,9 @@ struct EngineOptions {
   std::vector<std::pair<std::string, std::string>> adapters;
   model::BaseWeights weights = model::BaseWeights::kQ8_0;
   int threads = 0;  // 0: every core
+  // The cpu backend behind the strict backend's checks that every op is handed only the
+  // backend's own buffers (kernels/backend.h): same results, for checking the device seam.
+  bool strict_backend = false;
   int64_t kv_cache_bytes = kDefaultKvCacheBytes;
   int64_t block_size = kDefaultBlockSize;
   int64_t max_num_batched_tokens = kDefaultMaxNumBatchedTokens;
@@ -176,14 +179,16 @@ class Engine {
   bool Step();
   void Finish(Sequence& seq, FinishReason reason);
 
+  // Declared first, so destroyed last: every buffer of the model, the cache and the adapters
+  // below is freed by it.
+  std::unique_ptr<kernels::Backend> backend_;
   model::ModelConfig config_;
   std::string served_model_name_;
   int64_t max_model_len_ = 0;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::ChatTemplate> chat_template_;
   std::vector<int32_t> eos_token_ids_;
-  std::unique_ptr<model::LlamaModel> model_;
-  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::LlamaModel> model_;  // in backend_'s memory, as cache_ and the adapters
   std::unique_ptr<model::KvCache> cache_;
   std::vector<float> logits_;       // [S', V] of the latest step (loop thread only)
   std::vector<uint8_t> mask_;       // allowed tokens of a constrained sequence (loop thread only)

@@ -40,16 +40,21 @@ model::TensorToWrite F32Tensor(std::string name, std::vector<uint64_t> shape,
   return t;
 }
 
+// Reads tensor `name` and uploads it into `out` (a buffer of its backend), which must hold as
+// many floats.
 Status ReadInto(const model::SafetensorsFile& file, const std::string& name,
-                std::vector<float>& out) {
+                kernels::DeviceBuffer& out) {
   SOVAI_ASSIGN_OR_RETURN(std::vector<float> values, file.ReadF32(name));
-  if (values.size() != out.size()) {
+  if (static_cast<int64_t>(values.size()) != out.count<float>()) {
     return Status(StatusCode::kFailedPrecondition,
                   "checkpoint tensor '" + name + "' in '" + file.path() + "' has " +
                       std::to_string(values.size()) + " elements, this run has " +
-                      std::to_string(out.size()) + ": the checkpoint is of another model or shape");
+                      std::to_string(out.count<float>()) +
+                      ": the checkpoint is of another model or shape");
   }
-  out = std::move(values);
+  if (!values.empty()) {
+    out.backend()->Upload(out.data(), values.data(), values.size() * sizeof(float));
+  }
   return Status();
 }
 
@@ -71,13 +76,21 @@ Result<std::string> SaveCheckpoint(base::Env& env, const std::string& output_dir
 
   Status written = [&]() -> Status {
     model::SafetensorsWriter weights, optimizer;
+    // The values and moments are downloaded from the backend; the host copies live until the
+    // files are written (the writers keep views of them).
+    std::vector<std::vector<float>> host;
+    host.reserve(3 * params.size());
+    auto download = [&](const kernels::DeviceBuffer& buffer) -> const std::vector<float>& {
+      host.push_back(kernels::DownloadAll<float>(buffer));
+      return host.back();
+    };
     for (size_t i = 0; i < params.size(); ++i) {
       const model::Parameter& p = *params[i];
-      SOVAI_RETURN_IF_ERROR(weights.Add(F32Tensor(p.name, p.shape, p.value)));
+      SOVAI_RETURN_IF_ERROR(weights.Add(F32Tensor(p.name, p.shape, download(p.value))));
       SOVAI_RETURN_IF_ERROR(
-          optimizer.Add(F32Tensor(p.name + ".exp_avg", p.shape, moments[i].exp_avg)));
-      SOVAI_RETURN_IF_ERROR(
-          optimizer.Add(F32Tensor(p.name + ".exp_avg_sq", p.shape, moments[i].exp_avg_sq)));
+          optimizer.Add(F32Tensor(p.name + ".exp_avg", p.shape, download(moments[i].exp_avg))));
+      SOVAI_RETURN_IF_ERROR(optimizer.Add(
+          F32Tensor(p.name + ".exp_avg_sq", p.shape, download(moments[i].exp_avg_sq))));
     }
     SOVAI_RETURN_IF_ERROR(weights.WriteFile(env, temp_dir + "/trainable.safetensors"));
     SOVAI_RETURN_IF_ERROR(optimizer.WriteFile(env, temp_dir + "/optimizer.safetensors"));
@@ -167,8 +180,15 @@ Result<TrainState> LoadCheckpoint(base::Env& env, const std::string& checkpoint_
   for (size_t i = 0; i < params.size(); ++i) {
     model::Parameter& p = *params[i];
     SOVAI_RETURN_IF_ERROR(ReadInto(*weights, p.name, p.value));
-    moments[i].exp_avg.resize(p.value.size());
-    moments[i].exp_avg_sq.resize(p.value.size());
+    if (!p.value.empty()) {
+      // Moments live beside their parameter, in its backend's memory.
+      kernels::Backend& backend = *p.value.backend();
+      for (kernels::DeviceBuffer* m : {&moments[i].exp_avg, &moments[i].exp_avg_sq}) {
+        if (m->backend() != &backend || m->bytes() != p.value.bytes()) {
+          SOVAI_ASSIGN_OR_RETURN(*m, backend.Allocate(p.value.bytes()));
+        }
+      }
+    }
     SOVAI_RETURN_IF_ERROR(ReadInto(*optimizer, p.name + ".exp_avg", moments[i].exp_avg));
     SOVAI_RETURN_IF_ERROR(ReadInto(*optimizer, p.name + ".exp_avg_sq", moments[i].exp_avg_sq));
   }

@@ -36,10 +36,10 @@ struct TrainState {
   int64_t evals_without_improvement = 0;
 };
 
-// AdamW moments of one parameter (same size as its value).
+// AdamW moments of one parameter (f32, the size of its value, in its backend's memory).
 struct Moments {
-  std::vector<float> exp_avg;
-  std::vector<float> exp_avg_sq;
+  kernels::DeviceBuffer exp_avg;
+  kernels::DeviceBuffer exp_avg_sq;
 };
 
 // Writes the checkpoint of `state.step` under `output_dir`/checkpoints and returns its path.
@@ -54,7 +54,8 @@ base::Result<std::optional<std::string>> LatestCheckpoint(base::Env& env,
 
 // Loads a checkpoint into `params` and `moments` (which must have the same names and sizes — a
 // checkpoint of another model or LoRA shape is refused naming the first mismatch) and returns
-// its state.
+// its state. Values are downloaded (Save) from and uploaded (Load) to the parameters' backend;
+// moments of the wrong size are allocated there.
 base::Result<TrainState> LoadCheckpoint(base::Env& env, const std::string& checkpoint_dir,
                                         const std::vector<model::Parameter*>& params,
                                         std::vector<Moments>& moments);

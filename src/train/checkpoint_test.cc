@@ -5,8 +5,29 @@
 
 #include <filesystem>
 
+#include "kernels/backend.h"
+
 namespace sovai::train {
 namespace {
+
+using Floats = std::vector<float>;
+
+// Parameters and moments live in a backend's memory; the strict backend refuses any transfer
+// that does not go through its own buffers.
+model::Parameter Param(kernels::Backend& backend, std::string name, std::vector<uint64_t> shape,
+                       const Floats& values) {
+  auto p = model::NewParameter(backend, std::move(name), std::move(shape), values, true);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return std::move(*p);
+}
+
+kernels::DeviceBuffer Buffer(kernels::Backend& backend, const Floats& values) {
+  auto buffer = kernels::UploadNew<float>(backend, values);
+  EXPECT_TRUE(buffer.ok()) << buffer.status();
+  return std::move(*buffer);
+}
+
+Floats Values(const kernels::DeviceBuffer& buffer) { return kernels::DownloadAll<float>(buffer); }
 
 class CheckpointTest : public ::testing::Test {
  protected:
@@ -14,18 +35,22 @@ class CheckpointTest : public ::testing::Test {
     char dir[] = "/tmp/sovai_checkpoint_test_XXXXXX";
     ASSERT_NE(::mkdtemp(dir), nullptr);
     dir_ = dir;
-    a_.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
-    a_.shape = {2, 3};
-    a_.value = {1, 2, 3, 4, 5, 6};
-    b_.name = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
-    b_.shape = {3, 2};
-    b_.value = {-1, -2, -3, -4, -5, -6};
-    moments_ = {Moments{{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}, {1, 1, 1, 1, 1, 1}},
-                Moments{{7, 8, 9, 10, 11, 12}, {2, 2, 2, 2, 2, 2}}};
+    a_ = Param(*backend_, kA, {2, 3}, {1, 2, 3, 4, 5, 6});
+    b_ = Param(*backend_, kB, {3, 2}, {-1, -2, -3, -4, -5, -6});
+    moments_.push_back(Moments{Buffer(*backend_, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f}),
+                               Buffer(*backend_, {1, 1, 1, 1, 1, 1})});
+    moments_.push_back(
+        Moments{Buffer(*backend_, {7, 8, 9, 10, 11, 12}), Buffer(*backend_, {2, 2, 2, 2, 2, 2})});
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::vector<model::Parameter*> Params() { return {&a_, &b_}; }
 
+  static constexpr const char* kA =
+      "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight";
+  static constexpr const char* kB =
+      "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight";
+  std::unique_ptr<kernels::Backend> backend_ =
+      kernels::NewStrictBackend(kernels::NewReferenceBackend());
   std::string dir_;
   model::Parameter a_, b_;
   std::vector<Moments> moments_;
@@ -48,17 +73,18 @@ TEST_F(CheckpointTest, RoundTripsParametersMomentsAndState) {
   ASSERT_TRUE(latest.ok());
   EXPECT_EQ(latest->value_or(""), *path);
 
-  model::Parameter a = a_, b = b_;
-  std::fill(a.value.begin(), a.value.end(), 0.0f);
-  std::fill(b.value.begin(), b.value.end(), 0.0f);
+  model::Parameter a = Param(*backend_, kA, {2, 3}, Floats(6, 0.0f));
+  model::Parameter b = Param(*backend_, kB, {3, 2}, Floats(6, 0.0f));
   std::vector<Moments> moments;
   auto loaded = LoadCheckpoint(env, *path, {&a, &b}, moments);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(a.value, a_.value);
-  EXPECT_EQ(b.value, b_.value);
+  EXPECT_EQ(Values(a.value), Values(a_.value));
+  EXPECT_EQ(Values(b.value), Values(b_.value));
   ASSERT_EQ(moments.size(), 2u);
-  EXPECT_EQ(moments[1].exp_avg, moments_[1].exp_avg);
-  EXPECT_EQ(moments[0].exp_avg_sq, moments_[0].exp_avg_sq);
+  EXPECT_EQ(Values(moments[1].exp_avg), Values(moments_[1].exp_avg));
+  EXPECT_EQ(Values(moments[0].exp_avg_sq), Values(moments_[0].exp_avg_sq));
+  // The moments were allocated in the parameters' backend.
+  EXPECT_EQ(moments[0].exp_avg.backend(), backend_.get());
   EXPECT_EQ(loaded->step, 42);
   EXPECT_EQ(loaded->next_example, 17u);
   EXPECT_EQ(loaded->seed, 1234567890123ull);
@@ -105,8 +131,7 @@ TEST_F(CheckpointTest, ACheckpointOfAnotherShapeIsRefused) {
   TrainState state;
   auto path = SaveCheckpoint(env, dir_, Params(), moments_, state);
   ASSERT_TRUE(path.ok());
-  model::Parameter a = a_;
-  a.value.resize(8);
+  model::Parameter a = Param(*backend_, kA, {2, 4}, Floats(8, 0.0f));
   std::vector<Moments> moments;
   auto loaded = LoadCheckpoint(env, *path, {&a, &b_}, moments);
   ASSERT_FALSE(loaded.ok());

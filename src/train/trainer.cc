@@ -99,7 +99,7 @@ Status Run::LoadModelAndData() {
   if (o_.from_scratch) {
     SOVAI_ASSIGN_OR_RETURN(std::string text, env_.ReadFile(o_.model_dir + "/config.json"));
     SOVAI_ASSIGN_OR_RETURN(config_, model::ParseModelConfig(text, o_.model_dir + "/config.json"));
-    SOVAI_ASSIGN_OR_RETURN(model_, model::LlamaModel::RandomInit(config_, o_.seed));
+    SOVAI_ASSIGN_OR_RETURN(model_, model::LlamaModel::RandomInit(backend_, config_, o_.seed));
   } else {
     SOVAI_ASSIGN_OR_RETURN(model::ModelDir dir, model::LoadModelDir(env_, o_.model_dir));
     dir_.emplace(std::move(dir));
@@ -108,7 +108,8 @@ Status Run::LoadModelAndData() {
                                  : o_.method == Method::kQlora ? model::BaseWeights::kNF4
                                                                : model::BaseWeights::kF32;
     SOVAI_ASSIGN_OR_RETURN(
-        model_, model::LlamaModel::Load(config_, model::TensorSourceOf(*dir_->weights), storage));
+        model_,
+        model::LlamaModel::Load(backend_, config_, model::TensorSourceOf(*dir_->weights), storage));
   }
   if (o_.method != Method::kFull) SOVAI_RETURN_IF_ERROR(model_->AddLora(o_.lora));
 
@@ -271,8 +272,11 @@ Result<TrainResult> Run::Go() {
   params_ = model_->TrainableParameters();
   moments_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    moments_[i].exp_avg.assign(params_[i]->value.size(), 0.0f);
-    moments_[i].exp_avg_sq.assign(params_[i]->value.size(), 0.0f);
+    // AdamW's moments start at zero, beside their parameter in the backend's memory.
+    SOVAI_ASSIGN_OR_RETURN(moments_[i].exp_avg,
+                           kernels::AllocateZeros<float>(backend_, params_[i]->numel()));
+    SOVAI_ASSIGN_OR_RETURN(moments_[i].exp_avg_sq,
+                           kernels::AllocateZeros<float>(backend_, params_[i]->numel()));
   }
   state_.seed = o_.seed;
   TrainResult result;
@@ -300,7 +304,7 @@ Result<TrainResult> Run::Go() {
         std::ceil(o_.warmup_ratio * static_cast<double>(schedule.total_steps)));
   }
   int64_t trainable = 0;
-  for (const model::Parameter* p : params_) trainable += static_cast<int64_t>(p->value.size());
+  for (const model::Parameter* p : params_) trainable += p->numel();
   log_("training " + std::to_string(train_.size()) + " examples (" + std::to_string(eval_.size()) +
        " held out for validation), " + std::to_string(schedule.total_steps) + " steps, " +
        std::to_string(trainable) + " trainable parameters, backend " +
@@ -341,17 +345,16 @@ Result<TrainResult> Run::Go() {
               SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(state_.step) + 7))));
       loss_sum += loss;
     }
+    // The global norm: each parameter's sum of squares comes back to the host as a value.
     double norm_sq = 0;
     for (model::Parameter* p : params_) {
-      norm_sq += backend_.SumOfSquares(p->grad.data(), static_cast<int64_t>(p->grad.size()));
+      norm_sq += backend_.SumOfSquares(p->grad.as<float>(), p->numel());
     }
     const double grad_norm = std::sqrt(norm_sq);
     if (o_.max_grad_norm > 0 && grad_norm > o_.max_grad_norm) {
       // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
       float factor = static_cast<float>(o_.max_grad_norm / (grad_norm + 1e-6));
-      for (model::Parameter* p : params_) {
-        backend_.Scale(p->grad.data(), factor, static_cast<int64_t>(p->grad.size()));
-      }
+      for (model::Parameter* p : params_) backend_.Scale(p->grad.as<float>(), factor, p->numel());
     }
     kernels::Backend::AdamWParams adam;
     adam.learning_rate = static_cast<float>(schedule.LearningRate(state_.step));
@@ -359,9 +362,9 @@ Result<TrainResult> Run::Go() {
     adam.step = state_.step + 1;
     for (size_t i = 0; i < params_.size(); ++i) {
       model::Parameter& p = *params_[i];
-      backend_.AdamWStep(p.value.data(), p.grad.data(), moments_[i].exp_avg.data(),
-                         moments_[i].exp_avg_sq.data(), static_cast<int64_t>(p.value.size()), adam);
-      std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+      backend_.AdamWStep(p.value.as<float>(), p.grad.as<float>(), moments_[i].exp_avg.as<float>(),
+                         moments_[i].exp_avg_sq.as<float>(), p.numel(), adam);
+      backend_.Zero(p.grad.data(), p.grad.bytes());
     }
     ++state_.step;
     state_.tokens_seen += step.tokens;

@@ -27,7 +27,10 @@ base::Status Run(const std::string& dir) {
 
   const nlohmann::json& options = spec["options"];
   BaseWeights storage = options["base"] == "nf4" ? BaseWeights::kNF4 : BaseWeights::kF32;
-  SOVAI_ASSIGN_OR_RETURN(auto model, LlamaModel::Load(config, TensorSourceOf(*weights), storage));
+  // The backend before the model: the model's buffers are its memory, freed by it.
+  auto backend = kernels::NewReferenceBackend();
+  SOVAI_ASSIGN_OR_RETURN(auto model,
+                         LlamaModel::Load(*backend, config, TensorSourceOf(*weights), storage));
   LoraOptions lora;
   lora.rank = options["rank"].get<int64_t>();
   lora.alpha = options["alpha"].get<double>();
@@ -42,10 +45,10 @@ base::Status Run(const std::string& dir) {
   std::vector<Parameter*> params = model->TrainableParameters();
   for (Parameter* p : params) {
     SOVAI_ASSIGN_OR_RETURN(std::vector<float> values, adapter->ReadF32(p->name));
-    if (values.size() != p->value.size()) {
+    if (static_cast<int64_t>(values.size()) != p->numel()) {
       return base::Status(base::StatusCode::kInvalidArgument, p->name + ": wrong size");
     }
-    p->value = std::move(values);
+    backend->Upload(p->value.data(), values.data(), values.size() * sizeof(float));
   }
 
   const nlohmann::json& b = spec["batch"];
@@ -57,14 +60,13 @@ base::Status Run(const std::string& dir) {
   int64_t counted = 0;
   for (int32_t t : targets) counted += t >= 0;
 
-  auto backend = kernels::NewReferenceBackend();
   nlohmann::json out;
   SOVAI_ASSIGN_OR_RETURN(out["logits"], model->Logits(*backend, batch));
   SOVAI_ASSIGN_OR_RETURN(
       double loss_sum,
       model->TrainForwardBackward(*backend, batch, 1.0f / static_cast<float>(counted), 0));
   out["loss_sum"] = loss_sum;
-  for (Parameter* p : params) out["grads"][p->name] = p->grad;
+  for (Parameter* p : params) out["grads"][p->name] = kernels::DownloadAll<float>(p->grad);
   if (storage == BaseWeights::kNF4) {
     for (const ExpectedTensor& e : model->base_tensors()) {
       // Projections are NF4 and the embedding and head bf16: the reference runs on those values.
@@ -76,25 +78,24 @@ base::Status Run(const std::string& dir) {
   }
 
   // AdamW from the same start (gradients above came from the first forward).
-  std::vector<std::vector<float>> m(params.size()), v(params.size());
-  std::vector<std::vector<float>> start(params.size());
+  std::vector<kernels::DeviceBuffer> m(params.size()), v(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    m[i].assign(params[i]->value.size(), 0.0f);
-    v[i].assign(params[i]->value.size(), 0.0f);
+    SOVAI_ASSIGN_OR_RETURN(m[i], kernels::AllocateZeros<float>(*backend, params[i]->numel()));
+    SOVAI_ASSIGN_OR_RETURN(v[i], kernels::AllocateZeros<float>(*backend, params[i]->numel()));
   }
   kernels::Backend::AdamWParams adam;
   adam.learning_rate = options["learning_rate"].get<float>();
   adam.weight_decay = options["weight_decay"].get<float>();
   nlohmann::json losses = nlohmann::json::array();
   for (int step = 1; step <= options["steps"].get<int>(); ++step) {
-    for (Parameter* p : params) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
+    for (Parameter* p : params) backend->Zero(p->grad.data(), p->grad.bytes());
     SOVAI_ASSIGN_OR_RETURN(double sum, model->TrainForwardBackward(
                                            *backend, batch, 1.0f / static_cast<float>(counted), 0));
     losses.push_back(sum / static_cast<double>(counted));
     adam.step = step;
     for (size_t i = 0; i < params.size(); ++i) {
-      backend->AdamWStep(params[i]->value.data(), params[i]->grad.data(), m[i].data(), v[i].data(),
-                         static_cast<int64_t>(params[i]->value.size()), adam);
+      backend->AdamWStep(params[i]->value.as<float>(), params[i]->grad.as<float>(),
+                         m[i].as<float>(), v[i].as<float>(), params[i]->numel(), adam);
     }
   }
   out["losses"] = losses;

@@ -276,7 +276,7 @@ SOVAI_CPU_CLONES void ApplyDropout(float* out, const float* x, int64_t begin, in
   }
 }
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public HostMemoryBackend {
  public:
   CpuBackend(int threads, const cpu::CpuOptions& options)
       : context_(threads, options.isa, options.q8_0_activations) {}

@@ -51,7 +51,7 @@ const float* DenseWeight(const WeightRef& w, std::vector<float>& storage) {
   return nullptr;
 }
 
-class ReferenceBackend final : public Backend {
+class ReferenceBackend final : public HostMemoryBackend {
  public:
   std::string_view name() const override { return "reference"; }
   bool Supports(Op op) const override { return op != Op::kCount; }
