@@ -199,11 +199,12 @@ class JobsTest(unittest.TestCase):
         for text in ("stdout overridden", "stdout /etc", "stdout no-host-root",
                      "cached rootfs reused"):
             self.assertIn(text, log)
-        # A missing archive in an existing bucket ends the job in ERROR; a missing bucket is 404.
-        missing = self.wait(self.submit({"image": "oci:images@EU-WEST-LOCAL/nope.tar",
-                                         "flavor": "ai1-1-cpu"})["id"])
-        self.assertEqual(missing["status"]["state"], "ERROR")
-        self.assertIn("nope.tar does not exist", missing["status"]["reason"])
+        # A missing archive, like a missing bucket, is a 404 naming the image at submission.
+        code, problem = self.server.api("POST", "/v1/jobs", {"image": "oci:images@EU-WEST-LOCAL/nope.tar",
+                                                              "flavor": "ai1-1-cpu"})
+        self.assertEqual(code, 404, problem)
+        self.assertEqual(problem["errors"][0]["field"], "image")
+        self.assertIn("s3://images/nope.tar does not exist", problem["detail"])
         code, problem = self.server.api("POST", "/v1/jobs", {"image": "oci:nobucket@EU-WEST-LOCAL/x.tar",
                                                               "flavor": "ai1-1-cpu"})
         self.assertEqual(code, 404, problem)
