@@ -270,6 +270,12 @@ class JobsTest(unittest.TestCase):
             self.assertEqual(code, status, (spec, problem))
             self.assertEqual(problem["errors"][0]["field"], field, problem)
             self.assertTrue(problem["detail"], problem)
+            # An entry does not repeat its field's name (the detail may: it is read alone).
+            self.assertFalse(problem["errors"][0]["message"].startswith(field + ":"), problem)
+        code, problem = self.server.api("POST", "/v1/jobs", shell("true", ["nosuch@EU-WEST-LOCAL:/x"]))
+        self.assertEqual(problem["detail"], "volumes[0]: bucket 'nosuch' does not exist in this project")
+        self.assertEqual(problem["errors"], [{"field": "volumes[0]",
+                                              "message": "bucket 'nosuch' does not exist in this project"}])
         # A GPU flavor on a machine without that GPU: 409 naming what is missing.
         code, problem = self.server.api("POST", "/v1/jobs", shell("true", flavor="h100-1-gpu"))
         self.assertEqual(code, 409, problem)
