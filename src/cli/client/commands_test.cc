@@ -499,6 +499,10 @@ TEST_F(CommandsTest, LoginWritesAPrivateConfigWithAnS3Key) {
       std::string::npos)
       << console_.out();
   EXPECT_NE(console_.out().find("access key SVCLITEST1 (new)"), std::string::npos);
+  EXPECT_NE(console_.out().find("Other S3 clients: sovai s3 credentials --format "),
+            std::string::npos)
+      << console_.out();
+  EXPECT_EQ(console_.out().find("secret-for-SVCLITEST1"), std::string::npos) << console_.out();
   struct stat st {};
   ASSERT_EQ(stat(ConfigFile().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
