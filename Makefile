@@ -14,7 +14,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: bootstrap build build-asan build-fuzz build-cuda demo test test-default test-sanitizers \
+.PHONY: bootstrap build build-lint build-asan build-fuzz build-cuda demo test test-default test-sanitizers \
         test-asan test-fuzz test-gpu test-slow \
         cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
         bench-serve bench-gateway clean
@@ -27,6 +27,14 @@ build/build.ninja:
 
 build: bootstrap build/build.ninja
 	cmake --build --preset default
+
+# The default build with SOVAI_WERROR=ON (-Werror), for `make lint`: the tree must compile without
+# a warning, while a user's `make build` on a newer compiler with new warnings still succeeds.
+build-lint/build.ninja:
+	cmake --preset lint >/dev/null
+
+build-lint: bootstrap build-lint/build.ninja
+	cmake --build --preset lint
 
 build-asan/build.ninja:
 	cmake --preset asan >/dev/null
@@ -85,8 +93,8 @@ format:
 format-check:
 	@git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format --dry-run --Werror
 
-lint: build format-check
-	@tools/lint.sh
+lint: build-lint format-check
+	@tools/lint.sh build-lint
 
 bench: build
 	@bench/http/run.sh

@@ -519,6 +519,16 @@ Result<ModelLocation> AppService::ResolveModels(const std::string& project, cons
   return model;
 }
 
+Status AppService::CheckImage(const std::string& project, const AppSpec& spec,
+                              std::string* bad_field) {
+  // An oci: archive that is not there fails the request, as for a job, rather than every
+  // replica's start after the app was accepted.
+  if (!spec.image.starts_with(kOciImagePrefix)) return Status();
+  JobSpec image_only;
+  image_only.image = spec.image;
+  return options_.jobs->CheckSources(project, image_only, bad_field);
+}
+
 Result<App> AppService::Create(const std::string& project, const std::string& user, AppSpec spec,
                                std::string* bad_field) {
   auto field = [&](const char* name) {
@@ -540,6 +550,7 @@ Result<App> AppService::Create(const std::string& project, const std::string& us
     app.adapter = model.adapter;
     app.model_location = model.location;
   }
+  SOVAI_RETURN_IF_ERROR(CheckImage(project, spec, bad_field));
   std::lock_guard lock(mu_);
   SOVAI_RETURN_IF_ERROR(SyncLocked());
   for (const auto& [id, a] : apps_) {
@@ -665,6 +676,7 @@ Result<App> AppService::Update(const std::string& project, const std::string& ap
   if (rolling && !spec.model.empty()) {
     SOVAI_ASSIGN_OR_RETURN(model, ResolveModels(project, spec, bad_field));
   }
+  if (rolling) SOVAI_RETURN_IF_ERROR(CheckImage(project, spec, bad_field));
   std::lock_guard lock(mu_);
   SOVAI_RETURN_IF_ERROR(SyncLocked());
   SOVAI_ASSIGN_OR_RETURN(App * app, FindLocked(project, app_name));

@@ -221,9 +221,10 @@ class AppService {
   AppService& operator=(const AppService&) = delete;
 
   // Creates an app and starts its replicas. Errors: AlreadyExists (the name is taken in the
-  // project), NotFound naming `model`/`base_model` (no model there, or the bucket is missing),
-  // FailedPrecondition (an adapter without base_model; the flavor can never run here), the
-  // database's. `bad_field` receives the field an error is about.
+  // project), NotFound naming `model`/`base_model` (no model there, or the bucket is missing) or
+  // `image` (an oci: image's bucket or archive is missing), FailedPrecondition (an adapter without
+  // base_model; the flavor can never run here), the database's. `bad_field` receives the field an
+  // error is about.
   base::Result<App> Create(const std::string& project, const std::string& user, AppSpec spec,
                            std::string* bad_field = nullptr);
   // `app` is an id or a name. Deleted apps are NotFound.
@@ -311,6 +312,8 @@ class AppService {
   // InspectModel of spec.model and spec.base_model, with the errors of Create.
   base::Result<ModelLocation> ResolveModels(const std::string& project, const AppSpec& spec,
                                             std::string* bad_field);
+  // An oci: image's bucket and archive (JobService::CheckSources), naming "image".
+  base::Status CheckImage(const std::string& project, const AppSpec& spec, std::string* bad_field);
   base::Result<std::string> StartReplica(const App& app, uint16_t port);
   base::Status LoadEndpoints();
   // Fills the usage totals of `app` from app_usage.

@@ -453,6 +453,36 @@ TEST_F(AppsTest, ReplicasThatExitAtOnceFailTheAppAfterThreeTries) {
   EXPECT_EQ(ReplicaJobs(app.id).size(), 2 * static_cast<size_t>(kMaxAppStartFailures));
 }
 
+// As for a job (JobService::CheckSources): a missing archive is the request's error, not every
+// replica's after the app was accepted.
+TEST_F(AppsTest, AnOciImageWithoutItsArchiveIsRefusedWhenCreatedOrUpdated) {
+  AppSpec boxed = Spec("boxed");
+  boxed.image = "oci:data@EU-WEST-LOCAL/images/missing.tar";
+  std::string field;
+  auto refused = apps_->Create(kProject, kUser, boxed, &field);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound) << refused.status();
+  EXPECT_EQ(field, "image");
+  EXPECT_NE(refused.status().message().find(
+                "image: the archive s3://data/images/missing.tar does not exist"),
+            std::string::npos)
+      << refused.status();
+  auto listed = apps_->List(kProject, {});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+
+  App web = Create(Spec("web", 0));
+  field.clear();
+  auto updated = apps_->Update(kProject, web.id, boxed, /*rolling=*/true, &field);
+  ASSERT_FALSE(updated.ok());
+  EXPECT_EQ(updated.status().code(), StatusCode::kNotFound) << updated.status();
+  EXPECT_EQ(field, "image");
+  auto after = apps_->Get(kProject, web.id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->spec.image, "sovai/shell");
+  EXPECT_EQ(after->generation, 1);
+}
+
 TEST_F(AppsTest, StopStartAndDelete) {
   App app = Create(Spec("lifecycle", 1));
   app = WaitForApp(app.id, RunningWith(1), "RUNNING with 1 replica");

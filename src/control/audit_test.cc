@@ -281,7 +281,9 @@ TEST_F(AuditLogTest, TwoWritersOnOneDatabaseContinueOneChain) {
                   .action = "POST /v1/jobs",
                   .resource = std::to_string(i),
                   .result = 201});
-      if (i % 7 == 6) EXPECT_TRUE(log.Flush().ok());
+      if (i % 7 == 6) {
+        EXPECT_TRUE(log.Flush().ok());
+      }
     }
     EXPECT_TRUE(log.Flush().ok());
   };
@@ -308,7 +310,9 @@ TEST_F(AuditLogTest, TwoWritersOnOneDatabaseContinueOneChain) {
   int switches = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     EXPECT_EQ(all[i].seq, static_cast<int64_t>(i + 1)) << "no gap, no duplicate";
-    if (i > 0) EXPECT_EQ(all[i].prev_hash, all[i - 1].hash) << "seq " << all[i].seq;
+    if (i > 0) {
+      EXPECT_EQ(all[i].prev_hash, all[i - 1].hash) << "seq " << all[i].seq;
+    }
     if (i < 3) continue;
     const std::string& actor = all[i].event.actor_user;
     EXPECT_EQ(all[i].event.resource, std::to_string(next[actor]++)) << actor << "'s order";

@@ -35,6 +35,20 @@ constexpr int kMaxListLimit = 1000;
 // The key of an archived job log in the project's bucket.
 std::string LogArchiveKey(const std::string& job_id) { return "jobs/" + job_id + "/log.txt"; }
 
+// The archive of an oci: image (`source` parsed from the image without "oci:"), found by listing
+// its key (exec::S3Client has no HEAD of an object). NotFound naming the archive and how to put
+// one there.
+Result<exec::S3Object> FindImageArchive(exec::S3Client& s3, const exec::VolumeSpec& source) {
+  const std::string& key = source.prefix;
+  SOVAI_ASSIGN_OR_RETURN(std::vector<exec::S3Object> listed, s3.ListObjects(source.bucket, key));
+  for (exec::S3Object& object : listed) {
+    if (object.key == key) return std::move(object);
+  }
+  return base::NotFoundError("the archive s3://" + source.bucket + "/" + key +
+                             " does not exist (upload it with 'sovai bucket cp IMAGE.tar s3://" +
+                             source.bucket + "/" + key + "')");
+}
+
 json AllocationToJson(const Allocation& a) {
   return {{"gpus", a.gpus}, {"cpus", a.cpus}, {"memory_bytes", a.memory_bytes}};
 }
@@ -440,9 +454,10 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   job.user = user;
   job.spec = std::move(spec);
   job.created_unix_micros = env_.NowUnixMicros();
-  // Volumes of buckets that do not exist (or that the project may not read) fail now, not
-  // minutes later in INITIALIZING. Outside mu_: it asks the object store.
-  SOVAI_RETURN_IF_ERROR(CheckBuckets(project, job.spec, bad_field));
+  // Volumes of buckets that do not exist (or that the project may not read) and image archives
+  // that are not there fail now, not minutes later in INITIALIZING. Outside mu_: it asks the
+  // object store.
+  SOVAI_RETURN_IF_ERROR(CheckSources(project, job.spec, bad_field));
   // The budget (billing_service.h) reads the database: outside mu_ as well.
   if (options_.admission_check) {
     SOVAI_RETURN_IF_ERROR(options_.admission_check(project, job.spec));
@@ -470,7 +485,7 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   return Load(project, job.id);
 }
 
-Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec,
+Status JobService::CheckSources(const std::string& project, const JobSpec& spec,
                                 std::string* bad_field) {
   // Every bucket the spec reads, with the field that names it.
   struct Source {
@@ -519,6 +534,13 @@ Status JobService::CheckBuckets(const std::string& project, const JobSpec& spec,
                                  "' does not exist in this project");
     }
     SOVAI_RETURN_IF_ERROR(head);
+    if (source.field == "image") {
+      auto archive = FindImageArchive(*s3, source.volume);
+      if (!archive.ok()) {
+        if (bad_field != nullptr) *bad_field = source.field;
+        return archive.status().WithContext("image");
+      }
+    }
   }
   return Status();
 }
@@ -1016,24 +1038,19 @@ void JobService::Run(Runner& runner) {
         exec::ParseVolumeSpec(job.spec.image.substr(kOciImagePrefix.size()) + ":/image"));
     SOVAI_ASSIGN_OR_RETURN(exec::S3Client * s3, client(source.region));
     const std::string& key = source.prefix;
-    SOVAI_ASSIGN_OR_RETURN(std::vector<exec::S3Object> listed, s3->ListObjects(source.bucket, key));
-    auto it = std::find_if(listed.begin(), listed.end(),
-                           [&](const exec::S3Object& o) { return o.key == key; });
-    if (it == listed.end()) {
-      return base::NotFoundError("image archive s3://" + source.bucket + "/" + key +
-                                 " does not exist");
-    }
+    // Checked at submission too; it may have been deleted since.
+    SOVAI_ASSIGN_OR_RETURN(exec::S3Object object, FindImageArchive(*s3, source));
     const std::string images = base::JoinPath(options_.data_dir, "images");
     const std::string cache = base::JoinPath(images, job.project);
     SOVAI_RETURN_IF_ERROR(exec::MakeDir(images, 0711));
     SOVAI_RETURN_IF_ERROR(exec::MakeDir(cache, 0711));
     const std::string cache_key =
-        base::HexEncode(base::Sha256(source.bucket + "/" + key + "@" + it->etag));
+        base::HexEncode(base::Sha256(source.bucket + "/" + key + "@" + object.etag));
     const std::string entry = base::JoinPath(cache, cache_key);
     std::string archive;
     if (!env_.FileExists(base::JoinPath(entry, "image.json"))) {
       archive = base::JoinPath(cache, cache_key + ".download");
-      say("image " + job.spec.image + ": downloading " + base::HumanBytes(it->size_bytes));
+      say("image " + job.spec.image + ": downloading " + base::HumanBytes(object.size_bytes));
       SOVAI_RETURN_IF_ERROR(s3->GetObjectToFile(source.bucket, key, archive).status());
     }
     auto image = exec::CachedRootfs(cache, cache_key, archive);

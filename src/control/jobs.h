@@ -193,7 +193,8 @@ class JobService {
   JobService& operator=(const JobService&) = delete;
 
   // Admits a validated spec. Errors: NotFound (unknown flavor; a volume's bucket missing or not
-  // the project's, naming "volumes[i]"); InvalidArgument or PermissionDenied when s3_access
+  // the project's, naming "volumes[i]"; an oci: image's bucket or archive missing, naming
+  // "image"); InvalidArgument or PermissionDenied when s3_access
   // refuses a volume's region (data residency, naming the field); FailedPrecondition when this
   // machine can never run it (names what is missing); admission_check's error; the database's
   // errors. `bad_field`, when given, receives the spec field a NotFound is about ("flavor",
@@ -233,6 +234,12 @@ class JobService {
   base::Result<std::vector<pid_t>> ProcessIds(const std::string& id);
   // Whether this machine could ever run `request` (Scheduler::CheckFits).
   base::Status CheckFits(const ResourceRequest& request);
+  // What Submit checks of the data a spec reads: NotFound naming the field (a volume, the image)
+  // whose bucket is missing or another project's, or "image" when an oci: image's archive is not
+  // in its bucket; s3_access's refusal of a region, naming the field. `bad_field`, when given,
+  // receives the field. Apps check their image with it before any replica is submitted.
+  base::Status CheckSources(const std::string& project, const JobSpec& spec,
+                            std::string* bad_field);
 
   // Stops every running job (as Stop, with reason "the server is shutting down") and joins the
   // runners. Idempotent.
@@ -252,10 +259,6 @@ class JobService {
   base::Result<Job> StopHere(Job job, const std::string& reason);
   // Writes `job` in `sql` (Save's statement).
   base::Status SaveIn(base::Database& sql, const Job& job);
-  // NotFound naming the field (a volume, the image) whose bucket is missing or another
-  // project's; s3_access's refusal of a region, naming the field.
-  base::Status CheckBuckets(const std::string& project, const JobSpec& spec,
-                            std::string* bad_field);
   // Under mu_: starts what the scheduler places.
   void ScheduleLocked();
   void Run(Runner& runner);

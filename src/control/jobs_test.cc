@@ -278,6 +278,38 @@ TEST_F(JobsTest, ProjectsAreIsolated) {
   }
 }
 
+// An oci: image is data the job reads, like a volume: its archive must be there when the job is
+// submitted (it used to be QUEUED and end in ERROR once INITIALIZING looked for the archive).
+TEST_F(JobsTest, AnOciImageWithoutItsArchiveIsRefusedAtSubmission) {
+  PutObject("data", "images/nope.tar.bak", "not the archive: only its key starts the same");
+  PutObject("data", "images/there.tar", "an archive (not a valid one: the job ends in ERROR)");
+  JobSpec spec = Shell("true");
+  spec.image = "oci:data@EU-WEST-LOCAL/images/nope.tar";
+  std::string field;
+  auto refused = service_->Submit(kProject, "usr_test", spec, &field);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound) << refused.status();
+  EXPECT_EQ(field, "image");
+  EXPECT_EQ(refused.status().message().rfind(
+                "image: the archive s3://data/images/nope.tar does not exist (upload it with", 0),
+            0u)
+      << refused.status();
+  auto listed = service_->List(kProject, {}, 100, "");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->jobs.empty()) << "a refused job leaves no row";
+  // Another project's bucket is refused like a missing one, naming the image too.
+  spec.image = "oci:theirs@EU-WEST-LOCAL/images/there.tar";
+  field.clear();
+  refused = service_->Submit(kProject, "usr_test", spec, &field);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotFound) << refused.status();
+  EXPECT_EQ(field, "image");
+
+  spec.image = "oci:data@EU-WEST-LOCAL/images/there.tar";
+  Job accepted = Submit(spec);
+  EXPECT_EQ(WaitFor(accepted.id).state, JobState::kError);
+}
+
 TEST_F(JobsTest, AGpuFlavorIsRefusedOnAMachineWithoutThatGpu) {
   JobSpec spec = Shell("true");
   spec.flavor = "h100-1-gpu";

@@ -103,9 +103,15 @@ net::Response JsonResponse(int status, const Json& body) {
 
 net::Response Problem(const Status& status) { return ProblemResponse(status); }
 
-// A problem that names one field.
+// A problem that names one field. The detail is the whole message; the field's entry does not
+// repeat the field's name when the message starts with it ("volumes[0]: bucket ...").
 net::Response FieldProblem(const Status& status, std::string field) {
-  return ProblemResponse(status, {FieldError{std::move(field), status.message()}});
+  std::string_view message = status.message();
+  if (const std::string prefix = field + ": ";
+      message.starts_with(prefix) && message.size() > prefix.size()) {
+    message.remove_prefix(prefix.size());
+  }
+  return ProblemResponse(status, {FieldError{std::move(field), std::string(message)}});
 }
 
 net::Response Invalid(std::vector<FieldError> errors) {

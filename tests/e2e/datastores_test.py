@@ -133,6 +133,8 @@ class DatastoresTest(SeveralServers, unittest.TestCase):
             self.assertIn(access_key, shown.stdout)
             self.assertNotIn(secret, shown.stdout + shown.stderr)
         listed = json.loads(self.sovai("datastore", "list", "-o", "json", token=carol).stdout)
+        self.assertIsNone(listed["next_cursor"])  # the API's own page object
+        listed = listed["items"]
         self.assertEqual([(d["alias"], d["endpoint"], d["region"], d["secret_key_set"])
                           for d in listed], [("ext", self.ext.s3_url, "eu-north-9", True)])
         self.assertNotIn("secret_key", listed[0])
@@ -189,7 +191,7 @@ class DatastoresTest(SeveralServers, unittest.TestCase):
         self.assertEqual(deleted.returncode, 0, deleted)
         self.assertEqual(deleted.stdout, "Deleted datastore ext.\n")
         self.assertEqual(json.loads(self.sovai("datastore", "list", "-o", "json",
-                                               token=alice).stdout), [])
+                                               token=alice).stdout)["items"], [])
         status, problem = self.platform.api("POST", "/v1/jobs", copy_job(), token=alice)
         self.assertEqual(status, 400, problem)
         self.assertEqual(len(ext_s3.list_objects_v2(Bucket="outputs")["Contents"]), 3)

@@ -199,11 +199,12 @@ class JobsTest(unittest.TestCase):
         for text in ("stdout overridden", "stdout /etc", "stdout no-host-root",
                      "cached rootfs reused"):
             self.assertIn(text, log)
-        # A missing archive in an existing bucket ends the job in ERROR; a missing bucket is 404.
-        missing = self.wait(self.submit({"image": "oci:images@EU-WEST-LOCAL/nope.tar",
-                                         "flavor": "ai1-1-cpu"})["id"])
-        self.assertEqual(missing["status"]["state"], "ERROR")
-        self.assertIn("nope.tar does not exist", missing["status"]["reason"])
+        # A missing archive, like a missing bucket, is a 404 naming the image at submission.
+        code, problem = self.server.api("POST", "/v1/jobs", {"image": "oci:images@EU-WEST-LOCAL/nope.tar",
+                                                              "flavor": "ai1-1-cpu"})
+        self.assertEqual(code, 404, problem)
+        self.assertEqual(problem["errors"][0]["field"], "image")
+        self.assertIn("s3://images/nope.tar does not exist", problem["detail"])
         code, problem = self.server.api("POST", "/v1/jobs", {"image": "oci:nobucket@EU-WEST-LOCAL/x.tar",
                                                               "flavor": "ai1-1-cpu"})
         self.assertEqual(code, 404, problem)
@@ -269,6 +270,12 @@ class JobsTest(unittest.TestCase):
             self.assertEqual(code, status, (spec, problem))
             self.assertEqual(problem["errors"][0]["field"], field, problem)
             self.assertTrue(problem["detail"], problem)
+            # An entry does not repeat its field's name (the detail may: it is read alone).
+            self.assertFalse(problem["errors"][0]["message"].startswith(field + ":"), problem)
+        code, problem = self.server.api("POST", "/v1/jobs", shell("true", ["nosuch@EU-WEST-LOCAL:/x"]))
+        self.assertEqual(problem["detail"], "volumes[0]: bucket 'nosuch' does not exist in this project")
+        self.assertEqual(problem["errors"], [{"field": "volumes[0]",
+                                              "message": "bucket 'nosuch' does not exist in this project"}])
         # A GPU flavor on a machine without that GPU: 409 naming what is missing.
         code, problem = self.server.api("POST", "/v1/jobs", shell("true", flavor="h100-1-gpu"))
         self.assertEqual(code, 409, problem)

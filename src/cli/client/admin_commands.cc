@@ -26,7 +26,7 @@ template <typename RowFn>
 int PrintList(CommandLine& cmd, const ListResult& list, std::vector<std::string> headers,
               RowFn row) {
   if (cmd.json()) {
-    cmd.PrintJson(Json(list.items));
+    cmd.PrintJson(list.ToJson());
     return kExitOk;
   }
   Table table(std::move(headers));

@@ -68,6 +68,19 @@ std::string Shown(std::string_view body) {
   return text;
 }
 
+// Whether a problem's detail already states the field error `field: text`, the `index`th of its
+// `errors`: it holds those words (a spec's collected errors, "volumes[0]: bucket ...; image:
+// ..."), or it is the message itself (a one-field problem), or, for the first entry, it ends
+// with it ("the request has 2 invalid fields: <the first's message>").
+bool DetailSays(std::string_view detail, size_t index, std::string_view field,
+                std::string_view text) {
+  if (detail.empty()) return false;
+  if (detail.find(std::string(field) + ": " + std::string(text)) != std::string_view::npos) {
+    return true;
+  }
+  return detail == text || (index == 0 && detail.ends_with(": " + std::string(text)));
+}
+
 }  // namespace
 
 Status ProblemToStatus(int http_status, std::string_view body) {
@@ -85,15 +98,21 @@ Status ProblemToStatus(int http_status, std::string_view body) {
       message = **title;
     }
     if (auto errors = doc->find("errors"); errors != doc->end() && errors->is_array()) {
-      for (const Json& error : *errors) {
+      const std::string said = message;  // the detail (or title) printed above the entries
+      for (size_t i = 0; i < errors->size(); ++i) {
+        const Json& error = (*errors)[i];
         if (!error.is_object()) continue;
-        auto field = base::GetOptionalString(error, "field");
-        auto text = base::GetOptionalString(error, "message");
-        std::string line = "  ";
-        line += field.ok() && *field ? **field : "(request)";
-        line += ": ";
-        line += text.ok() && *text ? **text : "invalid";
-        message += "\n" + line;
+        auto field_value = base::GetOptionalString(error, "field");
+        auto text_value = base::GetOptionalString(error, "message");
+        const std::string field =
+            field_value.ok() && *field_value ? **field_value : std::string("(request)");
+        std::string text = text_value.ok() && *text_value ? **text_value : "invalid";
+        if (std::string prefix = field + ": ";
+            text.starts_with(prefix) && text.size() > prefix.size()) {
+          text.erase(0, prefix.size());
+        }
+        if (DetailSays(said, i, field, text)) continue;
+        message += "\n  " + field + ": " + text;
       }
     }
   }
@@ -210,14 +229,21 @@ base::Result<ListResult> ApiClient::List(std::string_view path, int64_t limit) {
     }
     auto next = base::GetOptionalString(page, "next_cursor");
     if (!next.ok() || !*next || (*next)->empty()) return result;
+    if (result.truncated) return result;  // the server sent more than asked: no cursor to give
     if (**next == cursor || items.empty()) {
       return base::InternalError("GET " + std::string(path) +
                                  ": the server repeated a cursor; the listing does not progress");
     }
     cursor = **next;
   }
+  // `limit` items, and the last page said where the next one starts.
   result.truncated = true;
+  result.next_cursor = cursor;
   return result;
+}
+
+Json ListResult::ToJson() const {
+  return {{"items", Json(items)}, {"next_cursor", next_cursor ? Json(*next_cursor) : Json()}};
 }
 
 base::Result<ApiClient::RawResponse> ApiClient::GetRaw(std::string_view path,

@@ -8,8 +8,9 @@
 // InvalidArgument, 401 Unauthenticated, 403 PermissionDenied, 404 NotFound, 409 AlreadyExists or
 // FailedPrecondition, 429 ResourceExhausted, 503 Unavailable, 504 DeadlineExceeded, other 5xx
 // Internal) and whose message is the problem's `detail` followed by one line per `errors[]`
-// entry ("\n  volumes[1]: ..."); see ProblemToStatus. A server that cannot be reached is
-// Unavailable naming the URL. Requests are not retried (a POST must not run twice).
+// entry that the detail does not already say ("\n  volumes[1]: ..."); see ProblemToStatus. A server
+// that cannot be reached is Unavailable naming the URL. Requests are not retried (a POST must not
+// run twice).
 //
 // Thread-safety: not thread-safe (one connection, reused); one client per thread.
 #pragma once
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,12 +30,22 @@ namespace sovai::cli::client {
 
 // The Status for an HTTP error answer: see the header comment. `body` is the response body
 // (problem+json, or anything else, which is shown cut to kMaxShownErrorBodyBytes).
+// The /v1 detail is written to be read alone, so it often holds the field errors already (a
+// spec's "volumes[0]: ...; image: ...", a one-field problem's message): an `errors[]` entry is
+// printed only when the detail does not say it, and a message that starts with its own field
+// name ("volumes[0]: bucket ...") does not get the name twice.
 base::Status ProblemToStatus(int http_status, std::string_view body);
 
 // A page of a list route and all pages of one, following `next_cursor`.
 struct ListResult {
   std::vector<nlohmann::json> items;
   bool truncated = false;  // more items exist beyond `limit`
+  // The cursor of the next page after the last item (set when truncated and the server gave
+  // one): what the API's own page object holds, for `-o json`.
+  std::optional<std::string> next_cursor;
+
+  // The API's page object: {"items": [...], "next_cursor": "..." or null}.
+  nlohmann::json ToJson() const;
 };
 
 class ApiClient {

@@ -24,6 +24,50 @@ TEST(ProblemToStatusTest, DetailAndFieldErrors) {
             "  env.PATH: is set by the platform");
 }
 
+// What /v1 sends (control/problem.h): a detail that is read alone, so it often states the field
+// errors already. Each is printed once, with its field named once (issue: "volumes[0]:
+// volumes[0]: bucket ..." under the same line).
+TEST(ProblemToStatusTest, WhatTheDetailSaysIsNotRepeated) {
+  // A one-field problem whose message starts with its field (a job's missing bucket).
+  EXPECT_EQ(ProblemToStatus(404, R"json({"type": "urn:sovai:problem:not-found", "status": 404,
+    "detail": "volumes[0]: bucket 'nosuchbucket' does not exist in this project",
+    "errors": [{"field": "volumes[0]",
+                "message": "volumes[0]: bucket 'nosuchbucket' does not exist in this project"}]})json")
+                .message(),
+            "volumes[0]: bucket 'nosuchbucket' does not exist in this project");
+  // The same from a server that no longer repeats the field in the entry.
+  EXPECT_EQ(ProblemToStatus(404, R"json({"detail": "volumes[0]: bucket 'b' does not exist",
+    "errors": [{"field": "volumes[0]", "message": "bucket 'b' does not exist"}]})json")
+                .message(),
+            "volumes[0]: bucket 'b' does not exist");
+  // A one-field problem whose message does not name the field (an unknown flavor).
+  EXPECT_EQ(ProblemToStatus(404, R"json({"detail": "unknown flavor 'x' (sovai flavor list)",
+    "errors": [{"field": "flavor", "message": "unknown flavor 'x' (sovai flavor list)"}]})json")
+                .message(),
+            "unknown flavor 'x' (sovai flavor list)");
+  // A spec's collected errors: the detail lists them all.
+  EXPECT_EQ(ProblemToStatus(400, R"json({"detail": "units: must be in [1, 4]; image: is required",
+    "errors": [{"field": "units", "message": "must be in [1, 4]"},
+               {"field": "image", "message": "is required"}]})json")
+                .message(),
+            "units: must be in [1, 4]; image: is required");
+  // "the request has 2 invalid fields: <the first>": only the second is added.
+  EXPECT_EQ(
+      ProblemToStatus(400,
+                      R"json({"detail": "the request has 2 invalid fields: limit must be 1 to 1000",
+    "errors": [{"field": "limit", "message": "limit must be 1 to 1000"},
+               {"field": "cursor", "message": "is not a cursor of this list"}]})json")
+          .message(),
+      "the request has 2 invalid fields: limit must be 1 to 1000\n"
+      "  cursor: is not a cursor of this list");
+  // The same words for another field are still that field's error.
+  EXPECT_EQ(ProblemToStatus(400, R"json({"detail": "name: is required",
+    "errors": [{"field": "name", "message": "is required"},
+               {"field": "image", "message": "is required"}]})json")
+                .message(),
+            "name: is required\n  image: is required");
+}
+
 TEST(ProblemToStatusTest, TheTypeGivesTheCode) {
   EXPECT_EQ(
       ProblemToStatus(409, R"({"type": "urn:sovai:problem:already-exists", "detail": "x"})").code(),

@@ -540,7 +540,7 @@ int RunEndpointList(CommandContext& ctx, const std::vector<std::string>& args) {
     return cmd.Fail(base::InternalError("GET /v1/endpoints: the answer has no 'items' list"));
   }
   if (cmd.json()) {
-    cmd.PrintJson(items);
+    cmd.PrintJson(*listed);  // the API's own object, {"items": [...]}
     return kExitOk;
   }
   Table table({"NAME", "APP", "STATE", "RATE LIMIT", "URL"});

@@ -64,7 +64,7 @@ int RunAuditList(CommandContext& ctx, const std::vector<std::string>& args) {
   auto list = (*api)->List(path, limit);
   if (!list.ok()) return cmd.Fail(list.status());
   if (cmd.json()) {
-    cmd.PrintJson(Json(list->items));
+    cmd.PrintJson(list->ToJson());
     return kExitOk;
   }
   Table table({"SEQ", "TIME", "ACTOR", "PROJECT", "ACTION", "RESOURCE", "SOURCE", "RESULT"});

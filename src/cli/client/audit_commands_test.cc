@@ -115,12 +115,13 @@ TEST_F(AuditCommandsTest, ListProjectIsAnIdOrAName) {
   EXPECT_NE(console_.err().find("no project named 'nobody'"), std::string::npos) << console_.err();
 }
 
-TEST_F(AuditCommandsTest, ListAsJsonIsTheItems) {
+TEST_F(AuditCommandsTest, ListAsJsonIsTheApisPage) {
   ASSERT_EQ(Run({"audit", "list", "-o", "json"}), kExitOk) << console_.err();
   Json out = Json::parse(console_.out());
-  ASSERT_TRUE(out.is_array());
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[1]["action"], "S3 PUT");
+  ASSERT_TRUE(out["items"].is_array()) << out;
+  ASSERT_EQ(out["items"].size(), 2u);
+  EXPECT_EQ(out["items"][1]["action"], "S3 PUT");
+  EXPECT_TRUE(out["next_cursor"].is_null()) << out;
 }
 
 TEST_F(AuditCommandsTest, ListRejectsBadDates) {

@@ -140,6 +140,8 @@ int RunLoginCommand(CommandContext& ctx, const std::vector<std::string>& args) {
   if (config.has_s3()) {
     text += "S3: " + config.s3_url + ", region " + config.region + ", access key " +
             config.s3_access_key_id + (s3_note.empty() ? "" : " (" + s3_note + ")") + ".\n";
+    // The secret stays in the config: the command prints it only in a client's configuration.
+    text += "Other S3 clients: sovai s3 credentials --format env|aws|rclone|s3cmd|boto3\n";
   }
   text += "Config: " + *path + "\n";
   ctx.console.Out(text);

@@ -21,27 +21,33 @@ using base::Status;
 using base::StatusCode;
 
 constexpr std::string_view kS3Scheme = "s3://";
-}  // namespace
 
-base::Result<std::optional<S3Location>> ParseS3Uri(std::string_view text) {
-  if (!text.starts_with(kS3Scheme)) return std::optional<S3Location>();
-  std::string_view rest = text.substr(kS3Scheme.size());
+// "s3://bucket/key" → {bucket, key}, `uri` starting with the scheme. A plain Result (no optional to
+// unwrap twice) also keeps g++ from a -Wmaybe-uninitialized false positive in ParseBucketPath.
+base::Result<S3Location> ParseWithScheme(std::string_view uri) {
+  std::string_view rest = uri.substr(kS3Scheme.size());
   size_t slash = rest.find('/');
   S3Location location;
   location.bucket = std::string(rest.substr(0, slash));
   if (slash != std::string_view::npos) location.key = std::string(rest.substr(slash + 1));
   if (location.bucket.empty()) {
-    return base::InvalidArgumentError("'" + std::string(text) +
+    return base::InvalidArgumentError("'" + std::string(uri) +
                                       "' names no bucket; write s3://bucket/key");
   }
+  return location;
+}
+
+}  // namespace
+
+base::Result<std::optional<S3Location>> ParseS3Uri(std::string_view text) {
+  if (!text.starts_with(kS3Scheme)) return std::optional<S3Location>();
+  SOVAI_ASSIGN_OR_RETURN(S3Location location, ParseWithScheme(text));
   return std::optional<S3Location>(std::move(location));
 }
 
 base::Result<S3Location> ParseBucketPath(std::string_view text) {
-  SOVAI_ASSIGN_OR_RETURN(std::optional<S3Location> uri, ParseS3Uri(text));
-  if (uri) return *uri;
-  SOVAI_ASSIGN_OR_RETURN(uri, ParseS3Uri(std::string(kS3Scheme) + std::string(text)));
-  return *uri;
+  if (text.starts_with(kS3Scheme)) return ParseWithScheme(text);
+  return ParseWithScheme(std::string(kS3Scheme) + std::string(text));
 }
 
 std::string S3Uri(const S3Location& location) {

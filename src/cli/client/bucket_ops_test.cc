@@ -18,6 +18,10 @@ TEST(S3UriTest, ParsesBucketAndKey) {
   EXPECT_FALSE(ParseS3Uri("s3:///key").ok());
   EXPECT_EQ(*ParseBucketPath("data/ds"), (S3Location{"data", "ds"}));
   EXPECT_EQ(*ParseBucketPath("s3://data/ds"), (S3Location{"data", "ds"}));
+  EXPECT_EQ(*ParseBucketPath("data"), (S3Location{"data", ""}));
+  EXPECT_EQ(ParseBucketPath("/ds").status().message(),
+            "'s3:///ds' names no bucket; write s3://bucket/key");
+  EXPECT_FALSE(ParseBucketPath("s3://").ok());
   EXPECT_EQ(S3Uri({"data", "ds/a"}), "s3://data/ds/a");
 }
 

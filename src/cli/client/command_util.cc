@@ -184,7 +184,7 @@ int RunLabelledList(CommandContext& ctx, const std::vector<std::string>& args, s
   auto listed = (*api)->List(path, limit);
   if (!listed.ok()) return cmd.Fail(listed.status());
   if (cmd.json()) {
-    cmd.PrintJson(Json(listed->items));
+    cmd.PrintJson(listed->ToJson());
     return kExitOk;
   }
   print_table(listed->items);

@@ -156,5 +156,6 @@ int RunAppCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunEndpointCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunNotebookCommand(CommandContext& ctx, const std::vector<std::string>& args);
 int RunDatastoreCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunS3Command(CommandContext& ctx, const std::vector<std::string>& args);
 
 }  // namespace sovai::cli::client

@@ -28,6 +28,7 @@ constexpr TopCommand kCommands[] = {
     {"notebook", "Jupyter notebooks with buckets mounted, behind the gateway", &RunNotebookCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
     {"datastore", "external S3 services the project's volumes mount", &RunDatastoreCommand},
+    {"s3", "the S3 key for other clients: aws, rclone, s3cmd, boto3", &RunS3Command},
     {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},
     {"audit", "the audit log: list entries, verify the hash chain", &RunAuditCommand},
     {"budget", "a project's monthly budget: get, set", &RunBudgetCommand},

@@ -190,17 +190,18 @@ class FakeApi {
       return Ok(JobJson("job_1", "QUEUED", spec), 201);
     }
     if (method == "GET" && path == "/v1/jobs") {
-      return Ok({{"items", Json::array({JobJson("job_2", "RUNNING",
-                                                {{"name", "b"},
-                                                 {"flavor", "ai1-1-cpu"},
-                                                 {"units", 2},
-                                                 {"image", "sovai/shell"}}),
-                                        JobJson("job_1", "DONE",
-                                                {{"name", "a"},
-                                                 {"flavor", "h100-1-gpu"},
-                                                 {"units", 1},
-                                                 {"image", "sovai/shell"}})})},
-                 {"next_cursor", nullptr}});
+      Json items = Json::array(
+          {JobJson(
+               "job_2", "RUNNING",
+               {{"name", "b"}, {"flavor", "ai1-1-cpu"}, {"units", 2}, {"image", "sovai/shell"}}),
+           JobJson(
+               "job_1", "DONE",
+               {{"name", "a"}, {"flavor", "h100-1-gpu"}, {"units", 1}, {"image", "sovai/shell"}})});
+      // ?limit=1 is the first page of two.
+      if (req.query("limit").value_or("") == "1") {
+        return Ok({{"items", Json::array({items[0]})}, {"next_cursor", "after-job_2"}});
+      }
+      return Ok({{"items", items}, {"next_cursor", nullptr}});
     }
     if (method == "GET" && path == "/v1/jobs/job_1") {
       Json job = JobJson("job_1", final_state_,
@@ -498,6 +499,10 @@ TEST_F(CommandsTest, LoginWritesAPrivateConfigWithAnS3Key) {
       std::string::npos)
       << console_.out();
   EXPECT_NE(console_.out().find("access key SVCLITEST1 (new)"), std::string::npos);
+  EXPECT_NE(console_.out().find("Other S3 clients: sovai s3 credentials --format "),
+            std::string::npos)
+      << console_.out();
+  EXPECT_EQ(console_.out().find("secret-for-SVCLITEST1"), std::string::npos) << console_.out();
   struct stat st {};
   ASSERT_EQ(stat(ConfigFile().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -699,8 +704,16 @@ TEST_F(CommandsTest, JobListGetAndActions) {
       << console_.out();
   EXPECT_NE(api_->requests().back().find("labels=env%3Dprod%2Cteam%3Dnlp"), std::string::npos)
       << api_->requests().back();
+  // -o json is the API's own page object; next_cursor says where the next page starts.
   ASSERT_EQ(Run({"job", "list", "-o", "json", "--limit", "1"}), kExitOk);
-  EXPECT_EQ(Json::parse(console_.out()).size(), 1u);
+  Json page = Json::parse(console_.out());
+  ASSERT_EQ(page["items"].size(), 1u) << page;
+  EXPECT_EQ(page["items"][0]["id"], "job_2");
+  EXPECT_EQ(page["next_cursor"], "after-job_2") << page;
+  ASSERT_EQ(Run({"job", "list", "-o", "json"}), kExitOk);
+  page = Json::parse(console_.out());
+  EXPECT_EQ(page["items"].size(), 2u) << page;
+  EXPECT_TRUE(page["next_cursor"].is_null()) << page;
   ASSERT_EQ(Run({"job", "get", "job_1"}), kExitOk);
   EXPECT_NE(console_.out().find("Command:     sh -c 'wc -l *'"), std::string::npos)
       << console_.out();
@@ -842,7 +855,10 @@ TEST_F(CommandsTest, AppListAndGet) {
                 api_->url() + "/apps/app_2/\n");
   EXPECT_EQ(api_->requests().back(), "GET /v1/apps?labels=team%3Dnlp&limit=100");
   ASSERT_EQ(Run({"app", "list", "-o", "json"}), kExitOk);
-  EXPECT_EQ(Json::parse(console_.out()).size(), 2u);
+  Json apps = Json::parse(console_.out());
+  ASSERT_EQ(apps["items"].size(), 2u) << apps;
+  EXPECT_EQ(apps["items"][1]["id"], "app_2");
+  EXPECT_TRUE(apps["next_cursor"].is_null()) << apps;
 
   ASSERT_EQ(Run({"app", "get", "support-bot"}), kExitOk) << console_.err();
   EXPECT_EQ(api_->requests().back(), "GET /v1/apps/support-bot");
@@ -962,7 +978,7 @@ TEST_F(CommandsTest, EndpointAddListDelete) {
             "qwen-small  app_9  RUNNING  400/min     " +
                 api_->url() + "/apps/app_9/\n");
   ASSERT_EQ(Run({"endpoint", "list", "-o", "json"}), kExitOk);
-  EXPECT_EQ(Json::parse(console_.out())[0]["name"], "qwen-small");
+  EXPECT_EQ(Json::parse(console_.out())["items"][0]["name"], "qwen-small");
 
   ASSERT_EQ(Run({"endpoint", "delete", "qwen-small"}), kExitOk) << console_.err();
   EXPECT_EQ(console_.out(), "Deleted endpoint qwen-small.\n");

@@ -79,7 +79,7 @@ int RunDatastoreList(CommandContext& ctx, const std::vector<std::string>& args) 
   auto list = (*api)->List("/v1/datastores", limit);
   if (!list.ok()) return cmd.Fail(list.status());
   if (cmd.json()) {
-    cmd.PrintJson(Json(list->items));
+    cmd.PrintJson(list->ToJson());
     return kExitOk;
   }
   Table table({"ALIAS", "TYPE", "ENDPOINT", "REGION", "ACCESS KEY", "SECRET", "CREATED"});

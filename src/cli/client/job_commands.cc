@@ -327,7 +327,7 @@ int RunFlavorList(CommandContext& ctx, const std::vector<std::string>& args) {
   if (!flavors.ok()) return cmd.Fail(flavors.status());
   const Json& items = At(*flavors, "items");
   if (cmd.json()) {
-    cmd.PrintJson(items);
+    cmd.PrintJson(*flavors);  // the API's own object, {"items": [...]}
     return kExitOk;
   }
   Table table({"ID", "KIND", "GPU", "PER UNIT", "MAX UNITS", "EUR/MIN", "AVAILABLE"});

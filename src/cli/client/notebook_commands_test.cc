@@ -196,6 +196,9 @@ TEST_F(NotebookCommandsTest, ListGetStopStartDeleteAndLogs) {
   ASSERT_EQ(Run({"list"}), kExitOk) << console_.err();
   EXPECT_NE(console_.out().find("nb_1"), std::string::npos);
   EXPECT_NE(console_.out().find("ai1-1-cpu x2"), std::string::npos) << console_.out();
+  ASSERT_EQ(Run({"list", "-o", "json"}), kExitOk) << console_.err();
+  EXPECT_EQ(Json::parse(console_.out()),
+            (Json{{"items", {NotebookJson("RUNNING")}}, {"next_cursor", nullptr}}));
   ASSERT_EQ(Run({"get", "explore"}), kExitOk) << console_.err();
   EXPECT_NE(console_.out().find("/workspace"), std::string::npos) << console_.out();
   EXPECT_NE(console_.out().find("3600s"), std::string::npos) << console_.out();

@@ -37,11 +37,10 @@ typedef float F16x __attribute__((vector_size(64)));
 constexpr int kLanes = 16;
 static_assert(kBlockValues == 2 * kLanes);
 
-inline F16x LoadF(const float* p) {
-  F16x v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+// The helpers take and give F16x through references, never by value: a 64-byte vector argument
+// or result is passed differently with and without AVX-512 (GCC's -Wpsabi), and these helpers
+// serve the AVX-512, AVX2 and SSE2 clones alike. Inlined, references cost nothing.
+inline void LoadF(const float* p, F16x& v) { std::memcpy(&v, p, sizeof v); }
 
 // The two halves of a block's 32 quants, widened to f32 and scaled by the block's d.
 inline void WidenBlock(const uint8_t* block, F16x& lo, F16x& hi) {
@@ -56,7 +55,7 @@ inline void WidenBlock(const uint8_t* block, F16x& lo, F16x& hi) {
 }
 
 // The fixed-order horizontal sum of a row's accumulator.
-inline float SumLanes(F16x v) {
+inline float SumLanes(const F16x& v) {
   float s = 0;
   for (int j = 0; j < kLanes; ++j) s += v[j];
   return s;
@@ -76,8 +75,11 @@ SOVAI_CPU_CLONES void RowsTimesBlocks(float* out, int64_t out_stride, const floa
       WidenBlock(row + b * kBlockBytes, lo, hi);
       for (int r = 0; r < kRows; ++r) {
         const float* xr = x + r * in + b * kBlockValues;
-        acc[r] += lo * LoadF(xr);
-        acc[r] += hi * LoadF(xr + kLanes);
+        F16x x_lo, x_hi;
+        LoadF(xr, x_lo);
+        LoadF(xr + kLanes, x_hi);
+        acc[r] += lo * x_lo;
+        acc[r] += hi * x_hi;
       }
     }
     for (int r = 0; r < kRows; ++r) {
