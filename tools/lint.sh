@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs clang-tidy (the checks in .clang-tidy) over every project source in build/compile_commands.json.
+# Checks the module graph (src/README.md against the CMake links and #includes), then runs
+# clang-tidy (the checks in .clang-tidy) over every project source in build/compile_commands.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 tools/check_module_graph.py
 [[ -f build/compile_commands.json ]] || { echo "lint: run 'make build' first" >&2; exit 1; }
 
 # The build precompiles Beast's headers with g++; clang-tidy cannot read g++'s .gch, so it gets a copy
