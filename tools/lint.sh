@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs clang-tidy (the checks in .clang-tidy) over every project source in the compilation database
-# of a build directory: $1, default build/ (`make lint` passes build-lint/, the -Werror build).
+# Checks the module graph (src/README.md against the CMake links and #includes), then runs
+# clang-tidy (the checks in .clang-tidy) over every project source in the compilation database of a
+# build directory: $1, default build/ (`make lint` passes build-lint/, the -Werror build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 tools/check_module_graph.py
 build=${1:-build}
 [[ -f $build/compile_commands.json ]] || { echo "lint: build $build first (make lint)" >&2; exit 1; }
 

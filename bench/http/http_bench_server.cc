@@ -4,13 +4,13 @@
 
 #include <cstdio>
 
-#include "cli/flags.h"
+#include "base/flags.h"
 #include "net/http.h"
 
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
   int64_t threads = 1;
-  sovai::cli::FlagSet flags("http_bench_server", "Serves 'hello, sovai' on every GET.");
+  sovai::base::FlagSet flags("http_bench_server", "Serves 'hello, sovai' on every GET.");
   flags.String("listen", &listen, "HOST:PORT");
   flags.Int("threads", &threads, "I/O threads");
   if (auto s = flags.Parse({argv + 1, argv + argc}); !s.ok()) {

@@ -53,9 +53,9 @@
 
 #include "base/crypto.h"
 #include "base/env.h"
+#include "base/flags.h"
 #include "base/status.h"
 #include "base/strings.h"
-#include "cli/flags.h"
 #include "net/client.h"
 #include "objstore/sigv4.h"
 
@@ -831,7 +831,7 @@ base::Status Validate(const Config& c) {
 
 int Main(int argc, char** argv) {
   Config c;
-  cli::FlagSet flags("s3_load", "S3 load generator and local peers for bench/s3/run.sh.");
+  base::FlagSet flags("s3_load", "S3 load generator and local peers for bench/s3/run.sh.");
   flags.String("op", &c.op,
                "create-bucket, put, get, put-big, get-big, disk-write, fsync-put or md5");
   flags.String("endpoint", &c.endpoint, "http://HOST:PORT of the S3 endpoint (or the peer)");

@@ -16,11 +16,11 @@
 #include <unordered_map>
 
 #include "base/crypto.h"
+#include "base/flags.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/time.h"
-#include "cli/flags.h"
 #include "cli/prometheus.h"
 #include "cli/version.h"
 #include "control/apps.h"
@@ -966,10 +966,11 @@ int RunServerCommand(const std::vector<std::string>& args) {
   std::string log_format = "human";
   std::string log_level = "info";
   int64_t io_threads = 0;
-  FlagSet flags("sovai server",
-                "Runs the Sovai platform daemon: REST API, web panel and /health, /metrics on\n"
-                "--listen-api; the S3 API on --listen-s3. Port 0 picks a free port; the chosen\n"
-                "addresses are printed and written to <data-dir>/server.json.");
+  base::FlagSet flags(
+      "sovai server",
+      "Runs the Sovai platform daemon: REST API, web panel and /health, /metrics on\n"
+      "--listen-api; the S3 API on --listen-s3. Port 0 picks a free port; the chosen\n"
+      "addresses are printed and written to <data-dir>/server.json.");
   flags.String("data-dir", &config.data_dir, "directory that holds all state");
   flags.String("state", &config.state_url,
                "control state in the PostgreSQL database postgres://USER@HOST:PORT/DB, shared "

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/flags.h"
 #include "base/json.h"
-#include "cli/flags.h"
 #include "engine/commands.h"
 #include "model/gguf_llama.h"
 #include "model/model_dir.h"
@@ -45,9 +45,9 @@ base::Status Convert(const std::string& model_dir, const std::string& output,
 }  // namespace
 
 int RunConvertCommand(const std::vector<std::string>& args) {
-  cli::FlagSet flags("sovai-engine convert",
-                     "Converts a Hugging Face llama model directory (for example a merged\n"
-                     "fine-tune, <output>/merged) into one GGUF file that llama.cpp runs.");
+  base::FlagSet flags("sovai-engine convert",
+                      "Converts a Hugging Face llama model directory (for example a merged\n"
+                      "fine-tune, <output>/merged) into one GGUF file that llama.cpp runs.");
   std::string model_dir, output, type = "f16", name, to = "gguf";
   flags.String("model", &model_dir, "Hugging Face model directory (required)", "DIR");
   flags.String("to", &to, "the output format (gguf, the only one so far)", "FORMAT");

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/flags.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "base/strings.h"
-#include "cli/flags.h"
 #include "engine/commands.h"
 #include "engine/limits.h"
 #include "model/chat_template.h"
@@ -291,7 +291,7 @@ Status RunEval(base::Env& env, const serve::EngineOptions& engine_options,
 }  // namespace
 
 int RunEvalCommand(const std::vector<std::string>& args) {
-  cli::FlagSet flags(
+  base::FlagSet flags(
       "sovai-engine eval",
       "Scores a model (and a LoRA adapter) on JSONL data by exact match: greedy decoding of\n"
       "each example's prompt, compared with its reference. Data lines: {\"messages\": [...]}\n"

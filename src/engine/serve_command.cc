@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "cli/flags.h"
+#include "base/flags.h"
 #include "engine/commands.h"
 #include "serve/server.h"
 
@@ -17,7 +17,7 @@ namespace sovai::engine {
 
 int RunServeCommand(const std::vector<std::string>& args) {
   serve::ServeOptions o;
-  cli::FlagSet flags(
+  base::FlagSet flags(
       "sovai-engine serve",
       "Serves a Llama-family model (and LoRA adapters) with OpenAI's API: /v1/models,\n"
       "/v1/chat/completions, /v1/completions; /health and /metrics. SIGTERM stops it.");

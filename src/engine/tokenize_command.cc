@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/flags.h"
 #include "base/json.h"
-#include "cli/flags.h"
 #include "engine/commands.h"
 #include "model/tokenizer.h"
 #include "model/tokenizer_limits.h"
@@ -63,7 +63,7 @@ base::Result<std::vector<model::TokenId>> ParseIds(std::string_view text) {
 
 int RunTokenizeCommand(const std::vector<std::string>& args) {
   const std::string command = "tokenize";
-  cli::FlagSet flags(
+  base::FlagSet flags(
       "sovai-engine tokenize",
       "Reads UTF-8 text on standard input and prints its token ids as a JSON array.\n"
       "With --decode, reads a JSON array of token ids and prints their text (as is,\n"
@@ -141,7 +141,7 @@ namespace {
 
 int RunTrain(const std::vector<std::string>& args) {
   const std::string command = "tokenizer train";
-  cli::FlagSet flags(
+  base::FlagSet flags(
       "sovai-engine tokenizer train",
       "Trains a byte-level BPE tokenizer (GPT-2 pre-tokenization, 256 byte tokens, then merges by\n"
       "pair frequency, then the special tokens <|begin_of_text|>, <|end_of_text|>,\n"

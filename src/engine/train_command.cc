@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/flags.h"
 #include "base/strings.h"
-#include "cli/flags.h"
 #include "engine/commands.h"
 #include "kernels/backend.h"
 #include "train/trainer.h"
@@ -30,7 +30,7 @@ std::optional<double> ParseNumber(const std::string& text) {
 
 int RunTrainCommand(const std::vector<std::string>& args) {
   train::TrainOptions o;
-  cli::FlagSet flags(
+  base::FlagSet flags(
       "sovai-engine train",
       "Fine-tunes (LoRA, QLoRA) or trains (full) a Llama-family model on JSONL data.\n"
       "Data lines: {\"messages\": [...]}, {\"prompt\", \"completion\"}, Alpaca\n"

@@ -79,7 +79,7 @@ struct ScalingFlags {
   int64_t cooldown_s = 0;
   ScalingArgs args;  // the string flags are bound here directly
 
-  void Register(FlagSet& f) {
+  void Register(base::FlagSet& f) {
     f.Int("replicas", &replicas, "a fixed number of replicas (excludes the --auto-* flags)");
     f.Int("auto-min-replicas", &auto_min, "autoscaling: the fewest replicas; 0 scales to zero");
     f.Int("auto-max-replicas", &auto_max,
@@ -100,7 +100,7 @@ struct ScalingFlags {
     }
   }
 
-  ScalingArgs Collect(const FlagSet& f) const {
+  ScalingArgs Collect(const base::FlagSet& f) const {
     ScalingArgs out = args;
     if (f.WasSet("replicas")) out.replicas = replicas;
     if (f.WasSet("auto-min-replicas")) out.auto_min_replicas = auto_min;
@@ -165,7 +165,7 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
   bool wait = false;
   bool dry_run = false;
   std::string timeout = kDefaultAppWaitTimeout;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("[-- COMMAND ARGS...]");
   f.String("name", &run.name, "the app's name (a-z 0-9 -); clients send it as \"model\"", "NAME");
   f.String("model", &run.model, "model directory or PEFT adapter: bucket@REGION/prefix", "SOURCE");
@@ -337,7 +337,7 @@ int RunAppLogs(CommandContext& ctx, const std::vector<std::string>& args) {
                   "as 'job logs' does. With -f, keeps streaming until that replica ends.");
   std::string replica;
   LogFlags log;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("APP");
   f.String("replica", &replica, "the replica's job id (sovai app get APP)", "JOB");
   log.Register(f, "stream new lines until the replica ends");
@@ -418,7 +418,7 @@ int RunAppUpdate(CommandContext& ctx, const std::vector<std::string>& args) {
                   "env and labels.");
   AppUpdateArgs update;
   bool unsecure_http = false;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("APP [-- COMMAND ARGS...]");
   f.String("model", &update.model, "a new model: bucket@REGION/prefix", "SOURCE");
   f.String("base-model", &update.base_model, "a new base model of an adapter", "SOURCE");
@@ -489,7 +489,7 @@ int RunEndpointAdd(CommandContext& ctx, const std::vector<std::string>& args) {
   int64_t cpu = 0;
   int64_t min_replicas = 0;
   int64_t max_replicas = 0;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("name", &add.name, "the model name clients send (a-z 0-9 -)", "NAME");
   f.String("model", &add.model, "model directory or PEFT adapter: bucket@REGION/prefix", "SOURCE");
   f.String("base-model", &add.base_model, "with an adapter --model: its base model", "SOURCE");

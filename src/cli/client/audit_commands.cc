@@ -27,7 +27,7 @@ int RunAuditList(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string action;
   std::string project;
   int64_t limit = 0;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("from", &from, "entries at or after this time", "DATE");
   f.String("to", &to, "entries before the end of this time", "DATE");
   f.String("actor", &actor, "a user id, token id or S3 access key id", "ID");

@@ -54,7 +54,7 @@ std::string TimeText(const Json& object, std::string_view field) {
 // -o for the billing commands: table, json, or csv (the lines).
 enum class BillingFormat { kTable, kJson, kCsv };
 
-void AddBillingOutputFlag(FlagSet& f, std::string* output) {
+void AddBillingOutputFlag(base::FlagSet& f, std::string* output) {
   f.String("output", output, "table, json (the API's answer) or csv (the lines, RFC 4180)",
            "FORMAT");
   f.Short('o', "output");
@@ -121,7 +121,7 @@ int RunBillingUsage(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string project;
   std::string output = "table";
   bool lines = false;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("from", &from, "the start; the start of this month when not given", "DATE");
   f.String("to", &to, "the end (a day is included); now when not given", "DATE");
   f.String("group-by", &group_by, "project, flavor, resource or day", "KEY");
@@ -209,7 +209,7 @@ int RunBillingStatement(CommandContext& ctx, const std::vector<std::string>& arg
                   "(GET /v1/billing/statement); this month when --month is not given.");
   std::string month;
   std::string output = "table";
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("month", &month, "the month, such as 2026-11; this month when not given", "YYYY-MM");
   AddBillingOutputFlag(f, &output);
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
@@ -355,7 +355,7 @@ int RunBudgetSet(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string cap_text;
   int64_t alert_percent = 0;
   std::string project;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("monthly-cap", &cap_text, "the cap in euros, such as 50 or 12.50 (required)", "EUR");
   f.Int("alert-percent", &alert_percent, "warn past this percentage of the cap, 1..100");
   f.String("project", &project, "the project (id or name); the token's by default", "PROJECT");

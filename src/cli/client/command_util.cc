@@ -148,7 +148,7 @@ int64_t TimeMicros(const Json& object, std::string_view field) {
   return base::ParseRfc3339(text).value_or(0);
 }
 
-void LogFlags::Register(FlagSet& f, std::string_view follow_help) {
+void LogFlags::Register(base::FlagSet& f, std::string_view follow_help) {
   f.Bool("follow", &follow, std::string(follow_help));
   f.Bool("timestamps", &timestamps,
          "print whole records: <timestamp> <stdout|stderr|sovai>[+] <text>");

@@ -10,10 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/flags.h"
 #include "base/status.h"
 #include "cli/client/api_client.h"
 #include "cli/client/commands.h"
-#include "cli/flags.h"
 
 namespace sovai::cli::client {
 
@@ -24,7 +24,7 @@ class CommandLine {
  public:
   CommandLine(CommandContext& ctx, std::string command, std::string summary);
 
-  FlagSet& flags() { return flags_; }
+  base::FlagSet& flags() { return flags_; }
   const std::string& name() const { return name_; }
   // Adds `-o, --output table|json`.
   void AddOutputFlag();
@@ -61,7 +61,7 @@ class CommandLine {
 
   CommandContext& ctx_;
   std::string name_;
-  FlagSet flags_;
+  base::FlagSet flags_;
   std::string output_ = "table";
   bool has_output_flag_ = false;
   int64_t* limit_ = nullptr;  // the --limit target, when AddLimitFlag was called
@@ -91,7 +91,7 @@ struct LogFlags {
   int64_t offset = 0;
 
   // Registers them; `follow_help` says until when -f streams.
-  void Register(FlagSet& f, std::string_view follow_help);
+  void Register(base::FlagSet& f, std::string_view follow_help);
   // After Parse: the exit code when --offset is negative (printed), nullopt to go on.
   std::optional<int> Check(CommandLine& cmd) const;
 };

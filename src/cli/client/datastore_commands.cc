@@ -32,7 +32,7 @@ int RunDatastoreAdd(CommandContext& ctx, const std::vector<std::string>& args) {
       "  SOVAI_DATASTORE_SECRET_KEY=... sovai datastore add s3 ext --endpoint URL ...\n"
       "  pass show ceph | sovai datastore add s3 ceph --secret-key - --endpoint URL ...");
   DatastoreAddArgs a;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("s3 ALIAS");
   f.String("endpoint", &a.endpoint, "the S3 service, http(s)://HOST[:PORT]", "URL");
   f.String("region", &a.region, "the region its requests are signed for (e.g. us-east-1)",

@@ -98,7 +98,7 @@ int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   bool follow = false;
   bool timestamps = false;
   bool dry_run = false;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("IMAGE [-- COMMAND ARGS...]");
   f.String("name", &run.name, "a display name", "NAME");
   f.String("flavor", &run.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",

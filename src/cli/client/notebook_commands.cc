@@ -80,7 +80,7 @@ int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
   bool wait = false;
   bool dry_run = false;
   std::string timeout = kDefaultAppWaitTimeout;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.String("name", &run.name, "a name (a-z 0-9 -), unique in the project; optional", "NAME");
   f.String("editor", &run.editor, "jupyter (vscode is not available on this server)", "EDITOR");
   f.String("flavor", &run.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",
@@ -219,7 +219,7 @@ int RunNotebookLogs(CommandContext& ctx, const std::vector<std::string>& args) {
                   "logs' does. With -f, keeps streaming until that job ends.");
   std::string job;
   LogFlags log;
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Positional("NOTEBOOK");
   f.String("job", &job, "one of the notebook's recent jobs (sovai notebook get -o json)", "JOB");
   log.Register(f, "stream new lines until the job ends");

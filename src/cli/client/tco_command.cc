@@ -87,7 +87,7 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
   for (const TcoDecimalInput& d : kTcoDecimalInputs) {
     decimals.push_back({&d, std::string(d.default_text)});
   }
-  FlagSet& f = cmd.flags();
+  base::FlagSet& f = cmd.flags();
   f.Int("gpus", &in.gpus, "how many GPUs the server holds");
   f.String("gpu-model", &gpu_model, "the GPU model whose catalog price to use", "MODEL");
   for (DecimalFlag& d : decimals) {

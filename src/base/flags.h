@@ -1,4 +1,5 @@
-// Command-line flags for `sovai` subcommands: `--name value`, `--name=value`, boolean
+// Command-line flags of `sovai` and `sovai-engine` subcommands: `--name value`, `--name=value`,
+// boolean
 // `--name` / `--no-name`, one-letter aliases (`-o json`, `-f`), repeated flags collected in order
 // (`--volume A --volume B`), `--` ending flags, positional arguments kept in order.
 //
@@ -12,6 +13,9 @@
 //
 // Parse errors are InvalidArgument with a message naming the flag and pointing at --help.
 // Not thread-safe; build and parse on one thread.
+//
+// It lives in base, not cli, because both binaries parse flags and the ML engine links no platform
+// module (src/README.md).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +25,7 @@
 
 #include "base/status.h"
 
-namespace sovai::cli {
+namespace sovai::base {
 
 class FlagSet {
  public:
@@ -48,7 +52,7 @@ class FlagSet {
   // Parses `args` (without the program and subcommand names). "--help"/"-h" sets help_requested()
   // and stops. Errors: unknown flag, missing value, bad integer, a value given to a boolean with
   // anything but true/false/1/0. A lone "-" is a positional argument (stdin/stdout by custom).
-  base::Status Parse(const std::vector<std::string>& args);
+  Status Parse(const std::vector<std::string>& args);
 
   bool help_requested() const { return help_requested_; }
   // Every positional argument, those after "--" included.
@@ -76,7 +80,7 @@ class FlagSet {
   };
   Flag* Find(std::string_view name);
   Flag* FindShort(char letter);
-  base::Status Assign(Flag& flag, std::string_view value);
+  Status Assign(Flag& flag, std::string_view value);
 
   std::string command_;
   std::string summary_;
@@ -88,4 +92,4 @@ class FlagSet {
   bool help_requested_ = false;
 };
 
-}  // namespace sovai::cli
+}  // namespace sovai::base

@@ -1,10 +1,10 @@
-#include "cli/flags.h"
+#include "base/flags.h"
 
 #include <charconv>
 
 #include "base/check.h"
 
-namespace sovai::cli {
+namespace sovai::base {
 
 FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
@@ -65,24 +65,24 @@ bool FlagSet::WasSet(std::string_view name) const {
   return false;
 }
 
-base::Status FlagSet::Assign(Flag& flag, std::string_view value) {
+Status FlagSet::Assign(Flag& flag, std::string_view value) {
   flag.set = true;
   switch (flag.kind) {
     case Kind::kString:
       *static_cast<std::string*>(flag.target) = std::string(value);
-      return base::Status();
+      return Status();
     case Kind::kStringList:
       static_cast<std::vector<std::string>*>(flag.target)->emplace_back(value);
-      return base::Status();
+      return Status();
     case Kind::kInt: {
       int64_t parsed = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
       if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
-        return base::InvalidArgumentError("--" + flag.name + " needs an integer, got '" +
-                                          std::string(value) + "'");
+        return InvalidArgumentError("--" + flag.name + " needs an integer, got '" +
+                                    std::string(value) + "'");
       }
       *static_cast<int64_t*>(flag.target) = parsed;
-      return base::Status();
+      return Status();
     }
     case Kind::kBool:
       if (value == "true" || value == "1") {
@@ -90,22 +90,22 @@ base::Status FlagSet::Assign(Flag& flag, std::string_view value) {
       } else if (value == "false" || value == "0") {
         *static_cast<bool*>(flag.target) = false;
       } else {
-        return base::InvalidArgumentError("--" + flag.name + " takes true or false, got '" +
-                                          std::string(value) + "'");
+        return InvalidArgumentError("--" + flag.name + " takes true or false, got '" +
+                                    std::string(value) + "'");
       }
-      return base::Status();
+      return Status();
   }
-  return base::InternalError("unknown flag kind");
+  return InternalError("unknown flag kind");
 }
 
-base::Status FlagSet::Parse(const std::vector<std::string>& args) {
+Status FlagSet::Parse(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg == "--") {
       positional_before_dash_ = positional_.size();
       saw_dash_ = true;
       positional_.insert(positional_.end(), args.begin() + i + 1, args.end());
-      return base::Status();
+      return Status();
     }
     if (arg == "--help" || arg == "-h") {
       help_requested_ = true;
@@ -116,17 +116,17 @@ base::Status FlagSet::Parse(const std::vector<std::string>& args) {
       // positional argument, so `job run IMAGE sh -c x` says to put the command after "--".
       Flag* flag = arg.size() == 2 ? FindShort(arg[1]) : nullptr;
       if (flag == nullptr) {
-        return base::InvalidArgumentError("unknown flag " + std::string(arg) + " for " + command_ +
-                                          " (see " + command_ +
-                                          " --help; put arguments that start with '-' after --)");
+        return InvalidArgumentError("unknown flag " + std::string(arg) + " for " + command_ +
+                                    " (see " + command_ +
+                                    " --help; put arguments that start with '-' after --)");
       }
       if (flag->kind == Kind::kBool) {
         SOVAI_RETURN_IF_ERROR(Assign(*flag, "true"));
       } else if (i + 1 < args.size()) {
         SOVAI_RETURN_IF_ERROR(Assign(*flag, args[++i]));
       } else {
-        return base::InvalidArgumentError(std::string(arg) + " (--" + flag->name +
-                                          ") needs a value (see " + command_ + " --help)");
+        return InvalidArgumentError(std::string(arg) + " (--" + flag->name +
+                                    ") needs a value (see " + command_ + " --help)");
       }
       continue;
     }
@@ -150,8 +150,8 @@ base::Status FlagSet::Parse(const std::vector<std::string>& args) {
       }
     }
     if (flag == nullptr) {
-      return base::InvalidArgumentError("unknown flag --" + std::string(name) + " for " + command_ +
-                                        " (see " + command_ + " --help)");
+      return InvalidArgumentError("unknown flag --" + std::string(name) + " for " + command_ +
+                                  " (see " + command_ + " --help)");
     }
     if (inline_value) {
       SOVAI_RETURN_IF_ERROR(Assign(*flag, *inline_value));
@@ -160,12 +160,12 @@ base::Status FlagSet::Parse(const std::vector<std::string>& args) {
     } else if (i + 1 < args.size()) {
       SOVAI_RETURN_IF_ERROR(Assign(*flag, args[++i]));
     } else {
-      return base::InvalidArgumentError("--" + flag->name + " needs a value (see " + command_ +
-                                        " --help)");
+      return InvalidArgumentError("--" + flag->name + " needs a value (see " + command_ +
+                                  " --help)");
     }
   }
   positional_before_dash_ = positional_.size();
-  return base::Status();
+  return Status();
 }
 
 std::string FlagSet::Usage() const {
@@ -191,4 +191,4 @@ std::string FlagSet::Usage() const {
   return out;
 }
 
-}  // namespace sovai::cli
+}  // namespace sovai::base

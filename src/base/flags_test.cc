@@ -1,8 +1,8 @@
-#include "cli/flags.h"
+#include "base/flags.h"
 
 #include <gtest/gtest.h>
 
-namespace sovai::cli {
+namespace sovai::base {
 namespace {
 
 // The flags of a small command, bound to fields of this struct.
@@ -168,4 +168,4 @@ TEST(FlagsDeathTest, AliasOfUnknownFlagIsABug) {
 }
 
 }  // namespace
-}  // namespace sovai::cli
+}  // namespace sovai::base
