@@ -192,8 +192,10 @@ echo "answered:  $answer"
 echo "expected:  $expected"
 if [[ $answer == "$expected" ]]; then
   echo "(exact)"
-else
+elif [[ $(json_value "$right" exact_match) == True ]]; then
   echo "(not exact: the endpoint serves q8_0 weights, the evaluation used f32)"
+else
+  echo "(not exact)"
 fi
 if [[ -f node_modules/openai/package.json ]]; then
   echo
