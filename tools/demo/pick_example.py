@@ -38,8 +38,8 @@ def main():
         print("The evaluation scored every test request right (%d of %d)." % (len(rows), len(rows)))
         return
     row = wrong[0]
-    print("A test request the evaluation scored wrong (%d of %d are), as the evaluation answered it:"
-          % (len(wrong), len(rows)))
+    print("A test request the evaluation scored wrong (%d of %d are), as the evaluation "
+          "answered it:" % (len(wrong), len(rows)))
     print("asked:     " + row["request"])
     print("answered:  " + row["prediction"])
     print("expected:  " + row["reference"])
