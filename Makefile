@@ -14,8 +14,8 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 export CCACHE_MAXSIZE ?= 5G
 
-.PHONY: bootstrap build build-lint build-asan build-fuzz build-cuda demo test test-default test-sanitizers \
-        test-asan test-fuzz test-gpu test-slow \
+.PHONY: bootstrap build build-demo build-lint build-asan build-fuzz build-cuda demo test test-default \
+        test-sanitizers test-asan test-fuzz test-gpu test-slow \
         cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
         bench-serve bench-gateway clean
 
@@ -35,6 +35,12 @@ build-lint/build.ninja:
 
 build-lint: bootstrap build-lint/build.ninja
 	cmake --build --preset lint
+
+# What `make demo` runs and nothing else: the daemon and CLI (`sovai`, which links the web panel's
+# assets, so building it builds the panel) and the ML engine: 212 of the 420 build steps, none of
+# the tests and benchmarks (`ninja -C build -n sovai sovai-engine`). `make test` builds everything.
+build-demo: bootstrap build/build.ninja
+	cmake --build --preset default --target sovai sovai-engine
 
 build-asan/build.ninja:
 	cmake --preset asan >/dev/null
@@ -57,7 +63,7 @@ build-cuda: bootstrap build-cuda/build.ninja
 cuda: build-cuda
 
 # The main job on the embedded defaults.
-demo: build
+demo: build-demo
 	@tools/demo.sh
 
 # The whole default suite in one build: every label but `slow` and `gpu`. That build compiles

@@ -86,13 +86,21 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Each step's wall time, for the summary at the end (tools/demo/README.md quotes it).
+stage_times=()
+stage_started=
+step() {
+  if [[ -n $stage_started ]]; then stage_times+=("$((SECONDS - stage_started))"); fi
+  stage_started=$SECONDS
+  printf '\n\033[1m== %s\033[0m\n' "$*"
+}
 show() { echo "\$ $*"; }
 run() {
   show "sovai $(printf '%q ' "$@")"
   "$sovai" "$@"
 }
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
+json_value() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$@"; }
 started=$SECONDS
 
 step "1/6  Starting sovai server in $data_dir"
@@ -161,14 +169,16 @@ app_url=$("$sovai" app get "$app_name" -o json | python3 -c 'import json, sys
 print(json.load(sys.stdin)["url"].rstrip("/") + "/v1")')
 show "sovai token create --role read --label-selector demo=commands --name demo-client"
 app_token=$("$sovai" token create --role read --label-selector demo=commands --name demo-client)
-# A held-out request that the evaluation scored right (the first test request otherwise).
-pick=$(python3 -c 'import json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-right = [r for r in rows if r["exact_match"]]
-print(json.dumps((right or rows)[0]))' "$work/eval-finetuned.jsonl")
-question=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["request"])' "$pick")
-expected=$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["reference"])' "$pick")
-echo "A test request (never in training) that the evaluation scored right:"
+# Two held-out requests, so that the score reads as answers: one the evaluation scored right,
+# asked again through the endpoint, and (below) one it scored wrong, as the evaluation answered.
+right=$(python3 tools/demo/pick_example.py right "$work/eval-finetuned.jsonl")
+question=$(json_value "$right" request)
+expected=$(json_value "$right" reference)
+if [[ $(json_value "$right" exact_match) == True ]]; then
+  echo "A test request (never in training) that the evaluation scored right:"
+else
+  echo "The evaluation scored no test request right; the first one:"
+fi
 body=$(python3 -c 'import json, sys
 print(json.dumps({"model": sys.argv[1], "max_tokens": 128, "temperature": 0,
                   "messages": [{"role": "user", "content": sys.argv[2]}]}))' "$app_name" "$question")
@@ -182,8 +192,10 @@ echo "answered:  $answer"
 echo "expected:  $expected"
 if [[ $answer == "$expected" ]]; then
   echo "(exact)"
-else
+elif [[ $(json_value "$right" exact_match) == True ]]; then
   echo "(not exact: the endpoint serves q8_0 weights, the evaluation used f32)"
+else
+  echo "(not exact)"
 fi
 if [[ -f node_modules/openai/package.json ]]; then
   echo
@@ -191,6 +203,8 @@ if [[ -f node_modules/openai/package.json ]]; then
   show "node tools/demo/ask.mjs $app_url \$TOKEN $app_name '$question'"
   node tools/demo/ask.mjs "$app_url" "$app_token" "$app_name" "$question" | tee "$work/answer-openai.txt"
 fi
+echo
+python3 tools/demo/pick_example.py wrong "$work/eval-finetuned.jsonl"
 
 step "6/6  What it cost, what it wrote, how to stop"
 run billing usage --lines
@@ -203,7 +217,8 @@ echo "Fine-tuned model:  s3://$bucket/output/$([[ -d $work/output/adapter ]] && 
 echo "Endpoint:          $app_url  (model \"$app_name\", token from sovai token create)"
 if curl -fsS -o /dev/null "$api_url/" 2>/dev/null; then echo "Web panel:         $api_url/"; fi
 echo "Stop the app:      sovai app stop $app_name    (delete it: sovai app delete $app_name)"
-echo "Demo time:         $((SECONDS - started)) s"
+stage_times+=("$((SECONDS - stage_started))")
+echo "Demo time:         $((SECONDS - started)) s (steps 1-6: ${stage_times[*]} s)"
 cat >"$work/demo.env" <<EOF
 api_url=$api_url
 s3_url=$s3_url

@@ -9,24 +9,23 @@ seed and held-out slot values). Deterministic: the same --seed gives the same by
 
 The answer grammar (docs/cli.md, `job run`), one command on one line:
 
-  sovai job run --flavor FLAVOR --gpu N
+  sovai job run --flavor FLAVOR
       --volume DATA@EU-WEST-LOCAL/data:/workspace/data:ro
       --volume OUT@EU-WEST-LOCAL/output:/workspace/output:rw
       sovai/finetune
 
-Slots: FLAVOR (the six GPU flavors of the default catalog, named by their GPU model), N (1-4, a
-flavor's max_units), DATA and OUT (bucket names, never equal). Requests name the data before the
-output. A timeout slot and requests naming the output first were tried and left out: the demo's
-training budget (about 1M tokens) does not learn them (tools/demo/README.md).
+Slots: FLAVOR (the six GPU flavors of the default catalog, named by their GPU model; one GPU, the
+server's default unit count), DATA and OUT (bucket names, never equal). Requests name the data
+before the output. A GPU count (`--gpu N`, 1-4), a timeout slot and requests naming the output
+first were tried and left out: the demo's training budget (about 1M tokens) does not learn them
+(tools/demo/README.md; the count stayed at chance, 121 of 200 test answers wrong).
 
 No leakage, and the test measures generalisation:
 * Every user text appears in one split only (texts are unique over the whole dataset).
 * Validation and test use only held-out (data bucket, output bucket) pairs: a fifth of the ordered
   pairs, which never occur in training, so each test request asks for a combination of buckets
-  the model never saw (every bucket alone does occur in training, in both roles). GPU counts and
-  flavors are crossed freely: holding out (count, flavor) pairs too made a 4M model
-  learn the count from the flavor it was seen with, which the demo's training budget does not
-  unlearn (see tools/demo/README.md).
+  the model never saw (every bucket alone does occur in training, in both roles). Flavors are
+  crossed freely with them.
 """
 
 import argparse
@@ -46,7 +45,6 @@ FLAVORS = {
     "L4": "l4-1-gpu",
     "V100S": "ai1-1-gpu",
 }
-MAX_GPUS = 4
 
 BUCKETS = [
     "corpus", "wiki", "reviews", "tickets", "legal", "medical", "news", "emails", "chats",
@@ -56,20 +54,14 @@ BUCKETS = [
     "finetune", "adapters", "outputs", "backup", "lab",
 ]
 
-NUMBER_WORDS = {1: ["one", "a single", "1", "one single"], 2: ["two", "2", "a pair of"],
-                3: ["three", "3"], 4: ["four", "4"]}
 
-
-def gpu_phrase(rng, count, model):
+def gpu_phrase(rng, model):
+    """One GPU of `model`, as people say it: "an H100", "a single NVIDIA A100 card", "1x l4"."""
     name = rng.choice([model, model, model.lower(), "NVIDIA " + model])
-    num = rng.choice(NUMBER_WORDS[count])
-    if count == 1:
-        noun = rng.choice([name, name + " GPU", name + " card"])
-    else:
-        noun = rng.choice([name + "s", name + " GPUs", name + " cards"])
-    if num.isdigit() and rng.random() < 0.25:
-        return f"{num}x {name}"
-    return f"{num} {noun}"
+    noun = rng.choice([name, name, name + " GPU", name + " card"])
+    article = "a" if name[0] in "Vv" else "an"
+    return rng.choice([f"{article} {noun}", f"one {noun}", f"a single {noun}", f"1x {name}",
+                       noun])
 
 
 def bucket_phrase(rng, bucket, role):
@@ -100,8 +92,8 @@ def bucket_phrase(rng, bucket, role):
     ])
 
 
-def request_text(rng, count, model, data, out):
-    gpu = gpu_phrase(rng, count, model)
+def request_text(rng, model, data, out):
+    gpu = gpu_phrase(rng, model)
     src = bucket_phrase(rng, data, "data")
     dst = bucket_phrase(rng, out, "out")
     verb = rng.choice(["train", "fine-tune", "finetune", "run the fine-tune", "launch training",
@@ -127,8 +119,8 @@ def request_text(rng, count, model, data, out):
     return text
 
 
-def command(count, flavor, data, out):
-    parts = ["sovai job run", f"--flavor {flavor}", f"--gpu {count}",
+def command(flavor, data, out):
+    parts = ["sovai job run", f"--flavor {flavor}",
              f"--volume {data}@{REGION}/data:/workspace/data:ro",
              f"--volume {out}@{REGION}/output:/workspace/output:rw", "sovai/finetune"]
     return " ".join(parts)
@@ -136,7 +128,7 @@ def command(count, flavor, data, out):
 
 def make(seed, sizes):
     rng = random.Random(seed)
-    gpu_pairs = [(c, m) for c in range(1, MAX_GPUS + 1) for m in sorted(FLAVORS)]
+    models = sorted(FLAVORS)
     bucket_pairs = [(d, o) for d in BUCKETS for o in BUCKETS if d != o]
     rng.shuffle(bucket_pairs)
     held_buckets = set(bucket_pairs[: len(bucket_pairs) // 5])
@@ -148,30 +140,30 @@ def make(seed, sizes):
 
     seen = set()
 
-    def draw(n, gpu_choices, bucket_choices):
+    def draw(n, bucket_choices):
         rows = []
         tries = 0
         while len(rows) < n:
             tries += 1
             if tries > 100 * n + 1000:
                 sys.exit("make_dataset: cannot draw %d unique requests" % n)
-            count, model = rng.choice(gpu_choices)
+            model = rng.choice(models)
             data, out = rng.choice(bucket_choices)
-            user = request_text(rng, count, model, data, out)
+            user = request_text(rng, model, data, out)
             if user in seen:
                 continue
             seen.add(user)
             rows.append({"messages": [
                 {"role": "user", "content": user},
                 {"role": "assistant",
-                 "content": command(count, FLAVORS[model], data, out)},
+                 "content": command(FLAVORS[model], data, out)},
             ]})
         return rows
 
     # Held-out splits first, so a text drawn for them is never drawn again for training.
-    test = draw(sizes["test"], gpu_pairs, test_buckets)
-    validation = draw(sizes["validation"], gpu_pairs, test_buckets)
-    train = draw(sizes["train"], gpu_pairs, train_buckets)
+    test = draw(sizes["test"], test_buckets)
+    validation = draw(sizes["validation"], test_buckets)
+    train = draw(sizes["train"], train_buckets)
     meta = {
         "seed": seed,
         "task": "plain-language request -> sovai job run command (exact match)",
