@@ -15,6 +15,7 @@
 #include "base/time.h"
 #include "objstore/cors.h"
 #include "objstore/names.h"
+#include "objstore/s3_routes.h"
 #include "objstore/s3_xml.h"
 #include "objstore/sigv4.h"
 
@@ -35,18 +36,18 @@ std::string Iso8601(int64_t micros) { return base::FormatRfc3339(micros, 3); }
 
 std::string NewRequestId() { return base::HexEncode(base::RandomBytes(8)); }
 
-// Whether an If-Match / If-None-Match list matches `etag` ("*" matches anything).
-bool EtagListMatches(std::string_view header, std::string_view etag) {
-  for (std::string_view item : base::Split(header, ',')) {
-    std::string_view t = base::Trim(item);
-    if (t == "*") return true;
-    if (t.substr(0, 2) == "W/") t.remove_prefix(2);
-    if (UnquoteEtag(t) == UnquoteEtag(etag)) return true;
-  }
-  return false;
-}
-
 std::string UrlEncodeKey(std::string_view s) { return base::UriEncode(s, /*encode_slash=*/false); }
+
+// The ETag of the object a CompleteMultipartUpload with these parts makes: the MD5 of the parts'
+// MD5s, "-N" (what the store computes).
+std::string MultipartEtag(const std::vector<CompletePart>& parts) {
+  std::string md5s;
+  for (const auto& p : parts) {
+    auto raw = base::HexDecode(UnquoteEtag(p.etag));
+    if (raw.ok()) md5s += *raw;
+  }
+  return base::HexEncode(base::Md5(md5s)) + "-" + std::to_string(parts.size());
+}
 
 // A BodyReader over an ObjectReader (copies are staged from the source object).
 class ObjectBody final : public net::BodyReader {
@@ -243,22 +244,6 @@ class S3Api::Call {
   net::Response Xml(int status, std::string body);
   net::Response Empty(int status);
   std::optional<std::string_view> Query(std::string_view name) const { return req_.query(name); }
-  bool HasQuery(std::string_view name) const { return req_.query(name).has_value(); }
-  // The first query parameter that names a subresource, or nullptr: presigned URLs carry their
-  // signature as parameters (X-Amz-* for SigV4; AWSAccessKeyId, Signature, Expires for SigV2),
-  // and, as on S3, parameters starting with "x-" are the caller's own and ignored (the panel's
-  // x-sovai-origin). So a presigned CreateBucket or DeleteBucket is not "PUT ?X-Amz-Algorithm".
-  const std::string* FirstSubresource() const {
-    for (const auto& param : req_.query_params()) {
-      const std::string& name = param.first;
-      if (base::EqualsIgnoreCase(std::string_view(name).substr(0, 2), "x-") ||
-          name == "AWSAccessKeyId" || name == "Signature" || name == "Expires") {
-        continue;
-      }
-      return &name;
-    }
-    return nullptr;
-  }
   std::string Header(std::string_view name) const {
     return std::string(req_.header(name).value_or(""));
   }
@@ -268,14 +253,26 @@ class S3Api::Call {
   S3Status Authorize(const BucketInfo& bucket, std::string_view action, bool object_action,
                      const std::string& key);
   S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
-  S3Result<std::string> ReadXmlBody();
+  // Whether the listing asks for encoding-type=url; InvalidArgument for any other value.
+  S3Result<bool> UrlEncodingRequested() const;
+  // The XML body, its Content-MD5 and checksums verified. `object_checksums`: the request's
+  // x-amz-checksum-* headers describe the object being made (CompleteMultipartUpload), not the
+  // body, and are left to the operation.
+  S3Result<std::string> ReadXmlBody(bool object_checksums = false);
   // The checksum algorithms the request asks for (ChecksumBits).
   uint32_t RequestedChecksumBits() const;
   // Checks Content-MD5 (raw `md5`) and every declared x-amz-checksum-* (header or trailer) against
   // what was computed; returns the checksums to store. BadDigest / InvalidDigest.
   S3Result<Checksums> VerifyDigests(
       std::string_view md5, const Checksums& computed,
-      const std::vector<std::pair<std::string, std::string>>& trailers);
+      const std::vector<std::pair<std::string, std::string>>& trailers, bool headers = true);
+  // Refuses what asks for a protection or an exposure this server does not give, rather than
+  // ignore it: canned ACLs but private (and, on objects, bucket-owner-full-control, the same
+  // thing here), ACL grants, server-side encryption, Object Lock. NotImplemented.
+  S3Status RefuseUnsupportedProtections(bool object);
+  // x-amz-checksum-* headers, trailers and announced algorithms this server cannot compute are
+  // refused (InvalidRequest) instead of being left unverified.
+  S3Status RefuseUnknownChecksums();
   S3Result<ObjectMeta> MetaFromHeaders();
   void AddCors(net::Response& res);
 
@@ -286,6 +283,9 @@ class S3Api::Call {
   net::Response DeleteBucket();
   net::Response HeadBucket();
   net::Response GetBucketLocation();
+  // A configuration this server never has (lifecycle, encryption, ...): after the bucket and
+  // authorization checks, the "not configured" error each SDK expects.
+  net::Response NotConfigured(std::string_view action, S3Error not_configured);
   net::Response BucketVersioning();
   net::Response BucketConfig(const std::string& kind);
   net::Response ListObjects(bool v2);
@@ -302,6 +302,10 @@ class S3Api::Call {
   net::Response CreateUpload();
   net::Response UploadPart();
   net::Response CompleteUpload();
+  net::Response CompleteResult(const BucketInfo& bucket, const ObjectVersion& v);
+  // If-None-Match and If-Match of a write, both applied whatever their combination: "*" (create
+  // only / overwrite only) or ETag lists, checked in the write's transaction.
+  void WriteConditions(PutOptions* o);
   net::Response AbortUpload();
   net::Response ListParts();
 
@@ -426,11 +430,27 @@ S3Status S3Api::Call::Authorize(const BucketInfo& bucket, std::string_view actio
 S3Result<BucketInfo> S3Api::Call::BucketFor(std::string_view action, bool object_action) {
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, store_.GetBucket(bucket_));
   SOVAI_S3_RETURN_IF_ERROR(Authorize(b, action, object_action, key_));
+  // A protection the client asks for: the request fails unless the bucket is that owner's.
+  if (auto expected = req_.header("x-amz-expected-bucket-owner");
+      expected && base::Trim(*expected) != b.owner) {
+    return S3Error(S3Code::kAccessDenied,
+                   "Access Denied: the bucket's owner is not the "
+                   "x-amz-expected-bucket-owner you specified");
+  }
   bucket_info_ = b;
   return b;
 }
 
-S3Result<std::string> S3Api::Call::ReadXmlBody() {
+S3Result<bool> S3Api::Call::UrlEncodingRequested() const {
+  std::string_view encoding = Query("encoding-type").value_or("");
+  if (!encoding.empty() && encoding != "url") {
+    return S3Error(S3Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
+        .With("ArgumentName", "encoding-type");
+  }
+  return encoding == "url";
+}
+
+S3Result<std::string> S3Api::Call::ReadXmlBody(bool object_checksums) {
   PayloadReader body(req_.body(), auth_);
   auto text = ReadLimited(body, kMaxXmlBodyBytes);
   if (!text.ok()) {
@@ -442,7 +462,7 @@ S3Result<std::string> S3Api::Call::ReadXmlBody() {
     return S3Error(S3Code::kIncompleteBody, text.status().message());
   }
   auto checked = VerifyDigests(base::Md5(*text), ComputeChecksums(*text, RequestedChecksumBits()),
-                               body.trailers());
+                               body.trailers(), !object_checksums);
   if (!checked.ok()) return checked.error();
   return std::move(*text);
 }
@@ -462,7 +482,7 @@ uint32_t S3Api::Call::RequestedChecksumBits() const {
 
 S3Result<Checksums> S3Api::Call::VerifyDigests(
     std::string_view md5, const Checksums& computed,
-    const std::vector<std::pair<std::string, std::string>>& trailers) {
+    const std::vector<std::pair<std::string, std::string>>& trailers, bool headers) {
   if (auto declared_md5 = req_.header("Content-MD5")) {
     auto decoded = base::Base64Decode(base::Trim(*declared_md5));
     if (!decoded.ok() || decoded->size() != 16) {
@@ -476,7 +496,7 @@ S3Result<Checksums> S3Api::Call::VerifyDigests(
   Checksums out;
   for (const auto& f : kChecksumFields) {
     std::optional<std::string> declared;
-    if (auto h = req_.header(f.header)) declared = std::string(*h);
+    if (auto h = req_.header(f.header); h && headers) declared = std::string(*h);
     for (const auto& [name, value] : trailers) {
       if (name == f.header) declared = value;
     }
@@ -493,19 +513,87 @@ S3Result<Checksums> S3Api::Call::VerifyDigests(
   return out;
 }
 
+S3Status S3Api::Call::RefuseUnsupportedProtections(bool object) {
+  const std::string acl = Header("x-amz-acl");
+  if (!acl.empty() && acl != "private" && !(object && acl == "bucket-owner-full-control")) {
+    return S3Error(S3Code::kNotImplemented,
+                   "canned ACL '" + acl + "' is not supported: objects and buckets are private " +
+                       "to their owner here; use a bucket policy to share them");
+  }
+  for (const auto& [name, value] : req_.headers()) {
+    const std::string lower = base::AsciiToLower(name);
+    if (lower.rfind("x-amz-grant-", 0) == 0) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower + ": ACL grants are not supported; use a bucket policy");
+    }
+    if (lower.rfind("x-amz-server-side-encryption", 0) == 0 ||
+        lower.rfind("x-amz-copy-source-server-side-encryption", 0) == 0) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower +
+                         ": server-side encryption is not supported; this server stores "
+                         "objects as sent (encrypt the disk of its data directory)");
+    }
+    if (lower.rfind("x-amz-object-lock-", 0) == 0 ||
+        (lower == "x-amz-bucket-object-lock-enabled" && !base::EqualsIgnoreCase(value, "false"))) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower +
+                         ": Object Lock (retention, legal holds) is not supported; nothing "
+                         "would protect the object from deletion");
+    }
+  }
+  return std::nullopt;
+}
+
+S3Status S3Api::Call::RefuseUnknownChecksums() {
+  auto unknown = [](std::string_view what) {
+    return S3Error(S3Code::kInvalidRequest,
+                   "Checksum " + std::string(what) +
+                       " is not supported: this server verifies CRC32, CRC32C, CRC64NVME, SHA1 "
+                       "and SHA256");
+  };
+  auto known_header = [](std::string_view name) {
+    for (const auto& f : kChecksumFields) {
+      if (base::EqualsIgnoreCase(name, f.header)) return true;
+    }
+    return false;
+  };
+  for (const auto& [name, value] : req_.headers()) {
+    const std::string lower = base::AsciiToLower(name);
+    if (lower.rfind("x-amz-checksum-", 0) != 0) continue;
+    if (lower == "x-amz-checksum-algorithm") {
+      if (ChecksumBitOf(value) == 0) return unknown("algorithm '" + value + "'");
+    } else if (lower != "x-amz-checksum-type" && lower != "x-amz-checksum-mode" &&
+               !known_header(lower)) {
+      return unknown(lower);
+    }
+  }
+  if (auto algo = req_.header("x-amz-sdk-checksum-algorithm"); algo && ChecksumBitOf(*algo) == 0) {
+    return unknown("algorithm '" + std::string(*algo) + "'");
+  }
+  for (const auto& t : auth_.trailer_names) {
+    if (!known_header(t)) return unknown("trailer " + t);
+  }
+  return std::nullopt;
+}
+
 S3Result<ObjectMeta> S3Api::Call::MetaFromHeaders() {
   ObjectMeta m;
   m.content_type = Header("Content-Type");
   m.content_encoding = Header("Content-Encoding");
-  // aws-chunked is transport framing, not the object's encoding.
+  // aws-chunked is transport framing, not the object's encoding: it is taken out, and what
+  // remains is kept as sent ("deflate, gzip" stays "deflate, gzip").
   if (!m.content_encoding.empty()) {
     std::vector<std::string> kept;
+    bool framing = false;
     for (std::string_view e : base::Split(m.content_encoding, ',')) {
       e = base::Trim(e);
-      if (!e.empty() && !base::EqualsIgnoreCase(e, "aws-chunked")) kept.emplace_back(e);
+      if (base::EqualsIgnoreCase(e, "aws-chunked")) {
+        framing = true;
+      } else if (!e.empty()) {
+        kept.emplace_back(e);
+      }
     }
-    m.content_encoding.clear();
-    for (size_t i = 0; i < kept.size(); ++i) m.content_encoding += (i ? "," : "") + kept[i];
+    if (framing) m.content_encoding = base::Join(kept, ", ");
   }
   m.content_disposition = Header("Content-Disposition");
   m.content_language = Header("Content-Language");
@@ -567,105 +655,99 @@ net::Response S3Api::Call::Run() {
 
 net::Response S3Api::Call::Dispatch() {
   const std::string_view m = req_.method();
-  if (bucket_.empty()) {
-    if (m == "GET" || m == "HEAD") return ListBuckets();
-    return Error(S3Error(S3Code::kMethodNotAllowed,
-                         "The specified method is not allowed against this resource."));
+  const S3Level level =
+      bucket_.empty() ? S3Level::kService : (has_key_ ? S3Level::kObject : S3Level::kBucket);
+  if (level == S3Level::kObject) {
+    if (S3Status st = ValidateObjectKey(key_)) return Error(*st);
   }
-  if (!has_key_) {
-    if (m == "GET") {
-      if (HasQuery("location")) return GetBucketLocation();
-      if (HasQuery("versioning")) return BucketVersioning();
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (HasQuery("versions")) return ListVersions();
-      if (HasQuery("uploads")) return ListUploads();
-      if (HasQuery("acl")) return Acl(false);
-      if (HasQuery("lifecycle")) {
-        auto b = BucketFor("s3:GetLifecycleConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kNoSuchLifecycleConfiguration,
-                             "The lifecycle configuration does not exist"));
-      }
-      if (HasQuery("encryption")) {
-        auto b = BucketFor("s3:GetEncryptionConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
-                             "The server side encryption configuration was not found"));
-      }
-      if (HasQuery("object-lock")) {
-        auto b = BucketFor("s3:GetBucketObjectLockConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kObjectLockConfigurationNotFoundError,
-                             "Object Lock configuration does not exist for this bucket"));
-      }
-      if (HasQuery("website")) {
-        auto b = BucketFor("s3:GetBucketWebsite", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kNoSuchWebsiteConfiguration,
-                             "The specified bucket does not have a website configuration"));
-      }
-      for (const char* unsupported : {"logging", "notification", "replication", "requestPayment",
-                                      "accelerate", "ownershipControls", "publicAccessBlock",
-                                      "analytics", "metrics", "inventory", "intelligent-tiering"}) {
-        if (HasQuery(unsupported)) {
-          return Error(S3Error(S3Code::kNotImplemented,
-                               std::string("GET ?") + unsupported + " is not implemented"));
-        }
-      }
-      return ListObjects(Query("list-type").value_or("") == "2");
-    }
-    if (m == "HEAD") return HeadBucket();
-    if (m == "PUT") {
-      if (HasQuery("versioning")) return BucketVersioning();
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (HasQuery("acl")) return Acl(false);
-      if (const std::string* name = FirstSubresource()) {
-        return Error(S3Error(S3Code::kNotImplemented, "PUT ?" + *name + " is not implemented"));
-      }
+  const S3Route route = RouteS3Request(m, level, req_.query_params());
+  if ((m == "PUT" || m == "POST") && route.op != S3Op::kNotImplemented &&
+      route.op != S3Op::kMethodNotAllowed) {
+    if (S3Status st = RefuseUnknownChecksums()) return Error(*st);
+  }
+  switch (route.op) {
+    case S3Op::kListBuckets:
+      return ListBuckets();
+    case S3Op::kCreateBucket:
       return CreateBucket();
-    }
-    if (m == "DELETE") {
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (const std::string* name = FirstSubresource()) {
-        return Error(S3Error(S3Code::kNotImplemented, "DELETE ?" + *name + " is not implemented"));
-      }
+    case S3Op::kDeleteBucket:
       return DeleteBucket();
-    }
-    if (m == "POST" && HasQuery("delete")) return DeleteObjects();
-    return Error(S3Error(S3Code::kMethodNotAllowed,
-                         "The specified method is not allowed against this resource."));
+    case S3Op::kHeadBucket:
+      return HeadBucket();
+    case S3Op::kGetBucketLocation:
+      return GetBucketLocation();
+    case S3Op::kBucketVersioning:
+      return BucketVersioning();
+    case S3Op::kBucketCors:
+      return BucketConfig("cors");
+    case S3Op::kBucketTagging:
+      return BucketConfig("tagging");
+    case S3Op::kBucketPolicy:
+      return BucketConfig("policy");
+    case S3Op::kBucketAcl:
+      return Acl(false);
+    case S3Op::kGetBucketLifecycle:
+      return NotConfigured("s3:GetLifecycleConfiguration",
+                           S3Error(S3Code::kNoSuchLifecycleConfiguration,
+                                   "The lifecycle configuration does not exist"));
+    case S3Op::kGetBucketEncryption:
+      return NotConfigured("s3:GetEncryptionConfiguration",
+                           S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
+                                   "The server side encryption configuration was not found"));
+    case S3Op::kGetObjectLockConfiguration:
+      return NotConfigured("s3:GetBucketObjectLockConfiguration",
+                           S3Error(S3Code::kObjectLockConfigurationNotFoundError,
+                                   "Object Lock configuration does not exist for this bucket"));
+    case S3Op::kGetBucketWebsite:
+      return NotConfigured("s3:GetBucketWebsite",
+                           S3Error(S3Code::kNoSuchWebsiteConfiguration,
+                                   "The specified bucket does not have a website configuration"));
+    case S3Op::kListObjects:
+      return ListObjects(Query("list-type").value_or("") == "2");
+    case S3Op::kListObjectVersions:
+      return ListVersions();
+    case S3Op::kListMultipartUploads:
+      return ListUploads();
+    case S3Op::kDeleteObjects:
+      return DeleteObjects();
+    case S3Op::kGetObject:
+      return GetObject(false);
+    case S3Op::kHeadObject:
+      return GetObject(true);
+    case S3Op::kPutObject:
+      return req_.header("x-amz-copy-source") ? CopyObject() : PutObject();
+    case S3Op::kDeleteObject:
+      return DeleteObject();
+    case S3Op::kObjectTagging:
+      return ObjectTagging();
+    case S3Op::kObjectAcl:
+      return Acl(true);
+    case S3Op::kCreateMultipartUpload:
+      return CreateUpload();
+    case S3Op::kUploadPart:
+      return UploadPart();
+    case S3Op::kCompleteMultipartUpload:
+      return CompleteUpload();
+    case S3Op::kAbortMultipartUpload:
+      return AbortUpload();
+    case S3Op::kListParts:
+      return ListParts();
+    case S3Op::kNotImplemented:
+      // A missing bucket is the client's mistake to hear about first (never a 5xx for it).
+      if (!bucket_.empty()) {
+        if (auto b = store_.GetBucket(bucket_); !b.ok()) return Error(b.error());
+      }
+      return Error(S3Error(S3Code::kNotImplemented, route.name));
+    case S3Op::kMethodNotAllowed:
+      break;
   }
-  if (S3Status st = ValidateObjectKey(key_)) return Error(*st);
-  if (m == "GET" || m == "HEAD") {
-    if (HasQuery("uploadId") && m == "GET") return ListParts();
-    if (HasQuery("tagging") && m == "GET") return ObjectTagging();
-    if (HasQuery("acl") && m == "GET") return Acl(true);
-    return GetObject(m == "HEAD");
-  }
-  if (m == "PUT") {
-    if (HasQuery("tagging")) return ObjectTagging();
-    if (HasQuery("acl")) return Acl(true);
-    if (HasQuery("uploadId") || HasQuery("partNumber")) return UploadPart();
-    if (req_.header("x-amz-copy-source")) return CopyObject();
-    return PutObject();
-  }
-  if (m == "DELETE") {
-    if (HasQuery("tagging")) return ObjectTagging();
-    if (HasQuery("uploadId")) return AbortUpload();
-    return DeleteObject();
-  }
-  if (m == "POST") {
-    if (HasQuery("uploads")) return CreateUpload();
-    if (HasQuery("uploadId")) return CompleteUpload();
-  }
-  return Error(S3Error(S3Code::kMethodNotAllowed,
-                       "The specified method is not allowed against this resource."));
+  return Error(S3Error(S3Code::kMethodNotAllowed, route.name));
+}
+
+net::Response S3Api::Call::NotConfigured(std::string_view action, S3Error not_configured) {
+  auto b = BucketFor(action, false);
+  if (!b.ok()) return Error(b.error());
+  return Error(not_configured.With("BucketName", bucket_));
 }
 
 // --- Service and buckets -------------------------------------------------------------------------
@@ -709,13 +791,25 @@ net::Response S3Api::Call::CreateBucket() {
                              region + ").")
                      .With("LocationConstraint", config->location_constraint));
   }
-  std::string acl = Header("x-amz-acl");
-  if (!acl.empty() && acl != "private") {
+  if (S3Status st = RefuseUnsupportedProtections(false)) return Error(*st);
+  if (std::string ownership = Header("x-amz-object-ownership");
+      !ownership.empty() && ownership != "BucketOwnerEnforced") {
     return Error(S3Error(S3Code::kNotImplemented,
-                         "canned ACL '" + acl + "' is not supported; use a bucket policy"));
+                         "x-amz-object-ownership " + ownership +
+                             " is not supported: the bucket owner owns every object "
+                             "(BucketOwnerEnforced)"));
   }
   auto created = store_.CreateBucket(bucket_, user_);
-  if (!created.ok()) return Error(created.error());
+  if (!created.ok()) {
+    // S3's rule: in us-east-1 creating a bucket you already own succeeds (and changes nothing);
+    // in every other region it is BucketAlreadyOwnedByYou (409).
+    if (created.error().code == S3Code::kBucketAlreadyOwnedByYou && region == "us-east-1") {
+      net::Response res = Empty(200);
+      res.headers.Set("Location", "/" + bucket_);
+      return res;
+    }
+    return Error(created.error());
+  }
   if (!config->tags.empty()) {
     (void)store_.SetBucketConfig(bucket_, "tagging", RenderTagging(config->tags));
   }
@@ -765,11 +859,10 @@ net::Response S3Api::Call::BucketVersioning() {
   if (!body.ok()) return Error(body.error());
   auto config = ParseVersioningConfiguration(*body);
   if (!config.ok()) return Error(config.error());
+  // Suspending a never-versioned bucket writes "null" versions as before, but the bucket now
+  // reports Suspended, as S3's does.
   Versioning state =
       config->status == VersioningStatus::kEnabled ? Versioning::kEnabled : Versioning::kSuspended;
-  if (state == Versioning::kSuspended && b->versioning == Versioning::kUnversioned) {
-    return Empty(200);  // suspending a never-versioned bucket changes nothing
-  }
   if (S3Status st = store_.SetVersioning(bucket_, state)) return Error(*st);
   return Empty(200);
 }
@@ -839,6 +932,8 @@ net::Response S3Api::Call::Acl(bool object) {
     if (!v.ok()) return Error(v.error());
   }
   if (put) {
+    // Grants too (x-amz-grant-*); bucket-owner-full-control is what every bucket and object has.
+    if (S3Status st = RefuseUnsupportedProtections(/*object=*/true)) return Error(*st);
     std::string acl = Header("x-amz-acl");
     if ((acl.empty() && req_.has_body()) ||
         (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control")) {
@@ -876,13 +971,9 @@ net::Response S3Api::Call::Acl(bool object) {
 net::Response S3Api::Call::ListObjects(bool v2) {
   auto b = BucketFor("s3:ListBucket", false);
   if (!b.ok()) return Error(b.error());
-  std::string encoding(Query("encoding-type").value_or(""));
-  if (!encoding.empty() && encoding != "url") {
-    return Error(S3Error(S3Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
-                     .With("ArgumentName", "encoding-type"));
-  }
-  const bool url = encoding == "url";
-  auto enc = [&](const std::string& s) { return url ? UrlEncodeKey(s) : s; };
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.delimiter = std::string(Query("delimiter").value_or(""));
@@ -899,10 +990,12 @@ net::Response S3Api::Call::ListObjects(bool v2) {
   }
   o.max_keys = max_keys;
   std::string token, start_after, marker;
+  const std::optional<std::string_view> token_param =
+      v2 ? Query("continuation-token") : std::nullopt;
   if (v2) {
     start_after = std::string(Query("start-after").value_or(""));
-    if (auto t = Query("continuation-token")) {
-      token = std::string(*t);
+    if (token_param) {
+      token = std::string(*token_param);
       auto decoded = base::Base64UrlDecode(token);
       if (!decoded.ok()) {
         return Error(S3Error(S3Code::kInvalidArgument,
@@ -918,14 +1011,19 @@ net::Response S3Api::Call::ListObjects(bool v2) {
     marker = std::string(Query("marker").value_or(""));
     o.after = marker;
   }
-  auto r = store_.List(bucket_, o);
+  // max-keys=0 asks for nothing: an empty, complete page (S3's answer), not a truncated one.
+  S3Result<ListResult> r =
+      max_keys == 0 ? S3Result<ListResult>(ListResult{}) : store_.List(bucket_, o);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListBucketResult", kS3Namespace);
   w.Element("Name", bucket_);
-  w.Element("Prefix", enc(o.prefix));
+  // ListObjects (v1) sends its Prefix as given even with encoding-type=url: S3 does, and
+  // botocore, which decodes every element S3 encodes, leaves this one as it comes.
+  w.Element("Prefix", v2 ? enc(o.prefix) : o.prefix);
   if (v2) {
-    if (!token.empty()) w.Element("ContinuationToken", token);
+    // Echoed whenever sent, even empty (an empty token starts at the beginning).
+    if (token_param) w.Element("ContinuationToken", token);
     if (!start_after.empty()) w.Element("StartAfter", enc(start_after));
     w.Element("KeyCount", r->objects.size() + r->common_prefixes.size());
     if (r->truncated) w.Element("NextContinuationToken", base::Base64UrlEncode(r->next_marker));
@@ -935,7 +1033,7 @@ net::Response S3Api::Call::ListObjects(bool v2) {
   }
   w.Element("MaxKeys", max_keys);
   if (!o.delimiter.empty()) w.Element("Delimiter", enc(o.delimiter));
-  if (url) w.Element("EncodingType", "url");
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", r->truncated);
   const bool owner = !v2 || Query("fetch-owner").value_or("") == "true";
   for (const auto& v : r->objects) {
@@ -966,9 +1064,9 @@ net::Response S3Api::Call::ListObjects(bool v2) {
 net::Response S3Api::Call::ListVersions() {
   auto b = BucketFor("s3:ListBucketVersions", false);
   if (!b.ok()) return Error(b.error());
-  std::string encoding(Query("encoding-type").value_or(""));
-  const bool url = encoding == "url";
-  auto enc = [&](const std::string& s) { return url ? UrlEncodeKey(s) : s; };
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListVersionsOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.delimiter = std::string(Query("delimiter").value_or(""));
@@ -989,7 +1087,9 @@ net::Response S3Api::Call::ListVersions() {
     max_keys = static_cast<int>(std::min<uint64_t>(*n, 1000));
   }
   o.max_keys = max_keys;
-  auto r = store_.ListVersions(bucket_, o);
+  S3Result<ListVersionsResult> r = max_keys == 0
+                                       ? S3Result<ListVersionsResult>(ListVersionsResult{})
+                                       : store_.ListVersions(bucket_, o);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListVersionsResult", kS3Namespace);
@@ -1005,7 +1105,7 @@ net::Response S3Api::Call::ListVersions() {
   }
   w.Element("MaxKeys", max_keys);
   if (!o.delimiter.empty()) w.Element("Delimiter", enc(o.delimiter));
-  if (url) w.Element("EncodingType", "url");
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", r->truncated);
   for (const auto& v : r->versions) {
     w.Open(v.delete_marker ? "DeleteMarker" : "Version");
@@ -1033,6 +1133,9 @@ net::Response S3Api::Call::ListVersions() {
 net::Response S3Api::Call::ListUploads() {
   auto b = BucketFor("s3:ListBucketMultipartUploads", false);
   if (!b.ok()) return Error(b.error());
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListUploadsOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.key_marker = std::string(Query("key-marker").value_or(""));
@@ -1046,23 +1149,26 @@ net::Response S3Api::Call::ListUploads() {
     o.max_uploads = static_cast<int>(std::min<uint64_t>(*n, 1000));
   }
   bool truncated = false;
-  auto r = store_.ListUploads(bucket_, o, &truncated);
+  S3Result<std::vector<UploadInfo>> r =
+      o.max_uploads == 0 ? S3Result<std::vector<UploadInfo>>(std::vector<UploadInfo>{})
+                         : store_.ListUploads(bucket_, o, &truncated);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListMultipartUploadsResult", kS3Namespace);
   w.Element("Bucket", bucket_);
-  w.Element("KeyMarker", o.key_marker);
+  w.Element("KeyMarker", enc(o.key_marker));
   w.Element("UploadIdMarker", o.upload_id_marker);
   if (truncated && !r->empty()) {
-    w.Element("NextKeyMarker", r->back().key);
+    w.Element("NextKeyMarker", enc(r->back().key));
     w.Element("NextUploadIdMarker", r->back().upload_id);
   }
-  w.Element("Prefix", o.prefix);
+  w.Element("Prefix", enc(o.prefix));
   w.Element("MaxUploads", o.max_uploads);
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", truncated);
   for (const auto& u : *r) {
     w.Open("Upload");
-    w.Element("Key", u.key);
+    w.Element("Key", enc(u.key));
     w.Element("UploadId", u.upload_id);
     WriteIdentity(w, "Initiator", u.owner);
     WriteIdentity(w, "Owner", u.owner);
@@ -1190,14 +1296,15 @@ S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size
   return staged;
 }
 
+void S3Api::Call::WriteConditions(PutOptions* o) {
+  if (auto inm = req_.header("If-None-Match")) o->if_none_match = std::string(base::Trim(*inm));
+  if (auto im = req_.header("If-Match")) o->if_match = std::string(base::Trim(*im));
+}
+
 net::Response S3Api::Call::PutObject() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
-  std::string acl = Header("x-amz-acl");
-  if (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control") {
-    return Error(S3Error(S3Code::kNotImplemented,
-                         "canned ACL '" + acl + "' is not supported; use a bucket policy"));
-  }
+  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
   auto meta = MetaFromHeaders();
   if (!meta.ok()) return Error(meta.error());
   PutOptions o;
@@ -1205,14 +1312,7 @@ net::Response S3Api::Call::PutObject() {
   o.key = key_;
   o.owner = b->owner;
   o.meta = std::move(*meta);
-  if (auto inm = req_.header("If-None-Match")) {
-    if (base::Trim(*inm) != "*") {
-      return Error(
-          S3Error(S3Code::kNotImplemented, "If-None-Match on PUT supports only '*' (create only)"));
-    }
-    o.if_none_match_star = true;
-  }
-  if (auto im = req_.header("If-Match")) o.if_match = std::string(base::Trim(*im));
+  WriteConditions(&o);
   Checksums verified;
   auto staged = StageBody(true, kMaxPutBytes, &verified);
   if (!staged.ok()) return Error(staged.error());
@@ -1255,6 +1355,12 @@ S3Result<ObjectVersion> S3Api::Call::CopySource(std::string_view header,
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo sb, store_.GetBucket(src_bucket));
   SOVAI_S3_RETURN_IF_ERROR(
       Authorize(sb, version ? "s3:GetObjectVersion" : "s3:GetObject", true, src_key));
+  if (auto expected = req_.header("x-amz-source-expected-bucket-owner");
+      expected && base::Trim(*expected) != sb.owner) {
+    return S3Error(S3Code::kAccessDenied,
+                   "Access Denied: the source bucket's owner is not the "
+                   "x-amz-source-expected-bucket-owner you specified");
+  }
   SOVAI_S3_ASSIGN_OR_RETURN(ObjectVersion v, store_.Head(src_bucket, src_key, version));
   *offset = 0;
   *length = v.size;
@@ -1315,6 +1421,7 @@ S3Result<StagedData> S3Api::Call::StageCopySource(const ObjectVersion& source, u
 net::Response S3Api::Call::CopyObject() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
+  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
   uint64_t offset = 0, length = 0;
   auto src = CopySource(Header("x-amz-copy-source"), "", &offset, &length);
   if (!src.ok()) return Error(src.error());
@@ -1355,10 +1462,7 @@ net::Response S3Api::Call::CopyObject() {
   } else {
     o.meta.tags = src->meta.tags;
   }
-  if (auto inm = req_.header("If-None-Match"); inm && base::Trim(*inm) == "*") {
-    o.if_none_match_star = true;
-  }
-  if (auto im = req_.header("If-Match")) o.if_match = std::string(base::Trim(*im));
+  WriteConditions(&o);
   auto staged = StageCopySource(*src, 0, src->size, true);
   if (!staged.ok()) return Error(staged.error());
   auto v = store_.Put(o, std::move(*staged));
@@ -1627,6 +1731,13 @@ net::Response S3Api::Call::ObjectTagging() {
 net::Response S3Api::Call::CreateUpload() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
+  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
+  if (std::string type = Header("x-amz-checksum-type"); !type.empty() && type != "COMPOSITE") {
+    return Error(S3Error(S3Code::kNotImplemented,
+                         "x-amz-checksum-type " + type +
+                             " is not supported for multipart uploads: their checksum is "
+                             "COMPOSITE (a checksum of the parts' checksums)"));
+  }
   auto meta = MetaFromHeaders();
   if (!meta.ok()) return Error(meta.error());
   std::string algorithm = base::AsciiToUpper(Header("x-amz-checksum-algorithm"));
@@ -1650,6 +1761,7 @@ net::Response S3Api::Call::CreateUpload() {
 net::Response S3Api::Call::UploadPart() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
+  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
   auto id = Query("uploadId");
   auto pn = Query("partNumber");
   if (!id || !pn) {
@@ -1699,36 +1811,63 @@ net::Response S3Api::Call::UploadPart() {
 net::Response S3Api::Call::CompleteUpload() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
-  auto u = store_.GetUpload(bucket_, key_, std::string(*Query("uploadId")));
-  if (!u.ok()) return Error(u.error());
-  auto body = ReadXmlBody();
+  const std::string upload_id(*Query("uploadId"));
+  auto u = store_.GetUpload(bucket_, key_, upload_id);
+  if (!u.ok() && u.error().code != S3Code::kNoSuchUpload) return Error(u.error());
+  // The x-amz-checksum-* headers are the client's checksums of the object, checked against it
+  // below, not of this XML body.
+  auto body = ReadXmlBody(/*object_checksums=*/true);
   if (!body.ok()) return Error(body.error());
   auto parsed = ParseCompleteMultipartUpload(*body);
   if (!parsed.ok()) return Error(parsed.error());
   std::vector<CompletePart> parts;
   for (const auto& p : parsed->parts) parts.push_back({p.part_number, p.etag});
-  PutOptions conditions;
-  if (auto inm = req_.header("If-None-Match"); inm && base::Trim(*inm) == "*") {
-    conditions.if_none_match_star = true;
+  if (!u.ok()) {
+    // A retry of a completion whose answer was lost gets the same answer, as on S3: the upload
+    // is gone, but the same part list names the object it made.
+    auto done = store_.GetCompletedUpload(bucket_, key_, upload_id);
+    if (!done.ok() || UnquoteEtag(MultipartEtag(parts)) != UnquoteEtag(done->etag)) {
+      return Error(u.error());
+    }
+    return CompleteResult(*b, *done);
   }
-  if (auto im = req_.header("If-Match")) conditions.if_match = std::string(base::Trim(*im));
+  PutOptions conditions;
+  conditions.key = key_;
+  WriteConditions(&conditions);
+  for (const auto& f : kChecksumFields) {
+    if (auto h = req_.header(f.header)) conditions.expected_checksums.*f.member = base::Trim(*h);
+  }
+  if (auto size = req_.header("x-amz-mp-object-size")) {
+    auto n = base::ParseUint64(base::Trim(*size));
+    if (!n.ok()) {
+      return Error(S3Error(S3Code::kInvalidArgument, "x-amz-mp-object-size must be a number")
+                       .With("ArgumentName", "x-amz-mp-object-size"));
+    }
+    conditions.expected_size = *n;
+  }
   auto v = store_.CompleteUpload(*u, parts, conditions);
   if (!v.ok()) return Error(v.error());
+  return CompleteResult(*b, *v);
+}
+
+net::Response S3Api::Call::CompleteResult(const BucketInfo& bucket, const ObjectVersion& v) {
   XmlWriter w;
   w.Open("CompleteMultipartUploadResult", kS3Namespace);
   w.Element("Location", "/" + bucket_ + "/" + UrlEncodeKey(key_));
   w.Element("Bucket", bucket_);
   w.Element("Key", key_);
-  w.Element("ETag", v->etag);
+  w.Element("ETag", v.etag);
   for (const auto& f : kChecksumFields) {
-    if (!(v->checksums.*f.member).empty()) {
-      w.Element(std::string("Checksum") + f.algorithm, v->checksums.*f.member);
+    if (!(v.checksums.*f.member).empty()) {
+      w.Element(std::string("Checksum") + f.algorithm, v.checksums.*f.member);
     }
   }
-  if (!v->checksums.type.empty()) w.Element("ChecksumType", v->checksums.type);
+  if (!v.checksums.type.empty()) w.Element("ChecksumType", v.checksums.type);
   w.Close();
   net::Response res = Xml(200, w.Finish());
-  if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
+  if (bucket.versioning != Versioning::kUnversioned) {
+    res.headers.Set("x-amz-version-id", v.version_id);
+  }
   return res;
 }
 
