@@ -11,7 +11,9 @@ import unittest
 import uuid
 from unittest import mock
 
+import boto3
 import botocore.session
+from botocore.config import Config
 from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
@@ -99,6 +101,16 @@ class S3AnswersTest(unittest.TestCase):
         self.assert_not_implemented(self.s3.get_object_attributes, Bucket=self.bucket, Key="k",
                                     ObjectAttributes=["ETag"])
         self.assert_not_implemented(self.s3.get_object_torrent, Bucket=self.bucket, Key="k")
+        # 501 is not an error the SDKs retry (500 was, four times).
+        retrying = boto3.client(
+            "s3", endpoint_url=self.server.s3_url, region_name=REGION,
+            aws_access_key_id=self.server.access_key,
+            aws_secret_access_key=self.server.secret_key,
+            config=Config(s3={"addressing_style": "path"},
+                          retries={"max_attempts": 5, "mode": "standard"}))
+        with self.assertRaises(ClientError) as e:
+            retrying.get_object_retention(Bucket=self.bucket, Key="k")
+        self.assertEqual(e.exception.response["ResponseMetadata"]["RetryAttempts"], 0)
         self.assert_not_implemented(self.s3.put_object_lock_configuration, Bucket=self.bucket,
                                     ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
         self.assert_original()
@@ -376,6 +388,11 @@ class S3AnswersTest(unittest.TestCase):
             self.assertIn(("the region '%s' is wrong; expecting '%s'" % (region, REGION)).encode(),
                           body)
             self.assertIn(("<Region>%s</Region>" % REGION).encode(), body)
+        # botocore reads that Region and signs again (as against AWS): a client configured for
+        # another region still works, after one refused request.
+        other = self.server.boto3_client(region="us-east-1")
+        got = other.get_object(Bucket=self.bucket, Key="k")
+        self.assertEqual(got["Body"].read(), ORIGINAL)
 
 
 class S3UsEast1Test(unittest.TestCase):
