@@ -1,11 +1,10 @@
-// The S3 front end (see s3_api.h and docs/api/s3.md).
+// The S3 front end (see s3_api.h and docs/api/s3.md): the plumbing of one request
+// (addressing, authentication, authorization, bodies and digests), the routing, the service and
+// bucket operations and the listings. Object and multipart operations: s3_objects.cc.
 #include "objstore/s3_api.h"
 
 #include <algorithm>
-#include <cstring>
-#include <future>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "base/check.h"
 #include "base/crc.h"
@@ -13,53 +12,34 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "objstore/bucket_policy.h"
 #include "objstore/cors.h"
+#include "objstore/internal/s3_call.h"
 #include "objstore/names.h"
+#include "objstore/s3_routes.h"
 #include "objstore/s3_xml.h"
 #include "objstore/sigv4.h"
 
 namespace sovai::objstore {
 
-using base::Result;
-using nlohmann::json;
-
-namespace {
-
-// Request bodies of S3 are at most one 5 GiB object, plus the aws-chunked framing around it.
-constexpr uint64_t kMaxS3BodyBytes = (5ull << 30) + (64ull << 20);
-constexpr uint64_t kMaxPutBytes = 5ull << 30;
-constexpr size_t kStreamPieceBytes = 1 << 20;
-constexpr std::string_view kXmlType = "application/xml";
+namespace s3_call {
 
 std::string Iso8601(int64_t micros) { return base::FormatRfc3339(micros, 3); }
 
 std::string NewRequestId() { return base::HexEncode(base::RandomBytes(8)); }
 
-// Whether an If-Match / If-None-Match list matches `etag` ("*" matches anything).
-bool EtagListMatches(std::string_view header, std::string_view etag) {
-  for (std::string_view item : base::Split(header, ',')) {
-    std::string_view t = base::Trim(item);
-    if (t == "*") return true;
-    if (t.substr(0, 2) == "W/") t.remove_prefix(2);
-    if (UnquoteEtag(t) == UnquoteEtag(etag)) return true;
-  }
-  return false;
-}
-
 std::string UrlEncodeKey(std::string_view s) { return base::UriEncode(s, /*encode_slash=*/false); }
 
-// A BodyReader over an ObjectReader (copies are staged from the source object).
-class ObjectBody final : public net::BodyReader {
- public:
-  explicit ObjectBody(ObjectReader& r) : r_(r) {}
-  Result<size_t> Read(char* buf, size_t n) override { return r_.Read(buf, n); }
+std::string MultipartEtag(const std::vector<CompletePart>& parts) {
+  std::string md5s;
+  for (const auto& p : parts) {
+    auto raw = base::HexDecode(UnquoteEtag(p.etag));
+    if (raw.ok()) md5s += *raw;
+  }
+  return base::HexEncode(base::Md5(md5s)) + "-" + std::to_string(parts.size());
+}
 
- private:
-  ObjectReader& r_;
-};
-
-// A BodyReader that fails once more than `limit` bytes arrive (XML bodies).
-Result<std::string> ReadLimited(net::BodyReader& body, size_t limit) {
+base::Result<std::string> ReadLimited(net::BodyReader& body, size_t limit) {
   std::string out;
   char buf[65536];
   for (;;) {
@@ -83,20 +63,6 @@ uint32_t ChecksumBitOf(std::string_view algorithm) {
   return 0;
 }
 
-struct ChecksumField {
-  const char* header;  // x-amz-checksum-...
-  const char* algorithm;
-  uint32_t bit;
-  std::string Checksums::*member;
-};
-constexpr ChecksumField kChecksumFields[] = {
-    {"x-amz-checksum-crc32", "CRC32", kCrc32, &Checksums::crc32},
-    {"x-amz-checksum-crc32c", "CRC32C", kCrc32c, &Checksums::crc32c},
-    {"x-amz-checksum-crc64nvme", "CRC64NVME", kCrc64Nvme, &Checksums::crc64nvme},
-    {"x-amz-checksum-sha1", "SHA1", kSha1, &Checksums::sha1},
-    {"x-amz-checksum-sha256", "SHA256", kSha256, &Checksums::sha256},
-};
-
 void AddChecksumHeaders(net::Response& res, const Checksums& c) {
   for (const auto& f : kChecksumFields) {
     const std::string& v = c.*f.member;
@@ -105,7 +71,6 @@ void AddChecksumHeaders(net::Response& res, const Checksums& c) {
   if (!c.type.empty()) res.headers.Set("x-amz-checksum-type", c.type);
 }
 
-// <Owner><ID>user</ID><DisplayName>user</DisplayName></Owner> (or Initiator, Grantee).
 void WriteIdentity(XmlWriter& w, const char* element, const std::string& user) {
   w.Open(element);
   w.Element("ID", user);
@@ -113,218 +78,22 @@ void WriteIdentity(XmlWriter& w, const char* element, const std::string& user) {
   w.Close();
 }
 
-// --- Bucket policies (a subset of IAM's language) ----------------------------------------------
+}  // namespace s3_call
 
-bool Wildcard(std::string_view pattern, std::string_view text) {
-  // '*' any run, '?' one character; iterative with backtracking to the last '*'.
-  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
-std::vector<std::string> StringOrList(const json& j) {
-  std::vector<std::string> out;
-  if (j.is_string()) out.push_back(j.get<std::string>());
-  if (j.is_array()) {
-    for (const auto& e : j) {
-      if (e.is_string()) out.push_back(e.get<std::string>());
-    }
-  }
-  return out;
-}
-
-// Checks a policy document's shape. Errors: MalformedPolicy saying what is wrong.
-S3Status ValidatePolicy(std::string_view text) {
-  json doc = json::parse(text, nullptr, false);
-  auto bad = [](std::string m) { return S3Error(S3Code::kMalformedPolicy, std::move(m)); };
-  if (!doc.is_object()) return bad("Policies must be valid JSON objects");
-  auto st = doc.find("Statement");
-  if (st == doc.end()) return bad("Missing required field Statement");
-  json statements = st->is_array() ? *st : json::array({*st});
-  if (statements.empty() || statements.size() > 100)
-    return bad("Statement must have 1 to 100 entries");
-  for (const auto& s : statements) {
-    if (!s.is_object()) return bad("Each Statement must be an object");
-    auto effect = s.find("Effect");
-    if (effect == s.end() || !effect->is_string() || (*effect != "Allow" && *effect != "Deny")) {
-      return bad("Effect must be Allow or Deny");
-    }
-    if (!s.contains("Principal")) return bad("Missing required field Principal");
-    if (!s.contains("Action") || StringOrList(s["Action"]).empty()) {
-      return bad("Missing required field Action");
-    }
-    if (!s.contains("Resource") || StringOrList(s["Resource"]).empty()) {
-      return bad("Missing required field Resource");
-    }
-    for (const auto& a : StringOrList(s["Action"])) {
-      if (a != "*" && a.rfind("s3:", 0) != 0) return bad("Action does not apply: " + a);
-    }
-  }
-  return std::nullopt;
-}
-
-bool PrincipalMatches(const json& principal, const std::string& user, bool anonymous) {
-  std::vector<std::string> ids;
-  if (principal.is_string()) {
-    ids.push_back(principal.get<std::string>());
-  } else if (principal.is_object() && principal.contains("AWS")) {
-    ids = StringOrList(principal["AWS"]);
-  }
-  for (const auto& id : ids) {
-    if (id == "*") return true;
-    if (anonymous) continue;
-    if (id == user) return true;
-    // arn:aws:iam::<account>:user/<name>
-    if (id.size() > user.size() + 1 &&
-        id.compare(id.size() - user.size() - 1, std::string::npos, "/" + user) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// "Allow", "Deny" or "" (no statement applies).
-std::string EvaluatePolicy(std::string_view text, const std::string& user, bool anonymous,
-                           std::string_view action, std::string_view resource) {
-  json doc = json::parse(text, nullptr, false);
-  if (!doc.is_object() || !doc.contains("Statement")) return "";
-  json statements =
-      doc["Statement"].is_array() ? doc["Statement"] : json::array({doc["Statement"]});
-  std::string verdict;
-  for (const auto& s : statements) {
-    if (!s.is_object() || !s.contains("Principal")) continue;
-    if (!PrincipalMatches(s["Principal"], user, anonymous)) continue;
-    bool action_ok = false;
-    for (const auto& a : StringOrList(s.value("Action", json()))) {
-      action_ok = action_ok || Wildcard(a, action);
-    }
-    bool resource_ok = false;
-    for (const auto& r : StringOrList(s.value("Resource", json()))) {
-      resource_ok = resource_ok || Wildcard(r, resource);
-    }
-    if (!action_ok || !resource_ok) continue;
-    std::string effect = s.value("Effect", "");
-    // Conditions are not evaluated: a conditional Allow never grants, a conditional Deny always
-    // denies (the safe reading of a policy we cannot fully understand).
-    if (s.contains("Condition") && effect == "Allow") continue;
-    if (effect == "Deny") return "Deny";
-    if (effect == "Allow") verdict = "Allow";
-  }
-  return verdict;
-}
-
-}  // namespace
-
-// --- One request ---------------------------------------------------------------------------------
-
-class S3Api::Call {
- public:
-  Call(S3Api& api, net::Request& req) : api_(api), store_(api.store_), req_(req) {}
-
-  net::Response Run();
-
- private:
-  // --- Plumbing ---
-  net::Response Error(const S3Error& e);
-  net::Response Xml(int status, std::string body);
-  net::Response Empty(int status);
-  std::optional<std::string_view> Query(std::string_view name) const { return req_.query(name); }
-  bool HasQuery(std::string_view name) const { return req_.query(name).has_value(); }
-  // The first query parameter that names a subresource, or nullptr: presigned URLs carry their
-  // signature as parameters (X-Amz-* for SigV4; AWSAccessKeyId, Signature, Expires for SigV2),
-  // and, as on S3, parameters starting with "x-" are the caller's own and ignored (the panel's
-  // x-sovai-origin). So a presigned CreateBucket or DeleteBucket is not "PUT ?X-Amz-Algorithm".
-  const std::string* FirstSubresource() const {
-    for (const auto& param : req_.query_params()) {
-      const std::string& name = param.first;
-      if (base::EqualsIgnoreCase(std::string_view(name).substr(0, 2), "x-") ||
-          name == "AWSAccessKeyId" || name == "Signature" || name == "Expires") {
-        continue;
-      }
-      return &name;
-    }
-    return nullptr;
-  }
-  std::string Header(std::string_view name) const {
-    return std::string(req_.header(name).value_or(""));
-  }
-  S3Status ParseAddress();
-  S3Status Authenticate();
-  // Authorizes `action` on the current bucket (and key, for object actions).
-  S3Status Authorize(const BucketInfo& bucket, std::string_view action, bool object_action,
-                     const std::string& key);
-  S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
-  S3Result<std::string> ReadXmlBody();
-  // The checksum algorithms the request asks for (ChecksumBits).
-  uint32_t RequestedChecksumBits() const;
-  // Checks Content-MD5 (raw `md5`) and every declared x-amz-checksum-* (header or trailer) against
-  // what was computed; returns the checksums to store. BadDigest / InvalidDigest.
-  S3Result<Checksums> VerifyDigests(
-      std::string_view md5, const Checksums& computed,
-      const std::vector<std::pair<std::string, std::string>>& trailers);
-  S3Result<ObjectMeta> MetaFromHeaders();
-  void AddCors(net::Response& res);
-
-  // --- Operations ---
-  net::Response Dispatch();
-  net::Response ListBuckets();
-  net::Response CreateBucket();
-  net::Response DeleteBucket();
-  net::Response HeadBucket();
-  net::Response GetBucketLocation();
-  net::Response BucketVersioning();
-  net::Response BucketConfig(const std::string& kind);
-  net::Response ListObjects(bool v2);
-  net::Response ListVersions();
-  net::Response ListUploads();
-  net::Response DeleteObjects();
-  net::Response Preflight();
-  net::Response PutObject();
-  net::Response CopyObject();
-  net::Response GetObject(bool head);
-  net::Response DeleteObject();
-  net::Response ObjectTagging();
-  net::Response Acl(bool object);
-  net::Response CreateUpload();
-  net::Response UploadPart();
-  net::Response CompleteUpload();
-  net::Response AbortUpload();
-  net::Response ListParts();
-
-  // Reads the body (verified), computes the checksums the request declares and checks them.
-  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified);
-  S3Result<StagedData> StageCopySource(const ObjectVersion& source, uint64_t offset,
-                                       uint64_t length, bool allow_inline);
-  S3Result<ObjectVersion> CopySource(std::string_view header, std::string_view range_header,
-                                     uint64_t* offset, uint64_t* length);
-  S3Status CheckCopySourceConditions(const ObjectVersion& src);
-  void AddObjectHeaders(net::Response& res, const ObjectVersion& v, bool versioned_bucket);
-
-  S3Api& api_;
-  Store& store_;
-  net::Request& req_;
-  std::string request_id_ = NewRequestId();
-  std::string bucket_;
-  std::string key_;
-  bool has_key_ = false;
-  AuthResult auth_;
-  std::string user_;  // "" when anonymous
-  std::optional<BucketInfo> bucket_info_;
-};
+using s3_call::AddChecksumHeaders;
+using s3_call::ChecksumBitOf;
+using s3_call::Iso8601;
+using s3_call::kChecksumFields;
+using s3_call::kMaxPutBytes;
+using s3_call::kMaxS3BodyBytes;
+using s3_call::kStreamPieceBytes;
+using s3_call::kXmlType;
+using s3_call::MultipartEtag;
+using s3_call::NewRequestId;
+using s3_call::ObjectBody;
+using s3_call::ReadLimited;
+using s3_call::UrlEncodeKey;
+using s3_call::WriteIdentity;
 
 net::Response S3Api::Call::Xml(int status, std::string body) {
   net::Response res = net::Response::Text(status, std::move(body), std::string(kXmlType));
@@ -426,11 +195,27 @@ S3Status S3Api::Call::Authorize(const BucketInfo& bucket, std::string_view actio
 S3Result<BucketInfo> S3Api::Call::BucketFor(std::string_view action, bool object_action) {
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, store_.GetBucket(bucket_));
   SOVAI_S3_RETURN_IF_ERROR(Authorize(b, action, object_action, key_));
+  // A protection the client asks for: the request fails unless the bucket is that owner's.
+  if (auto expected = req_.header("x-amz-expected-bucket-owner");
+      expected && base::Trim(*expected) != b.owner) {
+    return S3Error(S3Code::kAccessDenied,
+                   "Access Denied: the bucket's owner is not the "
+                   "x-amz-expected-bucket-owner you specified");
+  }
   bucket_info_ = b;
   return b;
 }
 
-S3Result<std::string> S3Api::Call::ReadXmlBody() {
+S3Result<bool> S3Api::Call::UrlEncodingRequested() const {
+  std::string_view encoding = Query("encoding-type").value_or("");
+  if (!encoding.empty() && encoding != "url") {
+    return S3Error(S3Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
+        .With("ArgumentName", "encoding-type");
+  }
+  return encoding == "url";
+}
+
+S3Result<std::string> S3Api::Call::ReadXmlBody(bool object_checksums) {
   PayloadReader body(req_.body(), auth_);
   auto text = ReadLimited(body, kMaxXmlBodyBytes);
   if (!text.ok()) {
@@ -442,7 +227,7 @@ S3Result<std::string> S3Api::Call::ReadXmlBody() {
     return S3Error(S3Code::kIncompleteBody, text.status().message());
   }
   auto checked = VerifyDigests(base::Md5(*text), ComputeChecksums(*text, RequestedChecksumBits()),
-                               body.trailers());
+                               body.trailers(), !object_checksums);
   if (!checked.ok()) return checked.error();
   return std::move(*text);
 }
@@ -462,7 +247,7 @@ uint32_t S3Api::Call::RequestedChecksumBits() const {
 
 S3Result<Checksums> S3Api::Call::VerifyDigests(
     std::string_view md5, const Checksums& computed,
-    const std::vector<std::pair<std::string, std::string>>& trailers) {
+    const std::vector<std::pair<std::string, std::string>>& trailers, bool headers) {
   if (auto declared_md5 = req_.header("Content-MD5")) {
     auto decoded = base::Base64Decode(base::Trim(*declared_md5));
     if (!decoded.ok() || decoded->size() != 16) {
@@ -476,7 +261,7 @@ S3Result<Checksums> S3Api::Call::VerifyDigests(
   Checksums out;
   for (const auto& f : kChecksumFields) {
     std::optional<std::string> declared;
-    if (auto h = req_.header(f.header)) declared = std::string(*h);
+    if (auto h = req_.header(f.header); h && headers) declared = std::string(*h);
     for (const auto& [name, value] : trailers) {
       if (name == f.header) declared = value;
     }
@@ -493,19 +278,87 @@ S3Result<Checksums> S3Api::Call::VerifyDigests(
   return out;
 }
 
+S3Status S3Api::Call::RefuseUnsupportedProtections(bool object) {
+  const std::string acl = Header("x-amz-acl");
+  if (!acl.empty() && acl != "private" && !(object && acl == "bucket-owner-full-control")) {
+    return S3Error(S3Code::kNotImplemented,
+                   "canned ACL '" + acl + "' is not supported: objects and buckets are private " +
+                       "to their owner here; use a bucket policy to share them");
+  }
+  for (const auto& [name, value] : req_.headers()) {
+    const std::string lower = base::AsciiToLower(name);
+    if (lower.rfind("x-amz-grant-", 0) == 0) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower + ": ACL grants are not supported; use a bucket policy");
+    }
+    if (lower.rfind("x-amz-server-side-encryption", 0) == 0 ||
+        lower.rfind("x-amz-copy-source-server-side-encryption", 0) == 0) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower +
+                         ": server-side encryption is not supported; this server stores "
+                         "objects as sent (encrypt the disk of its data directory)");
+    }
+    if (lower.rfind("x-amz-object-lock-", 0) == 0 ||
+        (lower == "x-amz-bucket-object-lock-enabled" && !base::EqualsIgnoreCase(value, "false"))) {
+      return S3Error(S3Code::kNotImplemented,
+                     lower +
+                         ": Object Lock (retention, legal holds) is not supported; nothing "
+                         "would protect the object from deletion");
+    }
+  }
+  return std::nullopt;
+}
+
+S3Status S3Api::Call::RefuseUnknownChecksums() {
+  auto unknown = [](std::string_view what) {
+    return S3Error(S3Code::kInvalidRequest,
+                   "Checksum " + std::string(what) +
+                       " is not supported: this server verifies CRC32, CRC32C, CRC64NVME, SHA1 "
+                       "and SHA256");
+  };
+  auto known_header = [](std::string_view name) {
+    for (const auto& f : kChecksumFields) {
+      if (base::EqualsIgnoreCase(name, f.header)) return true;
+    }
+    return false;
+  };
+  for (const auto& [name, value] : req_.headers()) {
+    const std::string lower = base::AsciiToLower(name);
+    if (lower.rfind("x-amz-checksum-", 0) != 0) continue;
+    if (lower == "x-amz-checksum-algorithm") {
+      if (ChecksumBitOf(value) == 0) return unknown("algorithm '" + value + "'");
+    } else if (lower != "x-amz-checksum-type" && lower != "x-amz-checksum-mode" &&
+               !known_header(lower)) {
+      return unknown(lower);
+    }
+  }
+  if (auto algo = req_.header("x-amz-sdk-checksum-algorithm"); algo && ChecksumBitOf(*algo) == 0) {
+    return unknown("algorithm '" + std::string(*algo) + "'");
+  }
+  for (const auto& t : auth_.trailer_names) {
+    if (!known_header(t)) return unknown("trailer " + t);
+  }
+  return std::nullopt;
+}
+
 S3Result<ObjectMeta> S3Api::Call::MetaFromHeaders() {
   ObjectMeta m;
   m.content_type = Header("Content-Type");
   m.content_encoding = Header("Content-Encoding");
-  // aws-chunked is transport framing, not the object's encoding.
+  // aws-chunked is transport framing, not the object's encoding: it is taken out, and what
+  // remains is kept as sent ("deflate, gzip" stays "deflate, gzip").
   if (!m.content_encoding.empty()) {
     std::vector<std::string> kept;
+    bool framing = false;
     for (std::string_view e : base::Split(m.content_encoding, ',')) {
       e = base::Trim(e);
-      if (!e.empty() && !base::EqualsIgnoreCase(e, "aws-chunked")) kept.emplace_back(e);
+      if (base::EqualsIgnoreCase(e, "aws-chunked")) {
+        framing = true;
+      } else if (!e.empty()) {
+        kept.emplace_back(e);
+      }
     }
-    m.content_encoding.clear();
-    for (size_t i = 0; i < kept.size(); ++i) m.content_encoding += (i ? "," : "") + kept[i];
+    if (framing) m.content_encoding = base::Join(kept, ", ");
   }
   m.content_disposition = Header("Content-Disposition");
   m.content_language = Header("Content-Language");
@@ -567,105 +420,99 @@ net::Response S3Api::Call::Run() {
 
 net::Response S3Api::Call::Dispatch() {
   const std::string_view m = req_.method();
-  if (bucket_.empty()) {
-    if (m == "GET" || m == "HEAD") return ListBuckets();
-    return Error(S3Error(S3Code::kMethodNotAllowed,
-                         "The specified method is not allowed against this resource."));
+  const S3Level level =
+      bucket_.empty() ? S3Level::kService : (has_key_ ? S3Level::kObject : S3Level::kBucket);
+  if (level == S3Level::kObject) {
+    if (S3Status st = ValidateObjectKey(key_)) return Error(*st);
   }
-  if (!has_key_) {
-    if (m == "GET") {
-      if (HasQuery("location")) return GetBucketLocation();
-      if (HasQuery("versioning")) return BucketVersioning();
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (HasQuery("versions")) return ListVersions();
-      if (HasQuery("uploads")) return ListUploads();
-      if (HasQuery("acl")) return Acl(false);
-      if (HasQuery("lifecycle")) {
-        auto b = BucketFor("s3:GetLifecycleConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kNoSuchLifecycleConfiguration,
-                             "The lifecycle configuration does not exist"));
-      }
-      if (HasQuery("encryption")) {
-        auto b = BucketFor("s3:GetEncryptionConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
-                             "The server side encryption configuration was not found"));
-      }
-      if (HasQuery("object-lock")) {
-        auto b = BucketFor("s3:GetBucketObjectLockConfiguration", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kObjectLockConfigurationNotFoundError,
-                             "Object Lock configuration does not exist for this bucket"));
-      }
-      if (HasQuery("website")) {
-        auto b = BucketFor("s3:GetBucketWebsite", false);
-        if (!b.ok()) return Error(b.error());
-        return Error(S3Error(S3Code::kNoSuchWebsiteConfiguration,
-                             "The specified bucket does not have a website configuration"));
-      }
-      for (const char* unsupported : {"logging", "notification", "replication", "requestPayment",
-                                      "accelerate", "ownershipControls", "publicAccessBlock",
-                                      "analytics", "metrics", "inventory", "intelligent-tiering"}) {
-        if (HasQuery(unsupported)) {
-          return Error(S3Error(S3Code::kNotImplemented,
-                               std::string("GET ?") + unsupported + " is not implemented"));
-        }
-      }
-      return ListObjects(Query("list-type").value_or("") == "2");
-    }
-    if (m == "HEAD") return HeadBucket();
-    if (m == "PUT") {
-      if (HasQuery("versioning")) return BucketVersioning();
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (HasQuery("acl")) return Acl(false);
-      if (const std::string* name = FirstSubresource()) {
-        return Error(S3Error(S3Code::kNotImplemented, "PUT ?" + *name + " is not implemented"));
-      }
+  const S3Route route = RouteS3Request(m, level, req_.query_params());
+  if ((m == "PUT" || m == "POST") && route.op != S3Op::kNotImplemented &&
+      route.op != S3Op::kMethodNotAllowed) {
+    if (S3Status st = RefuseUnknownChecksums()) return Error(*st);
+  }
+  switch (route.op) {
+    case S3Op::kListBuckets:
+      return ListBuckets();
+    case S3Op::kCreateBucket:
       return CreateBucket();
-    }
-    if (m == "DELETE") {
-      if (HasQuery("cors")) return BucketConfig("cors");
-      if (HasQuery("tagging")) return BucketConfig("tagging");
-      if (HasQuery("policy")) return BucketConfig("policy");
-      if (const std::string* name = FirstSubresource()) {
-        return Error(S3Error(S3Code::kNotImplemented, "DELETE ?" + *name + " is not implemented"));
-      }
+    case S3Op::kDeleteBucket:
       return DeleteBucket();
-    }
-    if (m == "POST" && HasQuery("delete")) return DeleteObjects();
-    return Error(S3Error(S3Code::kMethodNotAllowed,
-                         "The specified method is not allowed against this resource."));
+    case S3Op::kHeadBucket:
+      return HeadBucket();
+    case S3Op::kGetBucketLocation:
+      return GetBucketLocation();
+    case S3Op::kBucketVersioning:
+      return BucketVersioning();
+    case S3Op::kBucketCors:
+      return BucketConfig("cors");
+    case S3Op::kBucketTagging:
+      return BucketConfig("tagging");
+    case S3Op::kBucketPolicy:
+      return BucketConfig("policy");
+    case S3Op::kBucketAcl:
+      return Acl(false);
+    case S3Op::kGetBucketLifecycle:
+      return NotConfigured("s3:GetLifecycleConfiguration",
+                           S3Error(S3Code::kNoSuchLifecycleConfiguration,
+                                   "The lifecycle configuration does not exist"));
+    case S3Op::kGetBucketEncryption:
+      return NotConfigured("s3:GetEncryptionConfiguration",
+                           S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
+                                   "The server side encryption configuration was not found"));
+    case S3Op::kGetObjectLockConfiguration:
+      return NotConfigured("s3:GetBucketObjectLockConfiguration",
+                           S3Error(S3Code::kObjectLockConfigurationNotFoundError,
+                                   "Object Lock configuration does not exist for this bucket"));
+    case S3Op::kGetBucketWebsite:
+      return NotConfigured("s3:GetBucketWebsite",
+                           S3Error(S3Code::kNoSuchWebsiteConfiguration,
+                                   "The specified bucket does not have a website configuration"));
+    case S3Op::kListObjects:
+      return ListObjects(Query("list-type").value_or("") == "2");
+    case S3Op::kListObjectVersions:
+      return ListVersions();
+    case S3Op::kListMultipartUploads:
+      return ListUploads();
+    case S3Op::kDeleteObjects:
+      return DeleteObjects();
+    case S3Op::kGetObject:
+      return GetObject(false);
+    case S3Op::kHeadObject:
+      return GetObject(true);
+    case S3Op::kPutObject:
+      return req_.header("x-amz-copy-source") ? CopyObject() : PutObject();
+    case S3Op::kDeleteObject:
+      return DeleteObject();
+    case S3Op::kObjectTagging:
+      return ObjectTagging();
+    case S3Op::kObjectAcl:
+      return Acl(true);
+    case S3Op::kCreateMultipartUpload:
+      return CreateUpload();
+    case S3Op::kUploadPart:
+      return UploadPart();
+    case S3Op::kCompleteMultipartUpload:
+      return CompleteUpload();
+    case S3Op::kAbortMultipartUpload:
+      return AbortUpload();
+    case S3Op::kListParts:
+      return ListParts();
+    case S3Op::kNotImplemented:
+      // A missing bucket is the client's mistake to hear about first (never a 5xx for it).
+      if (!bucket_.empty()) {
+        if (auto b = store_.GetBucket(bucket_); !b.ok()) return Error(b.error());
+      }
+      return Error(S3Error(S3Code::kNotImplemented, route.name));
+    case S3Op::kMethodNotAllowed:
+      break;
   }
-  if (S3Status st = ValidateObjectKey(key_)) return Error(*st);
-  if (m == "GET" || m == "HEAD") {
-    if (HasQuery("uploadId") && m == "GET") return ListParts();
-    if (HasQuery("tagging") && m == "GET") return ObjectTagging();
-    if (HasQuery("acl") && m == "GET") return Acl(true);
-    return GetObject(m == "HEAD");
-  }
-  if (m == "PUT") {
-    if (HasQuery("tagging")) return ObjectTagging();
-    if (HasQuery("acl")) return Acl(true);
-    if (HasQuery("uploadId") || HasQuery("partNumber")) return UploadPart();
-    if (req_.header("x-amz-copy-source")) return CopyObject();
-    return PutObject();
-  }
-  if (m == "DELETE") {
-    if (HasQuery("tagging")) return ObjectTagging();
-    if (HasQuery("uploadId")) return AbortUpload();
-    return DeleteObject();
-  }
-  if (m == "POST") {
-    if (HasQuery("uploads")) return CreateUpload();
-    if (HasQuery("uploadId")) return CompleteUpload();
-  }
-  return Error(S3Error(S3Code::kMethodNotAllowed,
-                       "The specified method is not allowed against this resource."));
+  return Error(S3Error(S3Code::kMethodNotAllowed, route.name));
+}
+
+net::Response S3Api::Call::NotConfigured(std::string_view action, S3Error not_configured) {
+  auto b = BucketFor(action, false);
+  if (!b.ok()) return Error(b.error());
+  return Error(not_configured.With("BucketName", bucket_));
 }
 
 // --- Service and buckets -------------------------------------------------------------------------
@@ -709,13 +556,25 @@ net::Response S3Api::Call::CreateBucket() {
                              region + ").")
                      .With("LocationConstraint", config->location_constraint));
   }
-  std::string acl = Header("x-amz-acl");
-  if (!acl.empty() && acl != "private") {
+  if (S3Status st = RefuseUnsupportedProtections(false)) return Error(*st);
+  if (std::string ownership = Header("x-amz-object-ownership");
+      !ownership.empty() && ownership != "BucketOwnerEnforced") {
     return Error(S3Error(S3Code::kNotImplemented,
-                         "canned ACL '" + acl + "' is not supported; use a bucket policy"));
+                         "x-amz-object-ownership " + ownership +
+                             " is not supported: the bucket owner owns every object "
+                             "(BucketOwnerEnforced)"));
   }
   auto created = store_.CreateBucket(bucket_, user_);
-  if (!created.ok()) return Error(created.error());
+  if (!created.ok()) {
+    // S3's rule: in us-east-1 creating a bucket you already own succeeds (and changes nothing);
+    // in every other region it is BucketAlreadyOwnedByYou (409).
+    if (created.error().code == S3Code::kBucketAlreadyOwnedByYou && region == "us-east-1") {
+      net::Response res = Empty(200);
+      res.headers.Set("Location", "/" + bucket_);
+      return res;
+    }
+    return Error(created.error());
+  }
   if (!config->tags.empty()) {
     (void)store_.SetBucketConfig(bucket_, "tagging", RenderTagging(config->tags));
   }
@@ -765,11 +624,10 @@ net::Response S3Api::Call::BucketVersioning() {
   if (!body.ok()) return Error(body.error());
   auto config = ParseVersioningConfiguration(*body);
   if (!config.ok()) return Error(config.error());
+  // Suspending a never-versioned bucket writes "null" versions as before, but the bucket now
+  // reports Suspended, as S3's does.
   Versioning state =
       config->status == VersioningStatus::kEnabled ? Versioning::kEnabled : Versioning::kSuspended;
-  if (state == Versioning::kSuspended && b->versioning == Versioning::kUnversioned) {
-    return Empty(200);  // suspending a never-versioned bucket changes nothing
-  }
   if (S3Status st = store_.SetVersioning(bucket_, state)) return Error(*st);
   return Empty(200);
 }
@@ -839,6 +697,8 @@ net::Response S3Api::Call::Acl(bool object) {
     if (!v.ok()) return Error(v.error());
   }
   if (put) {
+    // Grants too (x-amz-grant-*); bucket-owner-full-control is what every bucket and object has.
+    if (S3Status st = RefuseUnsupportedProtections(/*object=*/true)) return Error(*st);
     std::string acl = Header("x-amz-acl");
     if ((acl.empty() && req_.has_body()) ||
         (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control")) {
@@ -876,13 +736,9 @@ net::Response S3Api::Call::Acl(bool object) {
 net::Response S3Api::Call::ListObjects(bool v2) {
   auto b = BucketFor("s3:ListBucket", false);
   if (!b.ok()) return Error(b.error());
-  std::string encoding(Query("encoding-type").value_or(""));
-  if (!encoding.empty() && encoding != "url") {
-    return Error(S3Error(S3Code::kInvalidArgument, "Invalid Encoding Method specified in Request")
-                     .With("ArgumentName", "encoding-type"));
-  }
-  const bool url = encoding == "url";
-  auto enc = [&](const std::string& s) { return url ? UrlEncodeKey(s) : s; };
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.delimiter = std::string(Query("delimiter").value_or(""));
@@ -899,10 +755,12 @@ net::Response S3Api::Call::ListObjects(bool v2) {
   }
   o.max_keys = max_keys;
   std::string token, start_after, marker;
+  const std::optional<std::string_view> token_param =
+      v2 ? Query("continuation-token") : std::nullopt;
   if (v2) {
     start_after = std::string(Query("start-after").value_or(""));
-    if (auto t = Query("continuation-token")) {
-      token = std::string(*t);
+    if (token_param) {
+      token = std::string(*token_param);
       auto decoded = base::Base64UrlDecode(token);
       if (!decoded.ok()) {
         return Error(S3Error(S3Code::kInvalidArgument,
@@ -918,14 +776,19 @@ net::Response S3Api::Call::ListObjects(bool v2) {
     marker = std::string(Query("marker").value_or(""));
     o.after = marker;
   }
-  auto r = store_.List(bucket_, o);
+  // max-keys=0 asks for nothing: an empty, complete page (S3's answer), not a truncated one.
+  S3Result<ListResult> r =
+      max_keys == 0 ? S3Result<ListResult>(ListResult{}) : store_.List(bucket_, o);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListBucketResult", kS3Namespace);
   w.Element("Name", bucket_);
-  w.Element("Prefix", enc(o.prefix));
+  // ListObjects (v1) sends its Prefix as given even with encoding-type=url: S3 does, and
+  // botocore, which decodes every element S3 encodes, leaves this one as it comes.
+  w.Element("Prefix", v2 ? enc(o.prefix) : o.prefix);
   if (v2) {
-    if (!token.empty()) w.Element("ContinuationToken", token);
+    // Echoed whenever sent, even empty (an empty token starts at the beginning).
+    if (token_param) w.Element("ContinuationToken", token);
     if (!start_after.empty()) w.Element("StartAfter", enc(start_after));
     w.Element("KeyCount", r->objects.size() + r->common_prefixes.size());
     if (r->truncated) w.Element("NextContinuationToken", base::Base64UrlEncode(r->next_marker));
@@ -935,7 +798,7 @@ net::Response S3Api::Call::ListObjects(bool v2) {
   }
   w.Element("MaxKeys", max_keys);
   if (!o.delimiter.empty()) w.Element("Delimiter", enc(o.delimiter));
-  if (url) w.Element("EncodingType", "url");
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", r->truncated);
   const bool owner = !v2 || Query("fetch-owner").value_or("") == "true";
   for (const auto& v : r->objects) {
@@ -966,9 +829,9 @@ net::Response S3Api::Call::ListObjects(bool v2) {
 net::Response S3Api::Call::ListVersions() {
   auto b = BucketFor("s3:ListBucketVersions", false);
   if (!b.ok()) return Error(b.error());
-  std::string encoding(Query("encoding-type").value_or(""));
-  const bool url = encoding == "url";
-  auto enc = [&](const std::string& s) { return url ? UrlEncodeKey(s) : s; };
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListVersionsOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.delimiter = std::string(Query("delimiter").value_or(""));
@@ -989,7 +852,9 @@ net::Response S3Api::Call::ListVersions() {
     max_keys = static_cast<int>(std::min<uint64_t>(*n, 1000));
   }
   o.max_keys = max_keys;
-  auto r = store_.ListVersions(bucket_, o);
+  S3Result<ListVersionsResult> r = max_keys == 0
+                                       ? S3Result<ListVersionsResult>(ListVersionsResult{})
+                                       : store_.ListVersions(bucket_, o);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListVersionsResult", kS3Namespace);
@@ -1005,7 +870,7 @@ net::Response S3Api::Call::ListVersions() {
   }
   w.Element("MaxKeys", max_keys);
   if (!o.delimiter.empty()) w.Element("Delimiter", enc(o.delimiter));
-  if (url) w.Element("EncodingType", "url");
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", r->truncated);
   for (const auto& v : r->versions) {
     w.Open(v.delete_marker ? "DeleteMarker" : "Version");
@@ -1033,6 +898,9 @@ net::Response S3Api::Call::ListVersions() {
 net::Response S3Api::Call::ListUploads() {
   auto b = BucketFor("s3:ListBucketMultipartUploads", false);
   if (!b.ok()) return Error(b.error());
+  auto url = UrlEncodingRequested();
+  if (!url.ok()) return Error(url.error());
+  auto enc = [&](const std::string& s) { return *url ? UrlEncodeKey(s) : s; };
   ListUploadsOptions o;
   o.prefix = std::string(Query("prefix").value_or(""));
   o.key_marker = std::string(Query("key-marker").value_or(""));
@@ -1046,23 +914,26 @@ net::Response S3Api::Call::ListUploads() {
     o.max_uploads = static_cast<int>(std::min<uint64_t>(*n, 1000));
   }
   bool truncated = false;
-  auto r = store_.ListUploads(bucket_, o, &truncated);
+  S3Result<std::vector<UploadInfo>> r =
+      o.max_uploads == 0 ? S3Result<std::vector<UploadInfo>>(std::vector<UploadInfo>{})
+                         : store_.ListUploads(bucket_, o, &truncated);
   if (!r.ok()) return Error(r.error());
   XmlWriter w;
   w.Open("ListMultipartUploadsResult", kS3Namespace);
   w.Element("Bucket", bucket_);
-  w.Element("KeyMarker", o.key_marker);
+  w.Element("KeyMarker", enc(o.key_marker));
   w.Element("UploadIdMarker", o.upload_id_marker);
   if (truncated && !r->empty()) {
-    w.Element("NextKeyMarker", r->back().key);
+    w.Element("NextKeyMarker", enc(r->back().key));
     w.Element("NextUploadIdMarker", r->back().upload_id);
   }
-  w.Element("Prefix", o.prefix);
+  w.Element("Prefix", enc(o.prefix));
   w.Element("MaxUploads", o.max_uploads);
+  if (*url) w.Element("EncodingType", "url");
   w.BoolElement("IsTruncated", truncated);
   for (const auto& u : *r) {
     w.Open("Upload");
-    w.Element("Key", u.key);
+    w.Element("Key", enc(u.key));
     w.Element("UploadId", u.upload_id);
     WriteIdentity(w, "Initiator", u.owner);
     WriteIdentity(w, "Owner", u.owner);
@@ -1153,644 +1024,6 @@ net::Response S3Api::Call::Preflight() {
   net::Response res = Empty(200);
   for (auto& [k, v] : CorsPreflightHeaders(*rule, *origin, headers)) res.headers.Set(k, v);
   return res;
-}
-
-// --- Objects -------------------------------------------------------------------------------------
-
-S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size,
-                                            Checksums* verified) {
-  if (!req_.content_length() && !req_.chunked()) {
-    return S3Error(S3Code::kMissingContentLength,
-                   "You must provide the Content-Length HTTP header.");
-  }
-  if (auth_.decoded_content_length && *auth_.decoded_content_length > max_size) {
-    return S3Error(S3Code::kEntityTooLarge,
-                   "Your proposed upload exceeds the maximum allowed size");
-  }
-  if (!IsStreaming(auth_.payload) && req_.content_length() && *req_.content_length() > max_size) {
-    return S3Error(S3Code::kEntityTooLarge,
-                   "Your proposed upload exceeds the maximum allowed size");
-  }
-  uint32_t bits = RequestedChecksumBits();
-  PayloadReader body(req_.body(), auth_);
-  auto staged =
-      store_.Stage(body, {.checksums = bits, .max_size = max_size, .allow_inline = allow_inline});
-  if (!staged.ok()) {
-    if (body.s3_error()) return *body.s3_error();
-    return staged.error();
-  }
-  auto reject = [&](S3Error e) -> S3Result<StagedData> {
-    store_.Discard(*staged);
-    return e;
-  };
-  auto checked = VerifyDigests(staged->md5, staged->checksums, body.trailers());
-  if (!checked.ok()) return reject(checked.error());
-  *verified = std::move(*checked);
-  api_.stats_.bytes_stored.fetch_add(staged->size);
-  return staged;
-}
-
-net::Response S3Api::Call::PutObject() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  std::string acl = Header("x-amz-acl");
-  if (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control") {
-    return Error(S3Error(S3Code::kNotImplemented,
-                         "canned ACL '" + acl + "' is not supported; use a bucket policy"));
-  }
-  auto meta = MetaFromHeaders();
-  if (!meta.ok()) return Error(meta.error());
-  PutOptions o;
-  o.bucket = bucket_;
-  o.key = key_;
-  o.owner = b->owner;
-  o.meta = std::move(*meta);
-  if (auto inm = req_.header("If-None-Match")) {
-    if (base::Trim(*inm) != "*") {
-      return Error(
-          S3Error(S3Code::kNotImplemented, "If-None-Match on PUT supports only '*' (create only)"));
-    }
-    o.if_none_match_star = true;
-  }
-  if (auto im = req_.header("If-Match")) o.if_match = std::string(base::Trim(*im));
-  Checksums verified;
-  auto staged = StageBody(true, kMaxPutBytes, &verified);
-  if (!staged.ok()) return Error(staged.error());
-  o.checksums = verified;
-  auto v = store_.Put(o, std::move(*staged));
-  if (!v.ok()) return Error(v.error());
-  net::Response res = Empty(200);
-  res.headers.Set("ETag", v->etag);
-  if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
-  AddChecksumHeaders(res, v->checksums);
-  return res;
-}
-
-S3Result<ObjectVersion> S3Api::Call::CopySource(std::string_view header,
-                                                std::string_view range_header, uint64_t* offset,
-                                                uint64_t* length) {
-  std::string_view source = base::Trim(header);
-  std::optional<std::string> version;
-  if (size_t q = source.find('?'); q != std::string_view::npos) {
-    std::string_view query = source.substr(q + 1);
-    source = source.substr(0, q);
-    if (query.rfind("versionId=", 0) == 0) version = std::string(query.substr(10));
-  }
-  auto decoded = base::PercentDecode(source);
-  if (!decoded.ok()) {
-    return S3Error(S3Code::kInvalidArgument, "Invalid copy source encoding")
-        .With("ArgumentName", "x-amz-copy-source");
-  }
-  std::string_view path = *decoded;
-  if (!path.empty() && path[0] == '/') path.remove_prefix(1);
-  size_t slash = path.find('/');
-  if (slash == std::string_view::npos || slash == 0 || slash + 1 == path.size()) {
-    return S3Error(S3Code::kInvalidArgument,
-                   "Copy Source must mention the source bucket and key: "
-                   "sourcebucket/sourcekey")
-        .With("ArgumentName", "x-amz-copy-source");
-  }
-  std::string src_bucket(path.substr(0, slash));
-  std::string src_key(path.substr(slash + 1));
-  SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo sb, store_.GetBucket(src_bucket));
-  SOVAI_S3_RETURN_IF_ERROR(
-      Authorize(sb, version ? "s3:GetObjectVersion" : "s3:GetObject", true, src_key));
-  SOVAI_S3_ASSIGN_OR_RETURN(ObjectVersion v, store_.Head(src_bucket, src_key, version));
-  *offset = 0;
-  *length = v.size;
-  if (!range_header.empty()) {
-    auto range = net::ParseRange(range_header, v.size);
-    if (!range.ok() || !range->has_value()) {
-      return S3Error(S3Code::kInvalidRange, "The requested range is not satisfiable")
-          .With("RangeRequested", std::string(range_header));
-    }
-    *offset = (*range)->offset;
-    *length = (*range)->length;
-  }
-  return v;
-}
-
-S3Status S3Api::Call::CheckCopySourceConditions(const ObjectVersion& src) {
-  auto failed = [] {
-    return S3Error(S3Code::kPreconditionFailed,
-                   "At least one of the pre-conditions you specified did not hold");
-  };
-  auto im = req_.header("x-amz-copy-source-if-match");
-  auto inm = req_.header("x-amz-copy-source-if-none-match");
-  auto ims = req_.header("x-amz-copy-source-if-modified-since");
-  auto ius = req_.header("x-amz-copy-source-if-unmodified-since");
-  int64_t mtime_s = src.mtime_micros / base::kMicrosPerSecond;
-  if (im && !EtagListMatches(*im, src.etag)) return failed();
-  if (ius && !im) {
-    auto t = base::ParseHttpDate(*ius);
-    if (t.ok() && mtime_s > *t / base::kMicrosPerSecond) return failed();
-  }
-  if (inm && EtagListMatches(*inm, src.etag)) return failed();
-  if (ims && !inm) {
-    auto t = base::ParseHttpDate(*ims);
-    if (t.ok() && mtime_s <= *t / base::kMicrosPerSecond) return failed();
-  }
-  return std::nullopt;
-}
-
-S3Result<StagedData> S3Api::Call::StageCopySource(const ObjectVersion& source, uint64_t offset,
-                                                  uint64_t length, bool allow_inline) {
-  SOVAI_S3_ASSIGN_OR_RETURN(std::unique_ptr<ObjectReader> reader,
-                            store_.Open(source, offset, length));
-  ObjectBody body(*reader);
-  uint32_t bits = 0;
-  for (const auto& f : kChecksumFields) {
-    if (!(source.checksums.*f.member).empty()) bits |= f.bit;
-  }
-  if (auto algo = req_.header("x-amz-checksum-algorithm")) bits |= ChecksumBitOf(*algo);
-  auto staged = store_.Stage(
-      body, {.checksums = bits, .max_size = kMaxPutBytes, .allow_inline = allow_inline});
-  if (!staged.ok() && staged.error().code == S3Code::kInvalidRequest) {
-    return S3Error(S3Code::kInternalError,
-                   "the copy source could not be read: " + staged.error().message);
-  }
-  return staged;
-}
-
-net::Response S3Api::Call::CopyObject() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  uint64_t offset = 0, length = 0;
-  auto src = CopySource(Header("x-amz-copy-source"), "", &offset, &length);
-  if (!src.ok()) return Error(src.error());
-  if (S3Status st = CheckCopySourceConditions(*src)) return Error(*st);
-  std::string directive = Header("x-amz-metadata-directive");
-  if (directive.empty()) directive = "COPY";
-  if (directive != "COPY" && directive != "REPLACE") {
-    return Error(S3Error(S3Code::kInvalidArgument, "Unknown metadata directive.")
-                     .With("ArgumentName", "x-amz-metadata-directive"));
-  }
-  std::string tagging_directive = Header("x-amz-tagging-directive");
-  if (src->bucket == bucket_ && src->key == key_ && directive == "COPY" &&
-      !req_.header("x-amz-copy-source")->empty() && !Query("versionId") &&
-      tagging_directive != "REPLACE") {
-    return Error(S3Error(S3Code::kInvalidRequest,
-                         "This copy request is illegal because it is trying to copy an object to "
-                         "itself without changing the object's metadata, storage class, website "
-                         "redirect location or encryption attributes."));
-  }
-  PutOptions o;
-  o.bucket = bucket_;
-  o.key = key_;
-  o.owner = b->owner;
-  if (directive == "REPLACE") {
-    auto meta = MetaFromHeaders();
-    if (!meta.ok()) return Error(meta.error());
-    o.meta = std::move(*meta);
-  } else {
-    o.meta = src->meta;
-  }
-  if (tagging_directive == "REPLACE") {
-    o.meta.tags.clear();
-    if (auto tagging = req_.header("x-amz-tagging")) {
-      auto tags = ParseTaggingHeader(*tagging, false);
-      if (!tags.ok()) return Error(tags.error());
-      for (auto& t : *tags) o.meta.tags.emplace_back(std::move(t.key), std::move(t.value));
-    }
-  } else {
-    o.meta.tags = src->meta.tags;
-  }
-  if (auto inm = req_.header("If-None-Match"); inm && base::Trim(*inm) == "*") {
-    o.if_none_match_star = true;
-  }
-  if (auto im = req_.header("If-Match")) o.if_match = std::string(base::Trim(*im));
-  auto staged = StageCopySource(*src, 0, src->size, true);
-  if (!staged.ok()) return Error(staged.error());
-  auto v = store_.Put(o, std::move(*staged));
-  if (!v.ok()) return Error(v.error());
-  XmlWriter w;
-  w.Open("CopyObjectResult", kS3Namespace);
-  w.Element("LastModified", Iso8601(v->mtime_micros));
-  w.Element("ETag", v->etag);
-  for (const auto& f : kChecksumFields) {
-    if (!(v->checksums.*f.member).empty()) {
-      w.Element(std::string("Checksum") + f.algorithm, v->checksums.*f.member);
-    }
-  }
-  w.Close();
-  net::Response res = Xml(200, w.Finish());
-  if (src->version_id != "null") res.headers.Set("x-amz-copy-source-version-id", src->version_id);
-  if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
-  return res;
-}
-
-void S3Api::Call::AddObjectHeaders(net::Response& res, const ObjectVersion& v,
-                                   bool versioned_bucket) {
-  res.headers.Set("ETag", v.etag);
-  res.headers.Set("Last-Modified", base::FormatHttpDate(v.mtime_micros));
-  res.headers.Set("Accept-Ranges", "bytes");
-  res.headers.Set("Content-Type",
-                  v.meta.content_type.empty() ? "binary/octet-stream" : v.meta.content_type);
-  auto set = [&](const char* name, const std::string& value) {
-    if (!value.empty()) res.headers.Set(name, value);
-  };
-  set("Content-Encoding", v.meta.content_encoding);
-  set("Content-Disposition", v.meta.content_disposition);
-  set("Content-Language", v.meta.content_language);
-  set("Cache-Control", v.meta.cache_control);
-  set("Expires", v.meta.expires);
-  for (const auto& [k, value] : v.meta.user) res.headers.Add("x-amz-meta-" + k, value);
-  if (!v.meta.tags.empty())
-    res.headers.Set("x-amz-tagging-count", std::to_string(v.meta.tags.size()));
-  if (versioned_bucket || v.version_id != "null") res.headers.Set("x-amz-version-id", v.version_id);
-  // response-* query parameters override (presigned download links use them).
-  static constexpr std::pair<const char*, const char*> kOverrides[] = {
-      {"response-content-type", "Content-Type"},
-      {"response-content-language", "Content-Language"},
-      {"response-expires", "Expires"},
-      {"response-cache-control", "Cache-Control"},
-      {"response-content-disposition", "Content-Disposition"},
-      {"response-content-encoding", "Content-Encoding"},
-  };
-  for (const auto& [param, header] : kOverrides) {
-    if (auto q = Query(param)) res.headers.Set(header, std::string(*q));
-  }
-}
-
-net::Response S3Api::Call::GetObject(bool head) {
-  std::optional<std::string> version;
-  if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(version ? "s3:GetObjectVersion" : "s3:GetObject", true);
-  if (!b.ok()) return Error(b.error());
-  if (version && !IsPlausibleVersionId(*version)) {
-    return Error(S3Error(S3Code::kInvalidArgument, "Invalid version id specified")
-                     .With("ArgumentName", "versionId"));
-  }
-  auto v = store_.Head(bucket_, key_, version);
-  if (!v.ok()) return Error(v.error());
-  const bool versioned = b->versioning != Versioning::kUnversioned;
-
-  // Conditions (RFC 9110 13.2.2 order).
-  int64_t mtime_s = v->mtime_micros / base::kMicrosPerSecond;
-  auto im = req_.header("If-Match");
-  auto ius = req_.header("If-Unmodified-Since");
-  auto inm = req_.header("If-None-Match");
-  auto ims = req_.header("If-Modified-Since");
-  auto precondition_failed = [] {
-    return S3Error(S3Code::kPreconditionFailed,
-                   "At least one of the pre-conditions you specified did not hold");
-  };
-  if (im && !EtagListMatches(*im, v->etag))
-    return Error(precondition_failed().With("Condition", "If-Match"));
-  if (!im && ius) {
-    auto t = base::ParseHttpDate(*ius);
-    if (t.ok() && mtime_s > *t / base::kMicrosPerSecond) {
-      return Error(precondition_failed().With("Condition", "If-Unmodified-Since"));
-    }
-  }
-  bool not_modified = false;
-  if (inm) {
-    not_modified = EtagListMatches(*inm, v->etag);
-  } else if (ims) {
-    auto t = base::ParseHttpDate(*ims);
-    not_modified = t.ok() && mtime_s <= *t / base::kMicrosPerSecond;
-  }
-  if (not_modified) {
-    net::Response res = net::Response::Empty(304);
-    res.headers.Set("ETag", v->etag);
-    res.headers.Set("Last-Modified", base::FormatHttpDate(v->mtime_micros));
-    return res;
-  }
-
-  uint64_t offset = 0, length = v->size;
-  int status = 200;
-  net::Response res;
-  if (auto pn = Query("partNumber")) {
-    auto n = base::ParseUint64(*pn);
-    if (!n.ok() || *n < 1 || *n > static_cast<uint64_t>(kMaxPartNumber)) {
-      return Error(S3Error(S3Code::kInvalidArgument,
-                           "Part number must be an integer between 1 and 10000, inclusive")
-                       .With("ArgumentName", "partNumber"));
-    }
-    uint64_t parts = v->part_sizes.empty() ? 1 : v->part_sizes.size();
-    if (*n > parts) {
-      return Error(S3Error(S3Code::kInvalidPart, "The requested partnumber is not satisfiable"));
-    }
-    if (!v->part_sizes.empty()) {
-      for (uint64_t i = 0; i + 1 < *n; ++i) offset += v->part_sizes[i];
-      length = v->part_sizes[*n - 1];
-      status = 206;
-      res.headers.Set("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                           std::to_string(offset + length - 1) + "/" +
-                                           std::to_string(v->size));
-    }
-    res.headers.Set("x-amz-mp-parts-count", std::to_string(parts));
-  } else if (auto range = req_.header("Range")) {
-    auto r = net::ParseRange(*range, v->size);
-    if (!r.ok()) {
-      S3Error e(S3Code::kInvalidRange, "The requested range is not satisfiable");
-      e.With("RangeRequested", std::string(*range))
-          .With("ActualObjectSize", std::to_string(v->size));
-      net::Response err = Error(e);
-      err.headers.Set("Content-Range", "bytes */" + std::to_string(v->size));
-      return err;
-    }
-    if (r->has_value()) {
-      offset = (*r)->offset;
-      length = (*r)->length;
-      status = 206;
-      res.headers.Set("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                           std::to_string(offset + length - 1) + "/" +
-                                           std::to_string(v->size));
-    }
-  }
-  AddObjectHeaders(res, *v, versioned);
-  if (Header("x-amz-checksum-mode") == "ENABLED" && status == 200) {
-    AddChecksumHeaders(res, v->checksums);
-  }
-  res.status = status;
-  if (head) {
-    res.headers.Set("Content-Length", std::to_string(length));
-    return res;
-  }
-  auto reader = store_.Open(*v, offset, length);
-  if (!reader.ok()) return Error(reader.error());
-  api_.stats_.bytes_served.fetch_add(length);
-  if (v->inline_data) {
-    res.body.resize(length);
-    size_t got = 0;
-    while (got < length) {
-      auto n = (*reader)->Read(res.body.data() + got, length - got);
-      if (!n.ok() || *n == 0) {
-        return Error(S3Error(S3Code::kInternalError,
-                             "The stored object failed its integrity check; it was not served."));
-      }
-      got += *n;
-    }
-    return res;
-  }
-  std::string content_type(res.headers.Get("Content-Type").value_or("binary/octet-stream"));
-  std::shared_ptr<ObjectReader> shared(std::move(*reader));
-  net::Response stream = net::Response::Stream(
-      status, content_type,
-      [shared, key = key_](net::BodyWriter& out) -> base::Status {
-        // Double buffering: the next piece is read (and verified) while this one is sent, so
-        // the disk and the socket work at the same time. Reads stay sequential: the next read
-        // starts only once the previous one has returned.
-        std::string buffers[2] = {std::string(kStreamPieceBytes, '\0'),
-                                  std::string(kStreamPieceBytes, '\0')};
-        auto read_into = [&shared](std::string* buffer) {
-          return shared->Read(buffer->data(), buffer->size());
-        };
-        int current = 0;
-        auto pending = std::async(std::launch::async, read_into, &buffers[current]);
-        for (;;) {
-          Result<size_t> n = pending.get();
-          if (!n.ok()) {
-            SOVAI_LOG(ERROR).With("key", key).With("error", n.status().ToString())
-                << "s3: aborting a GET: stored data failed verification";
-            return n.status();
-          }
-          if (*n == 0) return base::Status();
-          const int next = 1 - current;
-          pending = std::async(std::launch::async, read_into, &buffers[next]);
-          // On a write error the future's destructor waits for the read in flight.
-          SOVAI_RETURN_IF_ERROR(out.Write(std::string_view(buffers[current].data(), *n)));
-          current = next;
-        }
-      },
-      length);
-  for (const auto& [k, value] : res.headers) {
-    if (!base::EqualsIgnoreCase(k, "Content-Type")) stream.headers.Add(k, value);
-  }
-  return stream;
-}
-
-net::Response S3Api::Call::DeleteObject() {
-  std::optional<std::string> version;
-  if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(version ? "s3:DeleteObjectVersion" : "s3:DeleteObject", true);
-  if (!b.ok()) return Error(b.error());
-  if (version && !IsPlausibleVersionId(*version)) {
-    return Error(S3Error(S3Code::kInvalidArgument, "Invalid version id specified")
-                     .With("ArgumentName", "versionId"));
-  }
-  if (auto im = req_.header("If-Match")) {
-    auto current = store_.Head(bucket_, key_, version);
-    if (!current.ok()) return Error(current.error());
-    if (!EtagListMatches(*im, current->etag)) {
-      return Error(S3Error(S3Code::kPreconditionFailed,
-                           "At least one of the pre-conditions you specified did not hold"));
-    }
-  }
-  auto r = store_.Delete(bucket_, key_, version);
-  if (!r.ok()) return Error(r.error());
-  net::Response res = Empty(204);
-  if (r->delete_marker) res.headers.Set("x-amz-delete-marker", "true");
-  if (!r->version_id.empty() && (version || b->versioning != Versioning::kUnversioned)) {
-    res.headers.Set("x-amz-version-id", r->version_id);
-  }
-  return res;
-}
-
-net::Response S3Api::Call::ObjectTagging() {
-  const std::string_view m = req_.method();
-  std::optional<std::string> version;
-  if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(m == "GET"   ? "s3:GetObjectTagging"
-                     : m == "PUT" ? "s3:PutObjectTagging"
-                                  : "s3:DeleteObjectTagging",
-                     true);
-  if (!b.ok()) return Error(b.error());
-  if (m == "GET") {
-    auto v = store_.Head(bucket_, key_, version);
-    if (!v.ok()) return Error(v.error());
-    std::vector<Tag> tags;
-    for (const auto& [k, value] : v->meta.tags) tags.push_back({k, value});
-    net::Response res = Xml(200, RenderTagging(tags));
-    if (b->versioning != Versioning::kUnversioned)
-      res.headers.Set("x-amz-version-id", v->version_id);
-    return res;
-  }
-  std::vector<std::pair<std::string, std::string>> tags;
-  if (m == "PUT") {
-    auto body = ReadXmlBody();
-    if (!body.ok()) return Error(body.error());
-    auto parsed = ParseTagging(*body, false);
-    if (!parsed.ok()) return Error(parsed.error());
-    for (auto& t : *parsed) tags.emplace_back(std::move(t.key), std::move(t.value));
-  }
-  auto v = store_.SetTags(bucket_, key_, version, std::move(tags));
-  if (!v.ok()) return Error(v.error());
-  net::Response res = Empty(m == "PUT" ? 200 : 204);
-  if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
-  return res;
-}
-
-// --- Multipart -----------------------------------------------------------------------------------
-
-net::Response S3Api::Call::CreateUpload() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  auto meta = MetaFromHeaders();
-  if (!meta.ok()) return Error(meta.error());
-  std::string algorithm = base::AsciiToUpper(Header("x-amz-checksum-algorithm"));
-  if (!algorithm.empty() && ChecksumBitOf(algorithm) == 0) {
-    return Error(S3Error(S3Code::kInvalidRequest,
-                         "Checksum algorithm '" + algorithm + "' is not supported"));
-  }
-  auto u = store_.CreateUpload(bucket_, key_, b->owner, std::move(*meta), algorithm);
-  if (!u.ok()) return Error(u.error());
-  XmlWriter w;
-  w.Open("InitiateMultipartUploadResult", kS3Namespace);
-  w.Element("Bucket", bucket_);
-  w.Element("Key", key_);
-  w.Element("UploadId", u->upload_id);
-  w.Close();
-  net::Response res = Xml(200, w.Finish());
-  if (!algorithm.empty()) res.headers.Set("x-amz-checksum-algorithm", algorithm);
-  return res;
-}
-
-net::Response S3Api::Call::UploadPart() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  auto id = Query("uploadId");
-  auto pn = Query("partNumber");
-  if (!id || !pn) {
-    return Error(S3Error(S3Code::kInvalidRequest, "UploadPart needs both uploadId and partNumber"));
-  }
-  auto n = base::ParseUint64(*pn);
-  if (!n.ok() || *n < 1 || *n > static_cast<uint64_t>(kMaxPartNumber)) {
-    return Error(S3Error(S3Code::kInvalidArgument,
-                         "Part number must be an integer between 1 and 10000, inclusive")
-                     .With("ArgumentName", "partNumber")
-                     .With("ArgumentValue", std::string(*pn)));
-  }
-  auto u = store_.GetUpload(bucket_, key_, std::string(*id));
-  if (!u.ok()) return Error(u.error());
-  if (req_.header("x-amz-copy-source")) {
-    uint64_t offset = 0, length = 0;
-    auto src = CopySource(Header("x-amz-copy-source"), Header("x-amz-copy-source-range"), &offset,
-                          &length);
-    if (!src.ok()) return Error(src.error());
-    if (S3Status st = CheckCopySourceConditions(*src)) return Error(*st);
-    auto staged = StageCopySource(*src, offset, length, false);
-    if (!staged.ok()) return Error(staged.error());
-    Checksums c = staged->checksums;
-    auto part = store_.UploadPart(*u, static_cast<int>(*n), std::move(*staged), c);
-    if (!part.ok()) return Error(part.error());
-    XmlWriter w;
-    w.Open("CopyPartResult", kS3Namespace);
-    w.Element("LastModified", Iso8601(part->mtime_micros));
-    w.Element("ETag", part->etag);
-    w.Close();
-    net::Response res = Xml(200, w.Finish());
-    if (src->version_id != "null") res.headers.Set("x-amz-copy-source-version-id", src->version_id);
-    return res;
-  }
-  Checksums verified;
-  auto staged = StageBody(false, kMaxPutBytes, &verified);
-  if (!staged.ok()) return Error(staged.error());
-  auto part = store_.UploadPart(*u, static_cast<int>(*n), std::move(*staged), verified);
-  if (!part.ok()) return Error(part.error());
-  net::Response res = Empty(200);
-  res.headers.Set("ETag", part->etag);
-  AddChecksumHeaders(res, verified);
-  res.headers.Remove("x-amz-checksum-type");
-  return res;
-}
-
-net::Response S3Api::Call::CompleteUpload() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  auto u = store_.GetUpload(bucket_, key_, std::string(*Query("uploadId")));
-  if (!u.ok()) return Error(u.error());
-  auto body = ReadXmlBody();
-  if (!body.ok()) return Error(body.error());
-  auto parsed = ParseCompleteMultipartUpload(*body);
-  if (!parsed.ok()) return Error(parsed.error());
-  std::vector<CompletePart> parts;
-  for (const auto& p : parsed->parts) parts.push_back({p.part_number, p.etag});
-  PutOptions conditions;
-  if (auto inm = req_.header("If-None-Match"); inm && base::Trim(*inm) == "*") {
-    conditions.if_none_match_star = true;
-  }
-  if (auto im = req_.header("If-Match")) conditions.if_match = std::string(base::Trim(*im));
-  auto v = store_.CompleteUpload(*u, parts, conditions);
-  if (!v.ok()) return Error(v.error());
-  XmlWriter w;
-  w.Open("CompleteMultipartUploadResult", kS3Namespace);
-  w.Element("Location", "/" + bucket_ + "/" + UrlEncodeKey(key_));
-  w.Element("Bucket", bucket_);
-  w.Element("Key", key_);
-  w.Element("ETag", v->etag);
-  for (const auto& f : kChecksumFields) {
-    if (!(v->checksums.*f.member).empty()) {
-      w.Element(std::string("Checksum") + f.algorithm, v->checksums.*f.member);
-    }
-  }
-  if (!v->checksums.type.empty()) w.Element("ChecksumType", v->checksums.type);
-  w.Close();
-  net::Response res = Xml(200, w.Finish());
-  if (b->versioning != Versioning::kUnversioned) res.headers.Set("x-amz-version-id", v->version_id);
-  return res;
-}
-
-net::Response S3Api::Call::AbortUpload() {
-  auto b = BucketFor("s3:AbortMultipartUpload", true);
-  if (!b.ok()) return Error(b.error());
-  auto u = store_.GetUpload(bucket_, key_, std::string(*Query("uploadId")));
-  if (!u.ok()) return Error(u.error());
-  if (S3Status st = store_.AbortUpload(*u)) return Error(*st);
-  return Empty(204);
-}
-
-net::Response S3Api::Call::ListParts() {
-  auto b = BucketFor("s3:ListMultipartUploadParts", true);
-  if (!b.ok()) return Error(b.error());
-  auto u = store_.GetUpload(bucket_, key_, std::string(*Query("uploadId")));
-  if (!u.ok()) return Error(u.error());
-  auto parts = store_.ListParts(*u);
-  if (!parts.ok()) return Error(parts.error());
-  uint64_t marker = 0;
-  if (auto m = Query("part-number-marker")) marker = base::ParseUint64(*m).value_or(0);
-  uint64_t max_parts = 1000;
-  if (auto m = Query("max-parts"))
-    max_parts = std::min<uint64_t>(base::ParseUint64(*m).value_or(1000), 1000);
-  XmlWriter w;
-  w.Open("ListPartsResult", kS3Namespace);
-  w.Element("Bucket", bucket_);
-  w.Element("Key", key_);
-  w.Element("UploadId", u->upload_id);
-  w.Element("PartNumberMarker", marker);
-  std::vector<const PartInfo*> page;
-  bool truncated = false;
-  for (const auto& p : *parts) {
-    if (static_cast<uint64_t>(p.part_number) <= marker) continue;
-    if (page.size() == max_parts) {
-      truncated = true;
-      break;
-    }
-    page.push_back(&p);
-  }
-  if (!page.empty()) w.Element("NextPartNumberMarker", page.back()->part_number);
-  w.Element("MaxParts", max_parts);
-  w.BoolElement("IsTruncated", truncated);
-  WriteIdentity(w, "Initiator", u->owner);
-  WriteIdentity(w, "Owner", u->owner);
-  w.Element("StorageClass", "STANDARD");
-  if (!u->checksum_algorithm.empty()) w.Element("ChecksumAlgorithm", u->checksum_algorithm);
-  for (const PartInfo* p : page) {
-    w.Open("Part");
-    w.Element("PartNumber", p->part_number);
-    w.Element("LastModified", Iso8601(p->mtime_micros));
-    w.Element("ETag", p->etag);
-    w.Element("Size", p->size);
-    for (const auto& f : kChecksumFields) {
-      if (!(p->checksums.*f.member).empty()) {
-        w.Element(std::string("Checksum") + f.algorithm, p->checksums.*f.member);
-      }
-    }
-    w.Close();
-  }
-  w.Close();
-  return Xml(200, w.Finish());
 }
 
 // --- S3Api ---------------------------------------------------------------------------------------

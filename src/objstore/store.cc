@@ -82,6 +82,15 @@ CREATE TABLE IF NOT EXISTS parts(
   checksums TEXT NOT NULL,
   data_id TEXT NOT NULL,
   PRIMARY KEY(upload_id, part_number));
+CREATE TABLE IF NOT EXISTS completed_uploads(
+  upload_id TEXT PRIMARY KEY,
+  bucket TEXT NOT NULL,
+  key TEXT NOT NULL,
+  version_id TEXT NOT NULL,
+  etag TEXT NOT NULL,
+  checksums TEXT NOT NULL,
+  completed INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS completed_uploads_by_time ON completed_uploads(completed);
 CREATE TABLE IF NOT EXISTS files(data_id TEXT PRIMARY KEY, size INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS garbage(data_id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS access_keys(
@@ -511,6 +520,8 @@ class StoreImpl final : public Store {
   S3Result<ObjectVersion> CompleteUpload(const UploadInfo& upload,
                                          const std::vector<CompletePart>& parts,
                                          const PutOptions& conditions) override;
+  S3Result<ObjectVersion> GetCompletedUpload(const std::string& bucket, const std::string& key,
+                                             const std::string& upload_id) override;
 
   S3Result<Credential> CreateAccessKey(const std::string& user_id) override;
   S3Status PutAccessKey(const Credential& credential) override;
@@ -876,7 +887,8 @@ S3Status StoreImpl::DropVersionRow(Tx& tx, const ObjectVersion& v) {
 S3Status StoreImpl::CheckPutConditions(const PutOptions& o,
                                        const std::optional<ObjectVersion>& current) {
   bool exists = current && !current->delete_marker;
-  if (o.if_none_match_star && exists) {
+  if (exists && (o.if_none_match_star ||
+                 (o.if_none_match && EtagListMatches(*o.if_none_match, current->etag)))) {
     return S3Error(S3Code::kPreconditionFailed,
                    "At least one of the pre-conditions you specified did not hold")
         .With("Condition", "If-None-Match");
@@ -885,7 +897,7 @@ S3Status StoreImpl::CheckPutConditions(const PutOptions& o,
     if (!exists) {
       return S3Error(S3Code::kNoSuchKey, "The specified key does not exist.").With("Key", o.key);
     }
-    if (*o.if_match != "*" && UnquoteEtag(*o.if_match) != UnquoteEtag(current->etag)) {
+    if (!EtagListMatches(*o.if_match, current->etag)) {
       return S3Error(S3Code::kPreconditionFailed,
                      "At least one of the pre-conditions you specified did not hold")
           .With("Condition", "If-Match");
@@ -1019,19 +1031,33 @@ S3Status StoreImpl::DeleteBucket(const std::string& name) {
   return Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, name));
     (void)b;
-    for (const char* sql : {"SELECT 1 FROM versions WHERE bucket = ? LIMIT 1",
-                            "SELECT 1 FROM uploads WHERE bucket = ? LIMIT 1"}) {
-      SOVAI_DB_ASSIGN(base::Statement * st, tx.conn.Prep(sql));
-      st->Bind(1, name);
-      SOVAI_DB_ASSIGN(bool row, st->Step());
-      st->Reset();
-      if (row) {
-        return S3Error(S3Code::kBucketNotEmpty, "The bucket you tried to delete is not empty")
-            .With("BucketName", name);
-      }
+    SOVAI_DB_ASSIGN(base::Statement * any,
+                    tx.conn.Prep("SELECT 1 FROM versions WHERE bucket = ? LIMIT 1"));
+    any->Bind(1, name);
+    SOVAI_DB_ASSIGN(bool row, any->Step());
+    any->Reset();
+    if (row) {
+      return S3Error(S3Code::kBucketNotEmpty, "The bucket you tried to delete is not empty")
+          .With("BucketName", name);
     }
+    // Uploads in progress go with the bucket (S3 deletes a bucket that has some), their parts'
+    // files released like an abort's.
+    SOVAI_DB_ASSIGN(base::Statement * parts,
+                    tx.conn.Prep("SELECT data_id FROM parts WHERE upload_id IN (SELECT upload_id "
+                                 "FROM uploads WHERE bucket = ?)"));
+    parts->Bind(1, name);
+    std::vector<std::string> files;
+    for (;;) {
+      SOVAI_DB_ASSIGN(bool part, parts->Step());
+      if (!part) break;
+      files.push_back(parts->ColumnText(0));
+    }
+    parts->Reset();
+    for (const auto& id : files) SOVAI_S3_RETURN_IF_ERROR(DropFile(tx, id));
     for (const char* sql :
-         {"DELETE FROM bucket_config WHERE bucket = ?", "DELETE FROM buckets WHERE name = ?"}) {
+         {"DELETE FROM parts WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket = ?)",
+          "DELETE FROM uploads WHERE bucket = ?", "DELETE FROM completed_uploads WHERE bucket = ?",
+          "DELETE FROM bucket_config WHERE bucket = ?", "DELETE FROM buckets WHERE name = ?"}) {
       SOVAI_DB_ASSIGN(base::Statement * st, tx.conn.Prep(sql));
       st->Bind(1, name);
       SOVAI_DB(st->Run());
@@ -1808,6 +1834,40 @@ std::string CompositeChecksum(const std::string& algorithm, const std::vector<Pa
   return base::Base64Encode(digest) + "-" + std::to_string(parts.size());
 }
 
+// The client's declarations about a completed object (PutOptions::expected_*) against it.
+S3Status CheckDeclaredObject(const PutOptions& declared, const ObjectVersion& v) {
+  if (declared.expected_size && *declared.expected_size != v.size) {
+    return S3Error(S3Code::kInvalidRequest, "The x-amz-mp-object-size you specified (" +
+                                                std::to_string(*declared.expected_size) +
+                                                ") is not the size of the parts you listed (" +
+                                                std::to_string(v.size) + ").");
+  }
+  static constexpr std::pair<const char*, std::string Checksums::*> kFields[] = {
+      {"CRC32", &Checksums::crc32},         {"CRC32C", &Checksums::crc32c},
+      {"CRC64NVME", &Checksums::crc64nvme}, {"SHA1", &Checksums::sha1},
+      {"SHA256", &Checksums::sha256},
+  };
+  for (const auto& [algorithm, member] : kFields) {
+    const std::string& want = declared.expected_checksums.*member;
+    if (want.empty()) continue;
+    const std::string& have = v.checksums.*member;
+    if (have.empty()) {
+      return S3Error(S3Code::kInvalidRequest,
+                     std::string("The upload was not created with ChecksumAlgorithm ") + algorithm +
+                         ", so its " + algorithm +
+                         " cannot be checked; create the upload with that algorithm.");
+    }
+    // S3 answers the composite value with its "-N"; a client may send it with or without.
+    const std::string bare = have.substr(0, have.rfind('-'));
+    if (want != have && want != bare) {
+      return S3Error(S3Code::kBadDigest, std::string("The ") + algorithm +
+                                             " you specified did not match the calculated "
+                                             "checksum.");
+    }
+  }
+  return std::nullopt;
+}
+
 S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
                                                   const std::vector<CompletePart>& requested,
                                                   const PutOptions& conditions) {
@@ -1903,6 +1963,7 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
         v.checksums.type = "COMPOSITE";
       }
     }
+    SOVAI_S3_RETURN_IF_ERROR(CheckDeclaredObject(conditions, v));
     // Parts not in the list are released; the chosen ones become the object's segments.
     for (const auto& [n, p] : stored) SOVAI_S3_RETURN_IF_ERROR(DropFile(tx, p.data_id));
     for (const char* sql :
@@ -1911,10 +1972,51 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
       del->Bind(1, upload.upload_id);
       SOVAI_DB(del->Run());
     }
-    return InsertVersion(tx, b, v, std::nullopt);
+    SOVAI_S3_RETURN_IF_ERROR(InsertVersion(tx, b, v, std::nullopt));
+    // The answer, for a retry of this request (older answers are dropped here).
+    SOVAI_DB_ASSIGN(base::Statement * prune,
+                    tx.conn.Prep("DELETE FROM completed_uploads WHERE completed < ?"));
+    prune->Bind(1, v.mtime_micros - kCompletedUploadRetentionMicros);
+    SOVAI_DB(prune->Run());
+    SOVAI_DB_ASSIGN(base::Statement * done,
+                    tx.conn.Prep("INSERT OR REPLACE INTO completed_uploads(upload_id, bucket, "
+                                 "key, version_id, etag, checksums, completed) VALUES (?, ?, ?, "
+                                 "?, ?, ?, ?)"));
+    done->Bind(1, upload.upload_id).Bind(2, v.bucket).Bind(3, v.key).Bind(4, v.version_id);
+    done->Bind(5, v.etag).Bind(6, DumpJsonLenient(ChecksumsToJson(v.checksums)));
+    done->Bind(7, v.mtime_micros);
+    SOVAI_DB(done->Run());
+    return std::nullopt;
   });
   if (st) return *st;
   return v;
+}
+
+S3Result<ObjectVersion> StoreImpl::GetCompletedUpload(const std::string& bucket,
+                                                      const std::string& key,
+                                                      const std::string& upload_id) {
+  return Read([&](Conn& c) -> S3Result<ObjectVersion> {
+    SOVAI_DB_ASSIGN(base::Statement * st,
+                    c.Prep("SELECT version_id, etag, checksums, completed FROM completed_uploads "
+                           "WHERE upload_id = ? AND bucket = ? AND key = ? AND completed >= ?"));
+    st->Bind(1, upload_id).Bind(2, bucket).Bind(3, key);
+    st->Bind(4, opts_.env->NowUnixMicros() - kCompletedUploadRetentionMicros);
+    SOVAI_DB_ASSIGN(bool row, st->Step());
+    if (!row) {
+      return S3Error(S3Code::kNoSuchUpload,
+                     "The specified upload does not exist. The upload ID may be invalid, or the "
+                     "upload may have been aborted or completed.")
+          .With("UploadId", upload_id);
+    }
+    ObjectVersion v;
+    v.bucket = bucket;
+    v.key = key;
+    v.version_id = st->ColumnText(0);
+    v.etag = st->ColumnText(1);
+    v.checksums = ChecksumsFromJson(json::parse(st->ColumnText(2), nullptr, false));
+    v.mtime_micros = st->ColumnInt(3);
+    return v;
+  });
 }
 
 // --- Access keys ---------------------------------------------------------------------------------
@@ -1972,6 +2074,16 @@ std::string UnquoteEtag(std::string_view etag) {
     etag = etag.substr(1, etag.size() - 2);
   }
   return std::string(etag);
+}
+
+bool EtagListMatches(std::string_view list, std::string_view etag) {
+  for (std::string_view item : base::Split(list, ',')) {
+    std::string_view t = base::Trim(item);
+    if (t == "*") return true;
+    if (t.substr(0, 2) == "W/") t.remove_prefix(2);
+    if (UnquoteEtag(t) == UnquoteEtag(etag)) return true;
+  }
+  return false;
 }
 
 Checksums ComputeChecksums(std::string_view data, uint32_t bits) {

@@ -122,9 +122,18 @@ struct PutOptions {
   // Values to store and return (the verified client checksums); defaults to the staged ones.
   std::optional<Checksums> checksums;
   // Conditional write: If-None-Match: * → fail with PreconditionFailed when the key exists;
-  // If-Match: "etag" → fail unless the current version has that ETag (NoSuchKey when none).
+  // If-None-Match: "etag", ... → fail when the current version has one of those ETags;
+  // If-Match: "etag", ... or * → fail unless the current version has one of them (NoSuchKey
+  // when there is none). Lists as in HTTP (EtagListMatches).
   bool if_none_match_star = false;
+  std::optional<std::string> if_none_match;
   std::optional<std::string> if_match;
+  // CompleteUpload only: what the client declared about the object it completes. Each non-empty
+  // value must equal the object's composite checksum (the "-N" suffix optional): BadDigest, or
+  // InvalidRequest when the upload has no checksum of that algorithm. The size
+  // (x-amz-mp-object-size) must be the sum of the parts: InvalidRequest.
+  Checksums expected_checksums;
+  std::optional<uint64_t> expected_size;
 };
 
 struct DeleteResult {
@@ -221,6 +230,9 @@ struct StoreStats {
 };
 
 constexpr uint64_t kMinPartSize = 5ull << 20;
+// How long a completed upload's answer is kept for retries (S3 keeps it for a while; clients
+// retry a CompleteMultipartUpload whose answer was lost within seconds or minutes).
+constexpr int64_t kCompletedUploadRetentionMicros = 24ll * 3600 * 1000 * 1000;
 
 class Store {
  public:
@@ -237,7 +249,8 @@ class Store {
   virtual S3Result<BucketInfo> GetBucket(const std::string& name) = 0;
   // Every bucket, by name.
   virtual S3Result<std::vector<BucketInfo>> ListBuckets() = 0;
-  // BucketNotEmpty when any version or multipart upload remains.
+  // BucketNotEmpty when any version remains. Multipart uploads in progress are aborted with
+  // it (their parts' files released), as S3 does.
   virtual S3Status DeleteBucket(const std::string& name) = 0;
   virtual S3Status SetVersioning(const std::string& bucket, Versioning state) = 0;
   // Per-bucket documents (kind: "cors", "tagging", "policy"); nullopt when not set.
@@ -285,6 +298,12 @@ class Store {
   virtual S3Result<ObjectVersion> CompleteUpload(const UploadInfo& upload,
                                                  const std::vector<CompletePart>& parts,
                                                  const PutOptions& conditions) = 0;
+  // What a completed upload made (bucket, key, version_id, etag, checksums; no bytes), kept for
+  // kCompletedUploadRetentionMicros so that a retried CompleteMultipartUpload gets S3's answer:
+  // the same 200 and ETag. NoSuchUpload when unknown, older, or its bucket was deleted.
+  virtual S3Result<ObjectVersion> GetCompletedUpload(const std::string& bucket,
+                                                     const std::string& key,
+                                                     const std::string& upload_id) = 0;
 
   // --- Access keys: the identities requests are signed with ---
   // Creates a key pair for `user_id` (access key "SV" + 18 characters, 40-character secret).
@@ -301,6 +320,10 @@ class Store {
 
 // An ETag without surrounding whitespace and quotes ("\"abc\"" → "abc"), for comparisons.
 std::string UnquoteEtag(std::string_view etag);
+
+// Whether an If-Match / If-None-Match list ("\"a\", W/\"b\"" or "*") names `etag`; "*" names
+// any.
+bool EtagListMatches(std::string_view list, std::string_view etag);
 
 // The checksums of `data` for the ChecksumBits in `bits`, encoded as S3 sends them.
 Checksums ComputeChecksums(std::string_view data, uint32_t bits);

@@ -234,6 +234,21 @@ TEST_F(StoreTest, ConditionalWrites) {
   match.if_match = "\"abc\"";
   EXPECT_EQ(PutBytes("missing", "v", match).error().code, S3Code::kNoSuchKey);
   EXPECT_EQ(Get("k"), "v3");
+  // ETag lists, and both headers together (issue 29: some combinations answered 501).
+  current = store_->Head("b", "k", std::nullopt);
+  PutOptions lists;
+  lists.if_match = "\"0000\", " + current->etag;
+  lists.if_none_match = "\"1111\"";
+  ASSERT_TRUE(PutBytes("k", "v4", lists).ok());
+  current = store_->Head("b", "k", std::nullopt);
+  PutOptions not_over;
+  not_over.if_none_match = "\"1111\", W/" + current->etag;
+  EXPECT_EQ(PutBytes("k", "v5", not_over).error().code, S3Code::kPreconditionFailed);
+  PutOptions both;
+  both.if_match = current->etag;
+  both.if_none_match = "*";
+  EXPECT_EQ(PutBytes("k", "v5", both).error().code, S3Code::kPreconditionFailed);
+  EXPECT_EQ(Get("k"), "v4");
 }
 
 TEST_F(StoreTest, VersioningKeepsHistoryAndDeleteMarkers) {
@@ -425,6 +440,68 @@ TEST_F(StoreTest, AbortReleasesParts) {
   EXPECT_EQ(FilesUnder("data"), 0u);
   EXPECT_EQ(store_->AbortUpload(*up)->code, S3Code::kNoSuchUpload);
   EXPECT_EQ(store_->DeleteBucket("b"), std::nullopt);
+}
+
+// Issue 29: S3 deletes a bucket whose multipart uploads are unfinished (they go with it); this
+// store answered BucketNotEmpty, so every tool that cleans objects but not uploads failed.
+TEST_F(StoreTest, DeleteBucketAbortsItsUploadsAndReleasesTheirParts) {
+  auto up = store_->CreateUpload("b", "k", "alice", {}, "");
+  ASSERT_TRUE(up.ok());
+  StringBody body(Pattern(1000, 3));
+  auto staged = store_->Stage(body, {.allow_inline = false});
+  ASSERT_TRUE(store_->UploadPart(*up, 1, std::move(*staged), {}).ok());
+  EXPECT_EQ(FilesUnder("data"), 1u);
+  EXPECT_EQ(store_->DeleteBucket("b"), std::nullopt);
+  EXPECT_EQ(FilesUnder("data"), 0u);
+  ASSERT_TRUE(store_->CreateBucket("b", "alice").ok());
+  EXPECT_EQ(store_->GetUpload("b", "k", up->upload_id).error().code, S3Code::kNoSuchUpload);
+  bool truncated = true;
+  auto uploads = store_->ListUploads("b", {}, &truncated);
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_TRUE(uploads->empty());
+}
+
+// A completion's answer is kept for a retry; what the client declared is checked first.
+TEST_F(StoreTest, CompletedUploadsAreRememberedAndDeclarationsChecked) {
+  auto up = store_->CreateUpload("b", "k", "alice", {}, "SHA256");
+  ASSERT_TRUE(up.ok());
+  StringBody body(Pattern(1000, 3));
+  auto staged = store_->Stage(body, {.checksums = kSha256, .allow_inline = false});
+  ASSERT_TRUE(staged.ok());
+  Checksums part_sums = staged->checksums;
+  auto part = store_->UploadPart(*up, 1, std::move(*staged), part_sums);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(store_->GetCompletedUpload("b", "k", up->upload_id).error().code,
+            S3Code::kNoSuchUpload);
+  PutOptions wrong_size;
+  wrong_size.expected_size = 999;
+  EXPECT_EQ(store_->CompleteUpload(*up, {{1, part->etag}}, wrong_size).error().code,
+            S3Code::kInvalidRequest);
+  PutOptions wrong_sum;
+  wrong_sum.expected_checksums.sha256 = part_sums.sha256;  // the part's, not the composite
+  EXPECT_EQ(store_->CompleteUpload(*up, {{1, part->etag}}, wrong_sum).error().code,
+            S3Code::kBadDigest);
+  PutOptions other_algorithm;
+  other_algorithm.expected_checksums.crc32 = "AAAAAA==";
+  EXPECT_EQ(store_->CompleteUpload(*up, {{1, part->etag}}, other_algorithm).error().code,
+            S3Code::kInvalidRequest);
+  // Nothing of those failures stuck: the upload is still there, and completes.
+  auto done = store_->CompleteUpload(*up, {{1, part->etag}}, {.expected_size = 1000});
+  ASSERT_TRUE(done.ok()) << done.error().ToString();
+  auto remembered = store_->GetCompletedUpload("b", "k", up->upload_id);
+  ASSERT_TRUE(remembered.ok());
+  EXPECT_EQ(remembered->etag, done->etag);
+  EXPECT_EQ(remembered->version_id, done->version_id);
+  EXPECT_EQ(remembered->checksums.sha256, done->checksums.sha256);
+  EXPECT_EQ(remembered->checksums.type, "COMPOSITE");
+  EXPECT_EQ(store_->GetCompletedUpload("b", "other", up->upload_id).error().code,
+            S3Code::kNoSuchUpload);
+  // The bucket takes its memory with it.
+  ASSERT_TRUE(store_->Delete("b", "k", std::nullopt).ok());
+  EXPECT_EQ(store_->DeleteBucket("b"), std::nullopt);
+  ASSERT_TRUE(store_->CreateBucket("b", "alice").ok());
+  EXPECT_EQ(store_->GetCompletedUpload("b", "k", up->upload_id).error().code,
+            S3Code::kNoSuchUpload);
 }
 
 TEST_F(StoreTest, FailedBodyLeavesNothingBehind) {

@@ -122,7 +122,7 @@ class DemoTest(unittest.TestCase):
         with open(os.path.join(self.info["data_dir"], "admin.json")) as f:
             admin = json.load(f)
         self.token = admin["api_token"]
-        self.s3 = boto3.client("s3", endpoint_url=self.info["s3_url"], region_name="us-east-1",
+        self.s3 = boto3.client("s3", endpoint_url=self.info["s3_url"], region_name=REGION.lower(),
                                aws_access_key_id=admin["access_key_id"],
                                aws_secret_access_key=admin["secret_access_key"],
                                config=Config(s3={"addressing_style": "path"}))

@@ -1,0 +1,173 @@
+// Private to the S3 front end (s3_api.cc, s3_objects.cc): the per-request class S3Api::Call and
+// the helpers its operations share. Not included from other modules or other objstore files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "net/http.h"
+#include "objstore/s3_api.h"
+#include "objstore/s3_error.h"
+#include "objstore/s3_xml.h"
+#include "objstore/sigv4.h"
+#include "objstore/store.h"
+
+namespace sovai::objstore {
+namespace s3_call {
+
+// Request bodies of S3 are at most one 5 GiB object, plus the aws-chunked framing around it.
+inline constexpr uint64_t kMaxS3BodyBytes = (5ull << 30) + (64ull << 20);
+inline constexpr uint64_t kMaxPutBytes = 5ull << 30;
+inline constexpr size_t kStreamPieceBytes = 1 << 20;
+inline constexpr std::string_view kXmlType = "application/xml";
+
+// RFC 3339 with milliseconds, as S3's XML dates.
+std::string Iso8601(int64_t micros);
+std::string NewRequestId();
+// A key in a URL: percent-encoded, '/' kept.
+std::string UrlEncodeKey(std::string_view s);
+// The ETag of the object a CompleteMultipartUpload with these parts makes: the MD5 of the parts'
+// MD5s, "-N" (what the store computes).
+std::string MultipartEtag(const std::vector<CompletePart>& parts);
+// The body, failing (ResourceExhausted) once more than `limit` bytes arrive (XML bodies).
+base::Result<std::string> ReadLimited(net::BodyReader& body, size_t limit);
+// The ChecksumBits of "CRC32", "crc32c", ...; 0 for an algorithm this server does not compute.
+uint32_t ChecksumBitOf(std::string_view algorithm);
+
+// A BodyReader over an ObjectReader (copies are staged from the source object).
+class ObjectBody final : public net::BodyReader {
+ public:
+  explicit ObjectBody(ObjectReader& r) : r_(r) {}
+  base::Result<size_t> Read(char* buf, size_t n) override { return r_.Read(buf, n); }
+
+ private:
+  ObjectReader& r_;
+};
+
+struct ChecksumField {
+  const char* header;  // x-amz-checksum-...
+  const char* algorithm;
+  uint32_t bit;
+  std::string Checksums::*member;
+};
+inline constexpr ChecksumField kChecksumFields[] = {
+    {"x-amz-checksum-crc32", "CRC32", kCrc32, &Checksums::crc32},
+    {"x-amz-checksum-crc32c", "CRC32C", kCrc32c, &Checksums::crc32c},
+    {"x-amz-checksum-crc64nvme", "CRC64NVME", kCrc64Nvme, &Checksums::crc64nvme},
+    {"x-amz-checksum-sha1", "SHA1", kSha1, &Checksums::sha1},
+    {"x-amz-checksum-sha256", "SHA256", kSha256, &Checksums::sha256},
+};
+
+// x-amz-checksum-* headers for every value in `c`, and x-amz-checksum-type.
+void AddChecksumHeaders(net::Response& res, const Checksums& c);
+// <Owner><ID>user</ID><DisplayName>user</DisplayName></Owner> (or Initiator, Grantee).
+void WriteIdentity(XmlWriter& w, const char* element, const std::string& user);
+
+}  // namespace s3_call
+
+// --- One request ---------------------------------------------------------------------------------
+
+class S3Api::Call {
+ public:
+  Call(S3Api& api, net::Request& req) : api_(api), store_(api.store_), req_(req) {}
+
+  net::Response Run();
+
+ private:
+  // --- Plumbing ---
+  net::Response Error(const S3Error& e);
+  net::Response Xml(int status, std::string body);
+  net::Response Empty(int status);
+  std::optional<std::string_view> Query(std::string_view name) const { return req_.query(name); }
+  std::string Header(std::string_view name) const {
+    return std::string(req_.header(name).value_or(""));
+  }
+  S3Status ParseAddress();
+  S3Status Authenticate();
+  // Authorizes `action` on the current bucket (and key, for object actions).
+  S3Status Authorize(const BucketInfo& bucket, std::string_view action, bool object_action,
+                     const std::string& key);
+  S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
+  // Whether the listing asks for encoding-type=url; InvalidArgument for any other value.
+  S3Result<bool> UrlEncodingRequested() const;
+  // The XML body, its Content-MD5 and checksums verified. `object_checksums`: the request's
+  // x-amz-checksum-* headers describe the object being made (CompleteMultipartUpload), not the
+  // body, and are left to the operation.
+  S3Result<std::string> ReadXmlBody(bool object_checksums = false);
+  // The checksum algorithms the request asks for (ChecksumBits).
+  uint32_t RequestedChecksumBits() const;
+  // Checks Content-MD5 (raw `md5`) and every declared x-amz-checksum-* (header or trailer) against
+  // what was computed; returns the checksums to store. BadDigest / InvalidDigest.
+  S3Result<Checksums> VerifyDigests(
+      std::string_view md5, const Checksums& computed,
+      const std::vector<std::pair<std::string, std::string>>& trailers, bool headers = true);
+  // Refuses what asks for a protection or an exposure this server does not give, rather than
+  // ignore it: canned ACLs but private (and, on objects, bucket-owner-full-control, the same
+  // thing here), ACL grants, server-side encryption, Object Lock. NotImplemented.
+  S3Status RefuseUnsupportedProtections(bool object);
+  // x-amz-checksum-* headers, trailers and announced algorithms this server cannot compute are
+  // refused (InvalidRequest) instead of being left unverified.
+  S3Status RefuseUnknownChecksums();
+  S3Result<ObjectMeta> MetaFromHeaders();
+  void AddCors(net::Response& res);
+
+  // --- Operations ---
+  net::Response Dispatch();
+  net::Response ListBuckets();
+  net::Response CreateBucket();
+  net::Response DeleteBucket();
+  net::Response HeadBucket();
+  net::Response GetBucketLocation();
+  // A configuration this server never has (lifecycle, encryption, ...): after the bucket and
+  // authorization checks, the "not configured" error each SDK expects.
+  net::Response NotConfigured(std::string_view action, S3Error not_configured);
+  net::Response BucketVersioning();
+  net::Response BucketConfig(const std::string& kind);
+  net::Response ListObjects(bool v2);
+  net::Response ListVersions();
+  net::Response ListUploads();
+  net::Response DeleteObjects();
+  net::Response Preflight();
+  net::Response PutObject();
+  net::Response CopyObject();
+  net::Response GetObject(bool head);
+  net::Response DeleteObject();
+  net::Response ObjectTagging();
+  net::Response Acl(bool object);
+  net::Response CreateUpload();
+  net::Response UploadPart();
+  net::Response CompleteUpload();
+  net::Response CompleteResult(const BucketInfo& bucket, const ObjectVersion& v);
+  // If-None-Match and If-Match of a write, both applied whatever their combination: "*" (create
+  // only / overwrite only) or ETag lists, checked in the write's transaction.
+  void WriteConditions(PutOptions* o);
+  net::Response AbortUpload();
+  net::Response ListParts();
+
+  // Reads the body (verified), computes the checksums the request declares and checks them.
+  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified);
+  S3Result<StagedData> StageCopySource(const ObjectVersion& source, uint64_t offset,
+                                       uint64_t length, bool allow_inline);
+  S3Result<ObjectVersion> CopySource(std::string_view header, std::string_view range_header,
+                                     uint64_t* offset, uint64_t* length);
+  S3Status CheckCopySourceConditions(const ObjectVersion& src);
+  void AddObjectHeaders(net::Response& res, const ObjectVersion& v, bool versioned_bucket);
+
+  S3Api& api_;
+  Store& store_;
+  net::Request& req_;
+  std::string request_id_ = s3_call::NewRequestId();
+  std::string bucket_;
+  std::string key_;
+  bool has_key_ = false;
+  AuthResult auth_;
+  std::string user_;  // "" when anonymous
+  std::optional<BucketInfo> bucket_info_;
+};
+
+}  // namespace sovai::objstore
