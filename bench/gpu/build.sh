@@ -16,7 +16,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=${1:?usage: bench/gpu/build.sh BUILD_DIR}
 JOBS=${JOBS:-$(nproc)}
-TARGETS=(cuda_device_test cuda_ops_test cuda_matmul_test gpu_bench)
+TARGETS=(cuda_device_test cuda_ops_test cuda_matmul_test cuda_backend_test gpu_bench sovai-engine)
 
 NVCC=/usr/local/cuda/bin/nvcc
 [ -x "$NVCC" ] || NVCC=$(command -v nvcc || true)

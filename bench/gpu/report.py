@@ -41,6 +41,15 @@ def main():
                        ["stage", "exit status", "seconds", "limit s", "note"]))
     lines.append("")
 
+    engine, engine_error = load(os.path.join(out_dir, "engine_train.json"))
+    lines.append("sovai-engine train --backend cuda (engine_train.py):")
+    if engine:
+        for c in engine["checks"]:
+            lines.append("  %s %s: %s" % ("PASS" if c["pass"] else "MISS", c["name"], c["detail"]))
+    else:
+        lines.append("  not run: %s" % engine_error)
+    lines.append("")
+
     bench, bench_error = load(os.path.join(out_dir, "gpu_bench.json"))
     peft, peft_error = load(os.path.join(out_dir, "peft_reference.json"))
 

@@ -6,13 +6,18 @@
 # failed:
 #   build      bench/gpu/build.sh: `cmake --preset cuda` for this GPU's architecture, then only
 #              the GPU tests and gpu_bench (or, if configuring fails, those compiled with nvcc)
+#   cuda-backend  cuda_backend_test: every kernels::Backend op of the cuda backend against the
+#              reference backend, and its memory seam (first, as it is the backend's proof)
 #   gpu-tests  bench/gpu/test.sh: `ctest -L gpu --output-on-failure`
+#   engine-train  engine_train.py: `sovai-engine train --backend cuda` on the tiny model (full
+#              training against --backend cpu's losses, then LoRA), engine_train.json
 #   gpu-bench  gpu_bench: the bf16 matrix rate through MatmulPlanner and the memory bandwidth
 #   peft       peft_reference.py: PyTorch + PEFT LoRA (and QLoRA) on a Llama-3-8B-shaped model
 # then prints the table (report.py) and keeps it in summary.txt.
 #
-# Results, all in OUT (default bench/gpu/out), seven files: build.log, gpu-tests.log,
-# gpu-bench.log, gpu_bench.json, peft.log, peft_reference.json, summary.txt.
+# Results, all in OUT (default bench/gpu/out): build.log, cuda-backend.log, gpu-tests.log,
+# engine-train.log (+ engine-train-*.log, engine_train.json), gpu-bench.log, gpu_bench.json,
+# peft.log, peft_reference.json, summary.txt.
 #
 # Env: OUT, BUDGET_S (540), BUILD_DIR (a directory under TMPDIR, outside the source tree), PYTHON
 # (python3: the one with torch, transformers and peft), and those of build.sh and
@@ -74,7 +79,22 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,tem
   --format=csv 2>&1 | tee "$WORK/nvidia-smi-before.txt"
 
 stage build 300 bench/gpu/build.sh "$BUILD_DIR"
+# The cmake build only: the direct nvcc mode builds neither the backend test nor sovai-engine.
+if [ "$(cat "$BUILD_DIR/build-mode" 2>/dev/null)" = cmake ] &&
+  [ -x "$BUILD_DIR/src/kernels/cuda_backend_test" ]; then
+  stage cuda-backend 90 "$BUILD_DIR/src/kernels/cuda_backend_test"
+else
+  printf 'cuda-backend\t-\t0\t-\tnot run: cuda_backend_test was not built\n' >>"$STAGES"
+  echo "== cuda-backend: not run, cuda_backend_test was not built"
+fi
 stage gpu-tests 120 bench/gpu/test.sh "$BUILD_DIR"
+ENGINE_BIN=$BUILD_DIR/src/engine/sovai-engine
+if [ -x "$ENGINE_BIN" ]; then
+  stage engine-train 150 "$PYTHON" bench/gpu/engine_train.py "$ENGINE_BIN" "$OUT"
+else
+  printf 'engine-train\t-\t0\t-\tnot run: %s was not built\n' "$ENGINE_BIN" >>"$STAGES"
+  echo "== engine-train: not run, $ENGINE_BIN was not built"
+fi
 
 BENCH_BIN=$BUILD_DIR/bench/gpu_bench
 [ "$(cat "$BUILD_DIR/build-mode" 2>/dev/null)" = direct ] && BENCH_BIN=$BUILD_DIR/direct/gpu_bench

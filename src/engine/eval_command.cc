@@ -17,6 +17,7 @@
 #include "base/json.h"
 #include "base/status.h"
 #include "base/strings.h"
+#include "engine/backend_choice.h"
 #include "engine/commands.h"
 #include "engine/limits.h"
 #include "model/chat_template.h"
@@ -300,7 +301,7 @@ int RunEvalCommand(const std::vector<std::string>& args) {
       "'exact match C/N = P%'; --output writes one JSON object per example.");
   serve::EngineOptions engine_options;
   EvalSettings settings;
-  std::string lora, dtype = "q8_0";
+  std::string lora, dtype = "q8_0", backend_name = "cpu";
   int64_t threads = 0, max_num_seqs = engine_options.max_num_seqs;
   flags.String("model", &engine_options.model_dir, "Hugging Face model directory (required)",
                "DIR");
@@ -311,6 +312,8 @@ int RunEvalCommand(const std::vector<std::string>& args) {
   flags.String("dtype", &dtype, "weights in memory, as serve: q8_0, bf16 or f32", "TYPE");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
   flags.Int("max-num-seqs", &max_num_seqs, "most sequences decoded together");
+  flags.String("backend", &backend_name, "cpu or cuda (a GPU; sovai-engine built with CUDA)",
+               "NAME");
   base::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return UsageError("eval", parsed.message());
   if (flags.help_requested()) {
@@ -340,6 +343,11 @@ int RunEvalCommand(const std::vector<std::string>& args) {
   }
   engine_options.threads = static_cast<int>(threads);
   engine_options.max_num_seqs = max_num_seqs;
+  if (backend_name == "cuda") {
+    engine_options.make_backend = CudaBackendFactory("eval");
+  } else if (backend_name != "cpu") {
+    return UsageError("eval", "--backend must be cpu or cuda");
+  }
 
   base::Status status = RunEval(base::Env::Default(), engine_options, settings);
   if (!status.ok()) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/flags.h"
+#include "engine/backend_choice.h"
 #include "engine/commands.h"
 #include "serve/server.h"
 
@@ -37,7 +38,8 @@ int RunServeCommand(const std::vector<std::string>& args) {
   flags.String("dtype", &dtype, "weights in memory: q8_0, bf16 or f32", "TYPE");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
   flags.String("backend", &backend_name,
-               "cpu, or strict (cpu behind checks that every op reads only the backend's buffers)",
+               "cpu, strict (cpu behind checks that every op reads only the backend's buffers) "
+               "or cuda (a GPU; sovai-engine built with CUDA)",
                "NAME");
   flags.Int("kv-cache-mb", &kv_cache_mb, "memory for the paged KV cache");
   flags.Int("block-size", &block_size, "tokens per KV cache block");
@@ -90,10 +92,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   }
   o.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   o.engine.threads = static_cast<int>(threads);
-  if (backend_name != "cpu" && backend_name != "strict") {
-    return UsageError("serve", "--backend must be cpu or strict");
+  if (backend_name != "cpu" && backend_name != "strict" && backend_name != "cuda") {
+    return UsageError("serve", "--backend must be cpu, strict or cuda");
   }
   o.engine.strict_backend = backend_name == "strict";
+  if (backend_name == "cuda") o.engine.make_backend = CudaBackendFactory("serve");
   o.engine.kv_cache_bytes = kv_cache_mb << 20;
   o.engine.block_size = block_size;
   o.engine.max_num_seqs = max_num_seqs;

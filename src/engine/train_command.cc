@@ -10,6 +10,7 @@
 #include "base/env.h"
 #include "base/flags.h"
 #include "base/strings.h"
+#include "engine/backend_choice.h"
 #include "engine/commands.h"
 #include "kernels/backend.h"
 #include "train/trainer.h"
@@ -81,8 +82,8 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   flags.Bool("merge", &merge, "also write the merged model (LoRA methods)");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
   flags.String("backend", &backend_name,
-               "cpu, reference, or strict (cpu behind checks that every op reads only the "
-               "backend's buffers)",
+               "cpu, reference, strict (cpu behind checks that every op reads only the "
+               "backend's buffers) or cuda (a GPU; sovai-engine built with CUDA)",
                "NAME");
   base::Status parsed = flags.Parse(args);
   if (!parsed.ok()) return UsageError("train", parsed.message());
@@ -158,23 +159,25 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   o.write_merged = merge;
   o.threads = static_cast<int>(threads);
 
-  std::unique_ptr<kernels::Backend> backend;
-  if (backend_name == "cpu") {
-    backend = kernels::NewCpuBackend(o.threads);
-  } else if (backend_name == "reference") {
-    backend = kernels::NewReferenceBackend();
-  } else if (backend_name == "strict") {
-    backend = kernels::NewStrictBackend(kernels::NewCpuBackend(o.threads));
-  } else {
-    return UsageError("train", "--backend must be cpu, reference or strict");
+  std::string backend_description;
+  auto backend = MakeBackend(backend_name, o.threads, &backend_description);
+  if (!backend.ok()) {
+    if (backend.status().code() == base::StatusCode::kInvalidArgument) {
+      return UsageError("train", backend.status().message());
+    }
+    std::fprintf(stderr, "sovai-engine train: %s\n", backend.status().ToString().c_str());
+    return kExitFailure;
   }
+  // The job log says where the work runs (a GPU flavor must never look like GPU training when
+  // it is not).
+  std::fprintf(stdout, "backend: %s\n", backend_description.c_str());
 
   std::atomic<bool>& stop = InstallStopSignalHandlers();
   auto log = [](const std::string& line) {
     std::fprintf(stdout, "%s\n", line.c_str());
     std::fflush(stdout);
   };
-  auto result = train::Train(base::Env::Default(), *backend, o, log, stop);
+  auto result = train::Train(base::Env::Default(), **backend, o, log, stop);
   if (!result.ok()) {
     std::fprintf(stderr, "sovai-engine train: %s\n", result.status().ToString().c_str());
     return kExitFailure;

@@ -178,9 +178,13 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
   engine->eos_token_ids_.assign(eos.begin(), eos.end());
 
   // The backend first: the model, the cache and the adapters live in its memory.
-  engine->backend_ = options.strict_backend
-                         ? kernels::NewStrictBackend(kernels::NewCpuBackend(options.threads))
-                         : kernels::NewCpuBackend(options.threads);
+  if (options.make_backend) {
+    SOVAI_ASSIGN_OR_RETURN(engine->backend_, options.make_backend());
+  } else {
+    engine->backend_ = options.strict_backend
+                           ? kernels::NewStrictBackend(kernels::NewCpuBackend(options.threads))
+                           : kernels::NewCpuBackend(options.threads);
+  }
   SOVAI_ASSIGN_OR_RETURN(engine->model_, model::LlamaModel::Load(
                                              *engine->backend_, dir.config,
                                              model::TensorSourceOf(*dir.weights), options.weights));

@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,9 @@ struct EngineOptions {
   // The cpu backend behind the strict backend's checks that every op is handed only the
   // backend's own buffers (kernels/backend.h): same results, for checking the device seam.
   bool strict_backend = false;
+  // When set, makes the backend (e.g. sovai-engine's --backend cuda) instead of the cpu or strict
+  // one above; its errors are Create's. The serve library links no device code itself.
+  std::function<base::Result<std::unique_ptr<kernels::Backend>>()> make_backend;
   int64_t kv_cache_bytes = kDefaultKvCacheBytes;
   int64_t block_size = kDefaultBlockSize;
   int64_t max_num_batched_tokens = kDefaultMaxNumBatchedTokens;

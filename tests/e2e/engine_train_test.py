@@ -194,6 +194,24 @@ class EngineTrainTest(unittest.TestCase):
                         os.path.join(self.dir, "x"), "--target-modules", "lm_head", check=False)
         self.assertEqual(result.returncode, 2)
         self.assertIn("unknown target module", result.stderr)
+        result = engine("train", "--model", self.model, "--data", self.chat_data, "--output",
+                        os.path.join(self.dir, "x"), "--backend", "tpu", check=False)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("cpu, reference, strict, cuda", result.stderr)
+
+    def test_backend_cuda_without_a_gpu_is_a_clear_error(self):
+        # Where a GPU is visible this is the GPU path, which bench/gpu/engine_train.py checks.
+        if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0:
+            self.skipTest("a GPU is visible")
+        for command in (["train", "--model", self.model, "--data", self.chat_data, "--output",
+                         os.path.join(self.dir, "cuda-out"), "--max-steps", "1"],
+                        ["eval", "--model", self.model, "--data", self.chat_data]):
+            result = engine(*command, "--backend", "cuda", check=False)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            # Built without CUDA, or built with it on a machine with no driver or device.
+            self.assertRegex(result.stderr,
+                             "built without CUDA|CUDA runtime cannot start|no CUDA device")
+            self.assertNotIn("step 1/", result.stdout)
 
 
 if __name__ == "__main__":
