@@ -43,23 +43,7 @@ def main():
         print("%s %s: %s" % ("PASS" if ok else "MISS", name, detail), flush=True)
 
     work = tempfile.mkdtemp(prefix="sovai-engine-train-")
-    corpus = os.path.join(work, "corpus.txt")
-    text = tiny_model.sentences()
-    with open(corpus, "w") as f:
-        f.write("\n".join(text))
-    base = os.path.join(work, "base")
-    tiny_model.engine(binary, "tokenizer", "train", "--vocab-size", "320", "--input", corpus,
-                      "--output", base)
-    with open(os.path.join(base, "config.json"), "w") as f:
-        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-                   "vocab_size": 320, "hidden_size": 64, "intermediate_size": 128,
-                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-                   "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-                   "tie_word_embeddings": True, "torch_dtype": "float32"}, f)
-    data = os.path.join(work, "text.jsonl")
-    with open(data, "w") as f:
-        for s in text:
-            f.write(json.dumps({"text": s}) + "\n")
+    base, data = tiny_model.make_base(binary, work)
 
     runs = {}
     for backend in ("cpu", "cuda"):

@@ -35,8 +35,9 @@ def write_chat_data(path, count=60):
                 {"role": "assistant", "content": "sure, done"}]}) + "\n")
 
 
-def make_tiny_model(binary, workdir, steps=30):
-    """Returns (base_dir, pretrained_output_dir, train_stdout); the model is <pretrained>/model."""
+def make_base(binary, workdir):
+    """An untrained tiny Llama (its tokenizer trained on sentences()) and its text data: returns
+    (base_dir, text_jsonl)."""
     corpus = os.path.join(workdir, "corpus.txt")
     text = sentences()
     with open(corpus, "w") as f:
@@ -53,6 +54,12 @@ def make_tiny_model(binary, workdir, steps=30):
     with open(data, "w") as f:
         for s in text:
             f.write(json.dumps({"text": s}) + "\n")
+    return base, data
+
+
+def make_tiny_model(binary, workdir, steps=30):
+    """Returns (base_dir, pretrained_output_dir, train_stdout); the model is <pretrained>/model."""
+    base, data = make_base(binary, workdir)
     pretrained = os.path.join(workdir, "pretrained")
     out = engine(binary, "train", "--model", base, "--data", data, "--output", pretrained,
                  "--method", "full", "--from-scratch", "--max-steps", str(steps), "--seq-len", "64",
