@@ -19,6 +19,9 @@ inline constexpr size_t kMaxRepositoryNameBytes = 255;
 inline constexpr size_t kMaxTagBytes = 128;
 // One blob (the sum of an upload's chunks).
 inline constexpr uint64_t kMaxBlobBytes = 64ull << 30;
+// One request's body (a chunk, or a monolithic blob): the HTTP layer's ceiling. Clients that
+// stream a blob in one PATCH (podman, skopeo) push blobs up to this size.
+inline constexpr uint64_t kMaxChunkBytes = uint64_t{6} << 30;  // = net::kMaxBodyBytesCeiling
 // Chunks (PATCH requests) of one upload: each is an object-store multipart part.
 inline constexpr int kMaxUploadChunks = 10000;
 // Uploads open at once, all projects together (each holds a multipart upload and two hashers).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace sovai::registry {
 namespace {
@@ -14,9 +15,10 @@ TEST(NamesTest, Digests) {
   EXPECT_EQ(d->algorithm, "sha256");
   EXPECT_EQ(d->ToString(), "sha256:" + hex64);
   EXPECT_TRUE(ParseDigest("sha512:" + std::string(128, '0')).ok());
-  for (std::string bad : {"", "sha256:", "sha256:" + std::string(63, 'a'),
-                          "sha256:" + std::string(64, 'A'), "md5:" + std::string(32, 'a'),
-                          "sha512:" + hex64, "sha256" + hex64, "sha256:" + hex64 + "0"}) {
+  for (std::string bad :
+       std::vector<std::string>{"", "sha256:", "sha256:" + std::string(63, 'a'),
+                                "sha256:" + std::string(64, 'A'), "md5:" + std::string(32, 'a'),
+                                "sha512:" + hex64, "sha256" + hex64, "sha256:" + hex64 + "0"}) {
     EXPECT_FALSE(ParseDigest(bad).ok()) << bad;
   }
   EXPECT_EQ(DigestOf("sha256", "").hex,
@@ -28,8 +30,9 @@ TEST(NamesTest, RepositoryNamesNeedAProjectAndTheSpecsGrammar) {
   for (const char* good : {"alpha/trainer", "a/b/c", "p-1/x.y", "p/x__y", "p/a---b", "p/0"}) {
     EXPECT_TRUE(ValidateRepositoryName(good).ok()) << good;
   }
-  for (std::string bad : {"", "trainer", "Alpha/x", "a//b", "/a/b", "a/b/", "a/-b", "a/b.",
-                          "a/b___c", "a/b..c", "a/b c", "a/" + std::string(300, 'x')}) {
+  for (std::string bad :
+       std::vector<std::string>{"", "trainer", "Alpha/x", "a//b", "/a/b", "a/b/", "a/-b", "a/b.",
+                                "a/b___c", "a/b..c", "a/b c", "a/" + std::string(300, 'x')}) {
     EXPECT_FALSE(ValidateRepositoryName(bad).ok()) << bad;
   }
   EXPECT_EQ(ProjectOf("alpha/team/trainer"), "alpha");
@@ -39,7 +42,8 @@ TEST(NamesTest, Tags) {
   EXPECT_TRUE(ValidateTag("latest").ok());
   EXPECT_TRUE(ValidateTag("v1.2_3-rc").ok());
   EXPECT_TRUE(ValidateTag("_x").ok());
-  for (std::string bad : {"", ".x", "-x", "a:b", "a/b", std::string(129, 'a')}) {
+  for (std::string bad :
+       std::vector<std::string>{"", ".x", "-x", "a:b", "a/b", std::string(129, 'a')}) {
     EXPECT_FALSE(ValidateTag(bad).ok()) << bad;
   }
 }

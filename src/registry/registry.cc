@@ -3,6 +3,7 @@
 #include "registry/registry.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -105,7 +106,9 @@ void Registry::ReclaimLoop() {
 void Registry::AddRoutes(net::Router& router) {
   auto v2 = [this](net::Request& req) { return HandleV2(req); };
   // Blob uploads stream through these routes; manifests are bounded by their handler.
-  net::RouteOptions big{.max_body_bytes = options_.storage.max_blob_bytes};
+  // One request carries at most net's ceiling (6 GiB): larger blobs come in several chunks.
+  net::RouteOptions big{.max_body_bytes =
+                            std::min<uint64_t>(options_.storage.max_blob_bytes, kMaxChunkBytes)};
   for (const char* method : {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}) {
     router.Add(method, "/v2", v2, big);
     router.Add(method, "/v2/{path...}", v2, big);

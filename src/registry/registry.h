@@ -27,6 +27,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "net/http.h"
+#include "net/limits.h"
 #include "objstore/store.h"
 #include "registry/auth.h"
 #include "registry/names.h"

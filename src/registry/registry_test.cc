@@ -204,7 +204,7 @@ TEST_F(RegistryTest, ManifestsNamingMissingBlobsOrWrongDigestsAreRefused) {
 
 TEST_F(RegistryTest, MalformedInputsGetTheSpecsCodes) {
   EXPECT_EQ(Code(Call("GET", "/v2/Alpha/img/tags/list")), "NAME_INVALID");
-  EXPECT_EQ(Code(Call("GET", "/v2/img/tags/list")), "NAME_UNKNOWN");  // one component: no route
+  EXPECT_EQ(Code(Call("GET", "/v2/img/tags/list")), "NAME_INVALID");  // no project component
   EXPECT_EQ(Code(Call("GET", "/v2/alpha/img/blobs/sha256:abc")), "DIGEST_INVALID");
   EXPECT_EQ(Code(Call("PUT", "/v2/alpha/img/manifests/-bad", "{}")), "TAG_INVALID");
   EXPECT_EQ(Code(Call("PUT", "/v2/alpha/img/manifests/v1", "not json")), "MANIFEST_INVALID");

@@ -1,6 +1,7 @@
 #include "registry/storage.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 #include <utility>
 
@@ -22,14 +23,6 @@ std::string BlobKey(std::string_view project, const Digest& d) {
 std::string DataKey(std::string_view project, std::string_view upload_id) {
   return "data/" + std::string(project) + "/" + std::string(upload_id);
 }
-std::string ManifestKey(const std::string& repository, const Digest& d) {
-  return "repos/" + repository + "/_manifests/" + d.algorithm + "/" + d.hex;
-}
-std::string TagPrefix(const std::string& repository) { return "repos/" + repository + "/_tags/"; }
-std::string TagKey(const std::string& repository, const std::string& tag) {
-  return TagPrefix(repository) + tag;
-}
-
 std::optional<std::string> UserMeta(const objstore::ObjectMeta& meta, std::string_view name) {
   for (const auto& [k, v] : meta.user) {
     if (k == name) return v;
@@ -206,9 +199,10 @@ base::Result<BlobInfo> Storage::StatBlob(std::string_view project, const Digest&
   info.digest = digest;
   info.data_key = UserMeta(link->meta, "data").value_or("");
   std::string size = UserMeta(link->meta, "size").value_or("");
-  info.size = size.empty() ? 0 : std::stoull(size);
+  auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), info.size);
   info.mtime_us = link->mtime_micros;
-  if (info.data_key.empty() || size.empty()) {
+  if (info.data_key.empty() || size.empty() || ec != std::errc() ||
+      end != size.data() + size.size()) {
     return base::DataLossError("the link of blob " + digest.ToString() + " is incomplete");
   }
   return info;

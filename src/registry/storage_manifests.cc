@@ -1,4 +1,5 @@
 // Storage: manifests, tags, listings and garbage collection (blobs and uploads: storage.cc).
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -246,6 +247,7 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
   // 2. Links no manifest references, old enough.
   std::set<std::string> kept_data;
   std::vector<std::pair<std::string, std::string>> doomed;  // (link key, data key)
+  std::set<std::string> doomed_data;
   SOVAI_RETURN_IF_ERROR(
       ForEachObject("blobs/" + scope, kMaxGcManifests * 8, [&](const objstore::ObjectVersion& v) {
         // blobs/<project>/<algorithm>/<hex>
@@ -259,25 +261,26 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
         auto link = store_.Head(options_.bucket, v.key, std::nullopt);
         if (!link.ok()) return base::Status();  // removed meanwhile
         std::string data = UserMeta(link->meta, "data").value_or("");
-        if (referenced.count(project + " " + digest) || link->mtime_micros >= cutoff_us) {
+        if (referenced.count(project + " " + digest) || link->mtime_micros > cutoff_us) {
           kept_data.insert(data);
           ++report.kept_blobs;
           return base::Status();
         }
-        uint64_t size = std::stoull(UserMeta(link->meta, "size").value_or("0"));
+        std::string size_text = UserMeta(link->meta, "size").value_or("0");
+        uint64_t size = 0;
+        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
         report.removed.push_back({project, digest, size});
         report.removed_bytes += size;
         doomed.emplace_back(v.key, data);
+        doomed_data.insert(data);
         return base::Status();
       }));
 
   // 3. Data objects no link owns (a crash between the upload's completion and its link).
   SOVAI_RETURN_IF_ERROR(
       ForEachObject("data/" + scope, kMaxGcManifests * 8, [&](const objstore::ObjectVersion& v) {
-        if (kept_data.count(v.key) || v.mtime_micros >= cutoff_us) return base::Status();
-        bool linked_to_doomed = std::any_of(doomed.begin(), doomed.end(),
-                                            [&](const auto& d) { return d.second == v.key; });
-        if (linked_to_doomed) return base::Status();
+        if (kept_data.count(v.key) || v.mtime_micros > cutoff_us) return base::Status();
+        if (doomed_data.count(v.key)) return base::Status();  // goes with its link
         std::string_view rest = std::string_view(v.key).substr(5);
         report.removed.push_back({std::string(rest.substr(0, rest.find('/'))), "", v.size});
         report.removed_bytes += v.size;
