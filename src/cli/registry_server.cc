@@ -18,7 +18,7 @@ base::Result<std::unique_ptr<RegistryListener>> RegistryListener::Start(
   std::unique_ptr<RegistryListener> out(new RegistryListener());
   out->authenticator_ = std::make_unique<IdentityAuthenticator>(identity);
   registry::RegistryOptions ro;
-  SOVAI_ASSIGN_OR_RETURN(out->registry,
+  SOVAI_ASSIGN_OR_RETURN(out->registry_,
                          registry::Registry::Create(store, *out->authenticator_, env, ro));
   net::Router router;
   out->registry_->AddRoutes(router);
