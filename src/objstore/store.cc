@@ -1923,13 +1923,13 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
             .With("PartNumber", std::to_string(r.part_number))
             .With("ETag", r.etag);
       }
-      if (i + 1 < requested.size() && it->second.size < kMinPartSize) {
+      if (i + 1 < requested.size() && it->second.size < conditions.min_part_size) {
         return S3Error(S3Code::kEntityTooSmall,
                        "Your proposed upload is smaller than the minimum allowed object size: "
                        "every part but the last must be at least 5 MiB.")
             .With("PartNumber", std::to_string(r.part_number))
             .With("ProposedSize", std::to_string(it->second.size))
-            .With("MinSizeAllowed", std::to_string(kMinPartSize));
+            .With("MinSizeAllowed", std::to_string(conditions.min_part_size));
       }
       chosen.push_back(it->second);
       stored.erase(it);

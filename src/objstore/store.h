@@ -114,6 +114,8 @@ struct StageOptions {
   bool allow_inline = true;
 };
 
+constexpr uint64_t kMinPartSize = 5ull << 20;
+
 struct PutOptions {
   std::string bucket;
   std::string key;
@@ -134,6 +136,9 @@ struct PutOptions {
   // (x-amz-mp-object-size) must be the sum of the parts: InvalidRequest.
   Checksums expected_checksums;
   std::optional<uint64_t> expected_size;
+  // CompleteUpload only: every part but the last must be at least this large (EntityTooSmall).
+  // S3's rule by default; the registry's chunked blob uploads take chunks of any size.
+  uint64_t min_part_size = kMinPartSize;
 };
 
 struct DeleteResult {
@@ -229,7 +234,6 @@ struct StoreStats {
   uint64_t deleted_temp_files = 0;
 };
 
-constexpr uint64_t kMinPartSize = 5ull << 20;
 // How long a completed upload's answer is kept for retries (S3 keeps it for a while; clients
 // retry a CompleteMultipartUpload whose answer was lost within seconds or minutes).
 constexpr int64_t kCompletedUploadRetentionMicros = 24ll * 3600 * 1000 * 1000;
