@@ -10,7 +10,9 @@ into several prefill chunks, token-id inputs, base64 against float, and the rera
 (P(yes) over the pair yes/no after Qwen3-Reranker's prompt) on the same model.
 
 Tolerance: every component within 1e-4 absolute of PyTorch's (the vectors are unit length; f32
-sgemm against torch's f32 matmul differ by ~1e-6), scores within 1e-4.
+sgemm against torch's f32 matmul differ by ~1e-7), scores within 1e-4. (With f32 weights a
+repeated prompt, computed with other chunks or from cached blocks, may round differently; the
+bit-exact float/base64 parity is e2e.serve_embeddings', on the batch-invariant Q8_0 weights.)
 
 Usage: embedding_golden.py SOVAI_ENGINE   (exit 77 when torch is missing: skipped, not passed)
 """
@@ -84,12 +86,17 @@ class Server:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
+        def parse(raw):
+            try:
+                return json.loads(raw or b"null")
+            except ValueError:
+                return raw.decode(errors="replace")  # /health answers text
         try:
             with urllib.request.urlopen(req, timeout=120) as r:
-                return r.status, json.loads(r.read() or b"null")
+                return r.status, parse(r.read())
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-        except (OSError, ValueError):
+            return e.code, parse(e.read())
+        except OSError:
             return 0, None
 
     def post(self, path, body):
@@ -158,7 +165,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="sovai-embed-golden-")
     try:
         # Prefill chunks of 16 tokens: the longer inputs are pooled over several steps.
-        server = Server(engine, MODEL_DIR, "--max-num-batched-tokens", "16")
+        server = Server(engine, MODEL_DIR, "--max-num-batched-tokens", "16", "--max-num-seqs", "4")
         try:
             status, models = server.request("GET", "/v1/models")
             assert models["data"][0]["kind"] == "embedding", models
@@ -182,10 +189,7 @@ def main():
             b64 = server.post("/v1/embeddings", {"model": "m", "input": TEXTS,
                                                  "encoding_format": "base64"})
             for k, item in enumerate(b64["data"]):
-                assert decode_base64(item["embedding"]) == [
-                    struct.unpack("<f", struct.pack("<f", v))[0]
-                    for v in answer["data"][k]["embedding"]], k
-            print("ok base64 holds the float answer's float32 values")
+                check_close("base64 input %d" % k, decode_base64(item["embedding"]), want[k])
             status, error = server.request("POST", "/v1/embeddings", {
                 "model": "m", "input": "x", "dimensions": 257})
             assert status == 400 and error["error"]["param"] == "dimensions", (status, error)
@@ -203,7 +207,8 @@ def main():
                        {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}], f)
         with open(os.path.join(mean_dir, "1_Pooling", "config.json"), "w") as f:
             json.dump({"word_embedding_dimension": 256, "pooling_mode_mean_tokens": True}, f)
-        server = Server(engine, mean_dir, "--max-num-batched-tokens", "16")
+        server = Server(engine, mean_dir, "--max-num-batched-tokens", "16", "--max-num-seqs", "4",
+                        "--response-cache-mb", "0")
         try:
             # Twice: the second time the prefix cache holds the prompts' blocks, which mean
             # pooling must not reuse (it reads every token's hidden state).
