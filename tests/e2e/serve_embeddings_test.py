@@ -35,7 +35,7 @@ class ServeEmbeddingsTest(unittest.TestCase):
                                     text=True, timeout=600, cwd=REPO_ROOT)
             self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
             checks = [l[3:] for l in result.stdout.splitlines() if l.startswith("ok ")]
-            self.assertEqual(len(checks), 7, checks)
+            self.assertEqual(len(checks), 6, checks)
 
             body = {"model": MODEL, "input": ["cached one", "cached two"]}
             status, headers, first = post(server.url, "/v1/embeddings", body)
@@ -46,10 +46,15 @@ class ServeEmbeddingsTest(unittest.TestCase):
             status, headers, fresh = post(server.url, "/v1/embeddings", body,
                                           {"Cache-Control": "no-store"})
             self.assertEqual((status, headers["X-Sovai-Cache"]), (200, "bypass"))
-            self.assertEqual(fresh["data"], first["data"])
+            # Computed again (its prompts' blocks now come from the prefix cache): the same vectors
+            # up to float rounding.
+            for got, want in zip(fresh["data"], first["data"]):
+                self.assertEqual(len(got["embedding"]), len(want["embedding"]))
+                for a, b in zip(got["embedding"], want["embedding"]):
+                    self.assertAlmostEqual(a, b, delta=1e-5)
 
             m = server.metrics()
-            self.assertGreaterEqual(m["sovai_serve_embedding_requests_total"], 9)
+            self.assertEqual(m["sovai_serve_embedding_requests_total"], 8)
             self.assertGreaterEqual(m["sovai_serve_pooled_prompts_total"], 12)
             self.assertEqual(m["sovai_serve_requests_running"], 0)
             self.assertGreater(m["sovai_serve_response_cache_hits_total"], 0)
