@@ -361,7 +361,8 @@ TEST(LlamaInferHiddenTest, HiddenStatesAreTheRowsTheHeadReads) {
     auto backend =
         strict ? kernels::NewStrictBackend(kernels::NewCpuBackend(2)) : kernels::NewCpuBackend(2);
     auto model = FrozenModel(*backend, config, BaseWeights::kF32);
-    const std::vector<float> embed = model->BaseTensorF32("model.embed_tokens.weight", false).value();
+    const std::vector<float> embed =
+        model->BaseTensorF32("model.embed_tokens.weight", false).value();
     const int64_t c = config.hidden_size, v = config.vocab_size;
     auto head = [&](const float* h) {
       std::vector<float> out(static_cast<size_t>(v));
@@ -389,19 +390,18 @@ TEST(LlamaInferHiddenTest, HiddenStatesAreTheRowsTheHeadReads) {
     std::vector<InferenceSequence> step{
         {.tokens = std::span(a).first(5), .block_table = a_table, .hidden = HiddenOutput::kAll},
         {.tokens = b, .block_table = b_table, .want_logits = true},
-        {.tokens = cc,
-         .block_table = c_table,
-         .want_logits = true,
-         .hidden = HiddenOutput::kLast}};
+        {.tokens = cc, .block_table = c_table, .want_logits = true, .hidden = HiddenOutput::kLast}};
     ASSERT_TRUE(model->Infer(*backend, cache, step, logits, hidden).ok());
     ASSERT_EQ(logits.size(), static_cast<size_t>(2 * v));
     ASSERT_EQ(hidden.size(), static_cast<size_t>(6 * c));
-    const std::vector<float> a_want = all_logits(a), b_want = all_logits(b), c_want = all_logits(cc);
+    const std::vector<float> a_want = all_logits(a), b_want = all_logits(b),
+                             c_want = all_logits(cc);
     auto row_of = [&](const std::vector<float>& all, int64_t t) {
       return std::vector<float>(all.begin() + t * v, all.begin() + (t + 1) * v);
     };
     for (int64_t t = 0; t < 5; ++t) {
-      ExpectClose(head(hidden.data() + t * c), row_of(a_want, t), 2e-3, "A row " + std::to_string(t));
+      ExpectClose(head(hidden.data() + t * c), row_of(a_want, t), 2e-3,
+                  "A row " + std::to_string(t));
     }
     ExpectClose(std::vector<float>(logits.begin(), logits.begin() + v), row_of(b_want, 5), 2e-3,
                 "B logits");

@@ -27,8 +27,8 @@ bool SafeRelativePath(std::string_view path) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t slash = path.find('/', start);
-    const std::string_view part =
-        path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    const std::string_view part = path.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (part == "..") return false;
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -53,9 +53,9 @@ const char* PoolingName(Pooling pooling) {
 Result<std::vector<SentenceTransformerModule>> ParseModulesJson(std::string_view text,
                                                                 std::string_view file) {
   if (text.size() > kMaxModulesJsonBytes) {
-    return Status(StatusCode::kResourceExhausted,
-                  std::string(file) + " is larger than " + std::to_string(kMaxModulesJsonBytes) +
-                      " bytes");
+    return Status(
+        StatusCode::kResourceExhausted,
+        std::string(file) + " is larger than " + std::to_string(kMaxModulesJsonBytes) + " bytes");
   }
   auto parsed = base::ParseJson(text, {.max_bytes = kMaxModulesJsonBytes, .max_depth = 8});
   if (!parsed.ok()) return Invalid(file, parsed.status().message());
@@ -80,7 +80,8 @@ Result<std::vector<SentenceTransformerModule>> ParseModulesJson(std::string_view
     }
     SentenceTransformerModule module{type->get<std::string>(), path->get<std::string>()};
     if (module.path.size() > kMaxModulePathBytes || !SafeRelativePath(module.path)) {
-      return Invalid(file, where + "'s path must be relative to the model directory, without \"..\"");
+      return Invalid(file,
+                     where + "'s path must be relative to the model directory, without \"..\"");
     }
     out.push_back(std::move(module));
   }
@@ -90,9 +91,9 @@ Result<std::vector<SentenceTransformerModule>> ParseModulesJson(std::string_view
 Result<PoolingConfig> ParsePoolingModuleConfig(std::string_view text, std::string_view file,
                                                int64_t hidden_size) {
   if (text.size() > kMaxPoolingConfigBytes) {
-    return Status(StatusCode::kResourceExhausted,
-                  std::string(file) + " is larger than " + std::to_string(kMaxPoolingConfigBytes) +
-                      " bytes");
+    return Status(
+        StatusCode::kResourceExhausted,
+        std::string(file) + " is larger than " + std::to_string(kMaxPoolingConfigBytes) + " bytes");
   }
   auto parsed = base::ParseJson(text, {.max_bytes = kMaxPoolingConfigBytes, .max_depth = 8});
   if (!parsed.ok()) return Invalid(file, parsed.status().message());
@@ -117,8 +118,8 @@ Result<PoolingConfig> ParsePoolingModuleConfig(std::string_view text, std::strin
                            "pooling_mode_weightedmean_tokens"}) {
     SOVAI_ASSIGN_OR_RETURN(bool on, flag(name));
     if (on) {
-      return Status(StatusCode::kUnimplemented,
-                    std::string(file) + ": " + name + " is not supported (cls, mean, lasttoken are)");
+      return Status(StatusCode::kUnimplemented, std::string(file) + ": " + name +
+                                                    " is not supported (cls, mean, lasttoken are)");
     }
   }
   if (auto it = j.find("pooling_mode"); it != j.end() && !it->is_null()) {
@@ -131,8 +132,9 @@ Result<PoolingConfig> ParsePoolingModuleConfig(std::string_view text, std::strin
     } else if (mode == "cls") {
       modes.push_back(Pooling::kCls);
     } else {
-      return Status(StatusCode::kUnimplemented, std::string(file) + ": pooling_mode '" + mode +
-                                                    "' is not supported (cls, mean, lasttoken are)");
+      return Status(StatusCode::kUnimplemented,
+                    std::string(file) + ": pooling_mode '" + mode +
+                        "' is not supported (cls, mean, lasttoken are)");
     }
   }
   if (modes.empty()) return Invalid(file, "sets no pooling mode");
@@ -159,8 +161,9 @@ Result<PoolingConfig> ParsePoolingModuleConfig(std::string_view text, std::strin
   }());
   if (exclude_prompt && config.pooling == Pooling::kMean) {
     return Status(StatusCode::kUnimplemented,
-                  std::string(file) + ": mean pooling without the prompt (include_prompt false) is "
-                                      "not supported");
+                  std::string(file) +
+                      ": mean pooling without the prompt (include_prompt false) is "
+                      "not supported");
   }
   return config;
 }

@@ -60,7 +60,7 @@ struct SentenceTransformerModule {
 // and "path" (relative, no "..", at most kMaxModulePathBytes). Errors: InvalidArgument naming
 // `file` for malformed JSON or a bad entry; ResourceExhausted past the limits.
 base::Result<std::vector<SentenceTransformerModule>> ParseModulesJson(std::string_view text,
-                                                                     std::string_view file);
+                                                                      std::string_view file);
 
 // A Pooling module's config.json: the pooling_mode_* flags (exactly one of cls_token,
 // mean_tokens, lasttoken true; max, mean_sqrt_len and weightedmean are Unimplemented), or
@@ -73,8 +73,7 @@ base::Result<PoolingConfig> ParsePoolingModuleConfig(std::string_view text, std:
 // sentence-transformers model). Errors: those above, naming the file; NotFound when the Pooling
 // module's config.json is missing; Unimplemented for a module type the pipeline cannot run, no
 // Pooling module, or modules out of the order Transformer, Pooling, Normalize.
-base::Result<std::optional<PoolingConfig>> ReadPoolingConfig(base::Env& env,
-                                                             const std::string& dir,
+base::Result<std::optional<PoolingConfig>> ReadPoolingConfig(base::Env& env, const std::string& dir,
                                                              int64_t hidden_size);
 
 }  // namespace sovai::model

@@ -77,11 +77,12 @@ TEST(PoolingConfigTest, RefusesWhatWouldChangeTheVectors) {
   ExpectError(ParsePoolingModuleConfig(PoolingJson(R"("pooling_mode_max_tokens": true)"), file, 64)
                   .status(),
               StatusCode::kUnimplemented, {"pooling_mode_max_tokens", file});
-  ExpectError(ParsePoolingModuleConfig(
-                  PoolingJson(R"("pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true)"),
-                  file, 64)
-                  .status(),
-              StatusCode::kUnimplemented, {"several"});
+  ExpectError(
+      ParsePoolingModuleConfig(
+          PoolingJson(R"("pooling_mode_mean_tokens": true, "pooling_mode_cls_token": true)"), file,
+          64)
+          .status(),
+      StatusCode::kUnimplemented, {"several"});
   ExpectError(
       ParsePoolingModuleConfig(PoolingJson(R"("pooling_mode_lasttoken": true)", 32), file, 64)
           .status(),
@@ -104,10 +105,9 @@ TEST(PoolingConfigTest, MalformedModulesJson) {
   const std::string file = "modules.json";
   ExpectError(ParseModulesJson("{", file).status(), StatusCode::kInvalidArgument, {file});
   ExpectError(ParseModulesJson("{}", file).status(), StatusCode::kInvalidArgument, {"list"});
-  ExpectError(ParseModulesJson("[1]", file).status(), StatusCode::kInvalidArgument,
-              {"module 0"});
-  ExpectError(ParseModulesJson(R"([{"type": "x"}])", file).status(),
-              StatusCode::kInvalidArgument, {"path"});
+  ExpectError(ParseModulesJson("[1]", file).status(), StatusCode::kInvalidArgument, {"module 0"});
+  ExpectError(ParseModulesJson(R"([{"type": "x"}])", file).status(), StatusCode::kInvalidArgument,
+              {"path"});
   ExpectError(ParseModulesJson(R"([{"type": "x", "path": "../../etc"}])", file).status(),
               StatusCode::kInvalidArgument, {"relative"});
   ExpectError(ParseModulesJson(R"([{"type": "x", "path": "/etc"}])", file).status(),

@@ -206,8 +206,8 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
     if (auto id = engine->tokenizer_->TokenToId(*eos_text)) eos.insert(*id);
   }
   engine->eos_token_ids_.assign(eos.begin(), eos.end());
-  SOVAI_ASSIGN_OR_RETURN(engine->pooling_, model::ReadPoolingConfig(env, options.model_dir,
-                                                                    dir.config.hidden_size));
+  SOVAI_ASSIGN_OR_RETURN(engine->pooling_,
+                         model::ReadPoolingConfig(env, options.model_dir, dir.config.hidden_size));
 
   // The backend first: the model, the cache and the adapters live in its memory.
   if (options.make_backend) {
@@ -332,6 +332,15 @@ bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return sequences_.empty(); });
 }
 
+Result<std::shared_ptr<Engine::LoadedAdapter>> Engine::FindAdapter(const std::string& name) const {
+  if (name.empty()) return std::shared_ptr<LoadedAdapter>();
+  auto it = adapters_.find(name);
+  if (it == adapters_.end()) {
+    return Status(StatusCode::kNotFound, "no adapter named '" + name + "'");
+  }
+  return it->second;
+}
+
 Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   if (request.n < 1) return Status(StatusCode::kInvalidArgument, "n must be at least 1");
   if (request.prompts.empty()) return Status(StatusCode::kInvalidArgument, "no prompt");
@@ -363,14 +372,7 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   }
 
   std::lock_guard lock(mu_);
-  std::shared_ptr<LoadedAdapter> adapter;
-  if (!request.adapter.empty()) {
-    auto it = adapters_.find(request.adapter);
-    if (it == adapters_.end()) {
-      return Status(StatusCode::kNotFound, "no adapter named '" + request.adapter + "'");
-    }
-    adapter = it->second;
-  }
+  SOVAI_ASSIGN_OR_RETURN(std::shared_ptr<LoadedAdapter> adapter, FindAdapter(request.adapter));
   std::vector<std::unique_ptr<Sequence>> created;
   for (int32_t choice = 0; choice < num_prompts * request.n; ++choice) {
     const int32_t i = choice % request.n;  // of its prompt
@@ -442,14 +444,7 @@ Result<std::shared_ptr<PoolingJob>> Engine::SubmitPooling(PoolingRequest request
   const bool every_row = !score && pooling_->pooling != model::Pooling::kLastToken;
 
   std::lock_guard lock(mu_);
-  std::shared_ptr<LoadedAdapter> adapter;
-  if (!request.adapter.empty()) {
-    auto it = adapters_.find(request.adapter);
-    if (it == adapters_.end()) {
-      return Status(StatusCode::kNotFound, "no adapter named '" + request.adapter + "'");
-    }
-    adapter = it->second;
-  }
+  SOVAI_ASSIGN_OR_RETURN(std::shared_ptr<LoadedAdapter> adapter, FindAdapter(request.adapter));
   const uint64_t adapter_key = adapter ? adapter->info.content_hash : 0;
   std::vector<std::unique_ptr<Sequence>> created;
   for (size_t p = 0; p < request.prompts.size(); ++p) {
@@ -461,9 +456,8 @@ Result<std::shared_ptr<PoolingJob>> Engine::SubmitPooling(PoolingRequest request
     seq->output = request.output;
     seq->yes_token = request.yes_token;
     seq->no_token = request.no_token;
-    Status added =
-        scheduler_->Add(seq->id, request.prompts[p], 0, adapter_key,
-                        {.prefill_only = true, .reuse_prefix = !every_row});
+    Status added = scheduler_->Add(seq->id, request.prompts[p], 0, adapter_key,
+                                   {.prefill_only = true, .reuse_prefix = !every_row});
     if (!added.ok()) {
       for (const auto& done : created) scheduler_->Remove(done->id);
       return added;
@@ -587,18 +581,17 @@ bool Engine::Step() {
     if (plan.empty()) return false;
     for (const ScheduledChunk& chunk : plan.chunks) {
       const Sequence& seq = *sequences_.at(chunk.id);
-      model::InferenceSequence input{
-          .tokens = chunk.tokens,
-          .start = chunk.start_position,
-          .block_table = chunk.block_table,
-          .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
-          .want_logits = chunk.produces_token};
+      model::InferenceSequence input{.tokens = chunk.tokens,
+                                     .start = chunk.start_position,
+                                     .block_table = chunk.block_table,
+                                     .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
+                                     .want_logits = chunk.produces_token};
       if (seq.pooling_job && seq.output == PoolingRequest::Output::kEmbedding) {
         // An embedding reads hidden states, never logits: the last one, or every one.
         input.want_logits = false;
         if (pooling_->pooling == model::Pooling::kLastToken) {
-          input.hidden = chunk.produces_token ? model::HiddenOutput::kLast
-                                              : model::HiddenOutput::kNone;
+          input.hidden =
+              chunk.produces_token ? model::HiddenOutput::kLast : model::HiddenOutput::kNone;
         } else if (pooling_->pooling == model::Pooling::kMean || chunk.start_position == 0) {
           input.hidden = model::HiddenOutput::kAll;
         }
@@ -649,8 +642,8 @@ bool Engine::Step() {
         FinishPooling(seq, std::nullopt);
         continue;
       }
-      const std::span<const float> hidden =
-          std::span<const float>(hidden_).subspan(hidden_row * c, (next_hidden_row - hidden_row) * c);
+      const std::span<const float> hidden = std::span<const float>(hidden_).subspan(
+          hidden_row * c, (next_hidden_row - hidden_row) * c);
       const std::span<const float> logits =
           inputs[i].want_logits ? std::span<const float>(logits_).subspan(
                                       static_cast<size_t>(row * vocab), static_cast<size_t>(vocab))

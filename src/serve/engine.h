@@ -174,7 +174,8 @@ struct EngineStats {
 class Engine {
  public:
   // Loads the model directory (config.json, safetensors, tokenizer.json, tokenizer_config.json,
-  // generation_config.json, and an embedding model's modules.json) and the adapters, sizes the KV cache, and starts the loop thread.
+  // generation_config.json, and an embedding model's modules.json) and the adapters, sizes the KV
+  // cache, and starts the loop thread.
   static base::Result<std::unique_ptr<Engine>> Start(const EngineOptions& options);
   ~Engine();
 
@@ -216,6 +217,8 @@ class Engine {
   // One scheduler step; false when there was nothing to do.
   bool Step();
   void Finish(Sequence& seq, FinishReason reason);
+  // The loaded adapter `name` (nullptr for "": the base model); NotFound. Under the lock.
+  base::Result<std::shared_ptr<LoadedAdapter>> FindAdapter(const std::string& name) const;
   // A pooling sequence's end: its output (nullopt: cancelled or failed) goes to its job.
   void FinishPooling(Sequence& seq, std::optional<std::vector<float>> output);
   // The step's outputs for a pooling sequence's chunk (`hidden`: its rows of the step's hidden

@@ -357,7 +357,8 @@ void ParsePromptValue(const Json* prompt, std::string_view param, size_t max_pro
     return;
   }
   if (!prompt->is_array()) return r.WrongType(param, kExpected, *prompt);
-  if (prompt->empty()) return r.Fail(std::string(param), Quote(param) + " must not be an empty list.");
+  if (prompt->empty())
+    return r.Fail(std::string(param), Quote(param) + " must not be an empty list.");
   const Json& first = prompt->front();
   if (first.is_number()) {
     if (auto ids = ParseTokenIds(*prompt, param, r)) out.push_back({.token_ids = ids});
@@ -1005,8 +1006,8 @@ ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template
 }
 
 ApiResult<std::vector<CompletionPrompt>> ParsePromptBatch(const nlohmann::json* value,
-                                                         std::string_view param,
-                                                         size_t max_prompts) {
+                                                          std::string_view param,
+                                                          size_t max_prompts) {
   Reader r;
   std::vector<CompletionPrompt> out;
   ParsePromptValue(value != nullptr && value->is_null() ? nullptr : value, param, max_prompts, out,

@@ -274,8 +274,8 @@ struct ModelContext {
 // `max_prompts`, each token-id list non-empty and at most kMaxPromptTokenIds. `value` nullptr or
 // null: missing. Errors are 400s naming `param` ("input[3]").
 ApiResult<std::vector<CompletionPrompt>> ParsePromptBatch(const nlohmann::json* value,
-                                                         std::string_view param,
-                                                         size_t max_prompts);
+                                                          std::string_view param,
+                                                          size_t max_prompts);
 
 // The first of `ids` outside [0, vocab_size), as a 400 on `param` that gives its position; nullopt
 // when they are all inside.

@@ -21,8 +21,8 @@ std::string Quote(std::string_view name) { return "'" + std::string(name) + "'";
 // The body as a JSON object, or the 400 for malformed JSON (param null), as the completion
 // routes answer it.
 ApiResult<Json> ParseBody(std::string_view body) {
-  auto parsed = base::ParseJson(
-      body, {.max_bytes = kMaxRequestBodyBytes, .max_depth = kMaxRequestJsonDepth});
+  auto parsed =
+      base::ParseJson(body, {.max_bytes = kMaxRequestBodyBytes, .max_depth = kMaxRequestJsonDepth});
   if (!parsed.ok()) return ApiErrorFromStatus(parsed.status());
   if (!parsed->is_object()) {
     return InvalidRequestError("", "The request body must be a JSON object.");
@@ -37,9 +37,8 @@ const Json* Find(const Json& object, std::string_view key) {
 }
 
 ApiError WrongType(std::string_view param, std::string_view expected) {
-  return InvalidRequestError(std::string(param),
-                             "Invalid type for " + Quote(param) + ": expected " +
-                                 std::string(expected) + ".");
+  return InvalidRequestError(std::string(param), "Invalid type for " + Quote(param) +
+                                                     ": expected " + std::string(expected) + ".");
 }
 
 // `model`: a non-empty string of at most kMaxModelNameBytes.
@@ -51,8 +50,8 @@ std::optional<ApiError> ReadModel(const Json& body, std::string& out) {
   if (!model->is_string()) return WrongType("model", "a string");
   out = model->get<std::string>();
   if (out.empty() || out.size() > kMaxModelNameBytes) {
-    return InvalidRequestError("model", "'model' must be 1 to " +
-                                            std::to_string(kMaxModelNameBytes) + " bytes long.");
+    return InvalidRequestError(
+        "model", "'model' must be 1 to " + std::to_string(kMaxModelNameBytes) + " bytes long.");
   }
   return std::nullopt;
 }
@@ -189,8 +188,8 @@ ApiResult<RerankRequest> ParseRerankRequest(std::string_view body, const ParseOp
   if (!query->is_string()) return WrongType("query", "a string");
   out.query = query->get<std::string>();
   if (out.query.size() > kMaxRerankQueryBytes) {
-    return InvalidRequestError("query", "'query' is longer than " +
-                                            std::to_string(kMaxRerankQueryBytes) + " bytes.");
+    return InvalidRequestError(
+        "query", "'query' is longer than " + std::to_string(kMaxRerankQueryBytes) + " bytes.");
   }
   const Json* documents = Find(j, "documents");
   if (documents == nullptr) {
@@ -201,11 +200,10 @@ ApiResult<RerankRequest> ParseRerankRequest(std::string_view body, const ParseOp
     return InvalidRequestError("documents", "'documents' must not be an empty list.");
   }
   if (documents->size() > kMaxRerankDocuments) {
-    return InvalidRequestError("documents", "'documents' holds " +
-                                                std::to_string(documents->size()) +
-                                                " documents; at most " +
-                                                std::to_string(kMaxRerankDocuments) +
-                                                " may be sent in one request.");
+    return InvalidRequestError("documents",
+                               "'documents' holds " + std::to_string(documents->size()) +
+                                   " documents; at most " + std::to_string(kMaxRerankDocuments) +
+                                   " may be sent in one request.");
   }
   for (size_t i = 0; i < documents->size(); ++i) {
     const Json& d = (*documents)[i];
@@ -229,9 +227,9 @@ ApiResult<RerankRequest> ParseRerankRequest(std::string_view body, const ParseOp
     if (!value->is_string()) return WrongType("instruction", "a string");
     out.instruction = value->get<std::string>();
     if (out.instruction.size() > kMaxRerankInstructionBytes) {
-      return InvalidRequestError("instruction", "'instruction' is longer than " +
-                                                    std::to_string(kMaxRerankInstructionBytes) +
-                                                    " bytes.");
+      return InvalidRequestError(
+          "instruction",
+          "'instruction' is longer than " + std::to_string(kMaxRerankInstructionBytes) + " bytes.");
     }
   }
   return out;

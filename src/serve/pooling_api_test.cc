@@ -110,8 +110,8 @@ TEST(EmbeddingCacheKeyTest, SameRequestSameKey) {
   EXPECT_NE(EmbeddingCacheKey(a, "base"), EmbeddingCacheKey(a, "0123"));
   auto c = ParseEmbeddingRequest(R"({"model": "e", "input": "x", "dimensions": 4})").value();
   EXPECT_NE(EmbeddingCacheKey(a, "base"), EmbeddingCacheKey(c, "base"));
-  auto d = ParseEmbeddingRequest(R"({"model": "e", "input": "x", "encoding_format": "base64"})")
-               .value();
+  auto d =
+      ParseEmbeddingRequest(R"({"model": "e", "input": "x", "encoding_format": "base64"})").value();
   EXPECT_NE(EmbeddingCacheKey(a, "base"), EmbeddingCacheKey(d, "base"));
 }
 

@@ -15,11 +15,11 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
-#include <optional>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -89,11 +89,14 @@ class InferenceServer {
   net::Response Rerank(net::Request& request);
   // Runs a pooling request to its end and answers `render(outputs, prompt_tokens)`, through the
   // response cache under `cache_key` when `cache_use` says so.
-  net::Response RunPooling(Engine& engine, PoolingRequest request, const std::string& model,
-                           base::ResponseCacheUse cache_use, std::string cache_key,
-                           std::function<std::string(const std::vector<std::vector<float>>&,
-                                                     int64_t)>
-                               render);
+  net::Response RunPooling(
+      Engine& engine, PoolingRequest request, const std::string& model,
+      base::ResponseCacheUse cache_use, std::string cache_key,
+      std::function<std::string(const std::vector<std::vector<float>>&, int64_t)> render);
+  // What the response cache may do for a pooling request (always cacheable, then its
+  // Cache-Control), and its answer from the cache when it may look up and holds one.
+  base::ResponseCacheUse PoolingCacheUse(base::CacheControl cache_control) const;
+  std::optional<net::Response> CachedAnswer(base::ResponseCacheUse use, const std::string& key);
   // nullopt when `model` is served (the base model, or a loaded adapter: then `adapter` is its
   // name and `adapter_hash` its content hash in hex; "base" for the base model), else the 404.
   std::optional<ApiError> ResolveModel(const Engine& engine, const std::string& model,

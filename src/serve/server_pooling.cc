@@ -40,6 +40,21 @@ const char* ModelTaskKind(ModelTask task) {
   return "generate";
 }
 
+base::ResponseCacheUse InferenceServer::PoolingCacheUse(base::CacheControl cache_control) const {
+  if (cache_ == nullptr) return base::ResponseCacheUse{};
+  return base::DecideResponseCache(base::PoolingCacheable(), cache_control);
+}
+
+std::optional<net::Response> InferenceServer::CachedAnswer(base::ResponseCacheUse use,
+                                                           const std::string& key) {
+  if (!use.lookup) return std::nullopt;
+  std::shared_ptr<const std::string> hit = cache_->Get(key);
+  if (!hit) return std::nullopt;
+  net::Response response = net::Response::Json(200, *hit);
+  response.headers.Set(std::string(kCacheStatusHeader), "hit");
+  return response;
+}
+
 net::Response InferenceServer::RunPooling(
     Engine& engine, PoolingRequest request, const std::string& model,
     base::ResponseCacheUse cache_use, std::string cache_key,
@@ -82,8 +97,8 @@ net::Response InferenceServer::Embeddings(net::Request& request) {
   auto body = request.body().ReadAll();
   if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
   ApiResult<EmbeddingRequest> parsed = ParseEmbeddingRequest(
-      *body, {.cache_control =
-                  base::ParseCacheControl(request.header("Cache-Control").value_or(""))});
+      *body,
+      {.cache_control = base::ParseCacheControl(request.header("Cache-Control").value_or(""))});
   if (!parsed.ok()) return ErrorResponse(parsed.error());
   std::string adapter, adapter_hash;
   if (auto unknown = ResolveModel(*e, parsed->model, adapter, adapter_hash)) {
@@ -106,21 +121,14 @@ net::Response InferenceServer::Embeddings(net::Request& request) {
                      std::to_string(options_.engine.max_waiting) + " in one request."));
   }
   // Embeddings are deterministic: every request may be cached (base/response_cache_policy.h).
-  const base::ResponseCacheUse cache_use =
-      cache_ != nullptr ? base::DecideResponseCache(base::PoolingCacheable(), parsed->cache_control)
-                        : base::ResponseCacheUse{};
+  const base::ResponseCacheUse cache_use = PoolingCacheUse(parsed->cache_control);
   std::string cache_key;
   if (cache_use.lookup || cache_use.store) cache_key = EmbeddingCacheKey(*parsed, adapter_hash);
-  if (cache_use.lookup) {
-    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
-      embedding_requests_.fetch_add(1);
-      net::Response response = net::Response::Json(200, *hit);
-      response.headers.Set(std::string(kCacheStatusHeader), "hit");
-      return response;
-    }
+  if (auto hit = CachedAnswer(cache_use, cache_key)) {
+    embedding_requests_.fetch_add(1);
+    return std::move(*hit);
   }
-  PoolingRequest pooling_request{.adapter = adapter,
-                                 .output = PoolingRequest::Output::kEmbedding};
+  PoolingRequest pooling_request{.adapter = adapter, .output = PoolingRequest::Output::kEmbedding};
   const int64_t max_tokens = std::min(e->max_model_len(), kMaxEmbeddingInputTokens);
   int64_t total_tokens = 0;
   for (size_t i = 0; i < parsed->inputs.size(); ++i) {
@@ -174,8 +182,8 @@ net::Response InferenceServer::Rerank(net::Request& request) {
   auto body = request.body().ReadAll();
   if (!body.ok()) return ErrorResponse(ApiErrorFromStatus(body.status()));
   ApiResult<RerankRequest> parsed = ParseRerankRequest(
-      *body, {.cache_control =
-                  base::ParseCacheControl(request.header("Cache-Control").value_or(""))});
+      *body,
+      {.cache_control = base::ParseCacheControl(request.header("Cache-Control").value_or(""))});
   if (!parsed.ok()) return ErrorResponse(parsed.error());
   std::string adapter, adapter_hash;
   if (auto unknown = ResolveModel(*e, parsed->model, adapter, adapter_hash)) {
@@ -199,18 +207,12 @@ net::Response InferenceServer::Rerank(net::Request& request) {
                          " documents; this server queues at most " +
                          std::to_string(options_.engine.max_waiting) + " in one request."));
   }
-  const base::ResponseCacheUse cache_use =
-      cache_ != nullptr ? base::DecideResponseCache(base::PoolingCacheable(), parsed->cache_control)
-                        : base::ResponseCacheUse{};
+  const base::ResponseCacheUse cache_use = PoolingCacheUse(parsed->cache_control);
   std::string cache_key;
   if (cache_use.lookup || cache_use.store) cache_key = RerankCacheKey(*parsed, adapter_hash);
-  if (cache_use.lookup) {
-    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
-      rerank_requests_.fetch_add(1);
-      net::Response response = net::Response::Json(200, *hit);
-      response.headers.Set(std::string(kCacheStatusHeader), "hit");
-      return response;
-    }
+  if (auto hit = CachedAnswer(cache_use, cache_key)) {
+    rerank_requests_.fetch_add(1);
+    return std::move(*hit);
   }
   PoolingRequest pooling_request{.adapter = adapter,
                                  .output = PoolingRequest::Output::kYesNoScore,
@@ -240,8 +242,7 @@ net::Response InferenceServer::Rerank(net::Request& request) {
                          " may be sent in one request."));
   }
   rerank_requests_.fetch_add(1);
-  return RunPooling(*e, std::move(pooling_request), parsed->model, cache_use,
-                    std::move(cache_key),
+  return RunPooling(*e, std::move(pooling_request), parsed->model, cache_use, std::move(cache_key),
                     [request = std::move(*parsed)](const std::vector<std::vector<float>>& outputs,
                                                    int64_t prompt_tokens) {
                       std::vector<float> scores;

@@ -18,15 +18,11 @@ Usage: embedding_golden.py SOVAI_ENGINE   (exit 77 when torch is missing: skippe
 """
 import base64
 import json
-import math
 import os
-import re
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -37,7 +33,9 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 import llama_golden  # noqa: E402  (the independent PyTorch forward)
+from serve_openai_test import ServeProcess  # noqa: E402  (starts and stops the server)
 
 torch.set_num_threads(1)
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -64,23 +62,12 @@ def read_safetensors(path):
     return out
 
 
-class Server:
+class Server(ServeProcess):
+    """The e2e tests' `sovai-engine serve` child (f32 weights, model id "m"), with JSON calls."""
+
     def __init__(self, engine, model, *extra):
-        self.proc = subprocess.Popen(
-            [engine, "serve", "--model", model, "--listen", "127.0.0.1:0", "--threads", "2",
-             "--dtype", "f32", "--served-model-name", "m", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        match = re.search(r"listening on port (\d+)", line)
-        if not match:
-            self.proc.kill()
-            raise AssertionError("no port in: " + line + self.proc.stderr.read())
-        self.url = "http://127.0.0.1:%s" % match.group(1)
-        deadline = time.time() + 120
-        while self.request("GET", "/health")[0] != 200:
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise AssertionError("not ready: " + self.proc.stderr.read())
-            time.sleep(0.1)
+        os.environ["SOVAI_ENGINE"] = engine
+        super().__init__("--dtype", "f32", "--served-model-name", "m", *extra, model_dir=model)
 
     def request(self, method, path, body=None):
         data = None if body is None else json.dumps(body).encode()
@@ -107,11 +94,6 @@ class Server:
     def tokens(self, text, add_special_tokens=True):
         return self.post("/tokenize", {"model": "m", "prompt": text,
                                        "add_special_tokens": add_special_tokens})["tokens"]
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-        self.proc.stderr.close()
 
 
 class Reference:
