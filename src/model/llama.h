@@ -284,6 +284,12 @@ class LlamaModel {
   std::vector<std::unique_ptr<Parameter>> lora_parameters_;
   std::unique_ptr<Activations> acts_;
   struct InferScratch;
+  // The end of an inference step: the final norm over the `kept` rows the last layer left in
+  // the scratch, the head over the last row of each sequence that wants logits, and the
+  // downloads of the logits and of the hidden states the sequences asked for.
+  void InferOutputs(kernels::Backend& backend, std::span<const InferenceSequence> sequences,
+                    int64_t kept, int64_t with_logits, std::vector<float>& logits,
+                    std::vector<float>& hidden);
   std::unique_ptr<InferScratch> infer_;
 };
 

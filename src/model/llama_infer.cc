@@ -362,6 +362,16 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   // x's first `kept` rows are now the kept rows of the sequences, in order (the last layer kept
   // only them, or every row was kept).
   SOVAI_CHECK_EQ(rows_now, kept);
+  InferOutputs(backend, sequences, kept, with_logits, logits, hidden);
+  return Status();
+}
+
+void LlamaModel::InferOutputs(Backend& backend, std::span<const InferenceSequence> sequences,
+                              int64_t kept, int64_t with_logits, std::vector<float>& logits,
+                              std::vector<float>& hidden) {
+  InferScratch& s = *infer_;
+  const int64_t c = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
   backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), globals_->final_norm.data(), kept, c,
                          eps);  // h[K, C]
   if (with_logits > 0) {
@@ -393,7 +403,6 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
                      static_cast<size_t>(take * c) * sizeof(float));
     out += take;
   }
-  return Status();
 }
 
 }  // namespace sovai::model

@@ -567,6 +567,24 @@ void Engine::Finish(Sequence& seq, FinishReason reason) {
   if (sequences_.empty()) idle_cv_.notify_all();
 }
 
+model::InferenceSequence Engine::InputOf(const Sequence& seq, const ScheduledChunk& chunk) const {
+  model::InferenceSequence input{.tokens = chunk.tokens,
+                                 .start = chunk.start_position,
+                                 .block_table = chunk.block_table,
+                                 .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
+                                 .want_logits = chunk.produces_token};
+  if (seq.pooling_job && seq.output == PoolingRequest::Output::kEmbedding) {
+    // An embedding reads hidden states, never logits: the last one, or every one.
+    input.want_logits = false;
+    if (pooling_->pooling == model::Pooling::kLastToken) {
+      input.hidden = chunk.produces_token ? model::HiddenOutput::kLast : model::HiddenOutput::kNone;
+    } else if (pooling_->pooling == model::Pooling::kMean || chunk.start_position == 0) {
+      input.hidden = model::HiddenOutput::kAll;
+    }
+  }
+  return input;
+}
+
 bool Engine::Step() {
   StepPlan plan;
   std::vector<model::InferenceSequence> inputs;
@@ -580,23 +598,7 @@ bool Engine::Step() {
     plan = scheduler_->Schedule();
     if (plan.empty()) return false;
     for (const ScheduledChunk& chunk : plan.chunks) {
-      const Sequence& seq = *sequences_.at(chunk.id);
-      model::InferenceSequence input{.tokens = chunk.tokens,
-                                     .start = chunk.start_position,
-                                     .block_table = chunk.block_table,
-                                     .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
-                                     .want_logits = chunk.produces_token};
-      if (seq.pooling_job && seq.output == PoolingRequest::Output::kEmbedding) {
-        // An embedding reads hidden states, never logits: the last one, or every one.
-        input.want_logits = false;
-        if (pooling_->pooling == model::Pooling::kLastToken) {
-          input.hidden =
-              chunk.produces_token ? model::HiddenOutput::kLast : model::HiddenOutput::kNone;
-        } else if (pooling_->pooling == model::Pooling::kMean || chunk.start_position == 0) {
-          input.hidden = model::HiddenOutput::kAll;
-        }
-      }
-      inputs.push_back(input);
+      inputs.push_back(InputOf(*sequences_.at(chunk.id), chunk));
     }
   }
   // Partial prefix-cache hits: the reused slots first (their sources are held until Complete).

@@ -217,6 +217,9 @@ class Engine {
   // One scheduler step; false when there was nothing to do.
   bool Step();
   void Finish(Sequence& seq, FinishReason reason);
+  // What the model runs for `chunk` of `seq`: its tokens, and the logits or hidden states it
+  // needs (a generation's logits; an embedding's last or every hidden state; a score's logits).
+  model::InferenceSequence InputOf(const Sequence& seq, const ScheduledChunk& chunk) const;
   // The loaded adapter `name` (nullptr for "": the base model); NotFound. Under the lock.
   base::Result<std::shared_ptr<LoadedAdapter>> FindAdapter(const std::string& name) const;
   // A pooling sequence's end: its output (nullopt: cancelled or failed) goes to its job.
