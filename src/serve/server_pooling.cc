@@ -104,8 +104,14 @@ net::Response InferenceServer::Embeddings(net::Request& request) {
   if (auto unknown = ResolveModel(*e, parsed->model, adapter, adapter_hash)) {
     return ErrorResponse(*unknown);
   }
-  if (task_ != ModelTask::kEmbed || !e->pooling()) {
+  if (task_ != ModelTask::kEmbed) {
     return ErrorResponse(WrongTask(parsed->model, task_, "/v1/embeddings"));
+  }
+  if (!e->pooling()) {
+    return ErrorResponse(InvalidRequestError(
+        "model", "The model `" + parsed->model +
+                     "` has no pooling: its directory needs sentence-transformers' modules.json "
+                     "and a Pooling module's config.json (docs/engine.md)."));
   }
   const model::PoolingConfig pooling = *e->pooling();
   if (parsed->dimensions && *parsed->dimensions > pooling.dimension) {
