@@ -170,6 +170,13 @@ std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx, 
   } else if (!spec.command.empty()) {
     errors.Add("command", "goes with image (a model app runs sovai-engine serve)");
   }
+  if (!spec.task.empty()) {
+    if (spec.model.empty()) {
+      errors.Add("task", "goes with model (what sovai-engine serve serves it for)");
+    } else if (spec.task != "generate" && spec.task != "embed" && spec.task != "rerank") {
+      errors.Add("task", "must be generate, embed or rerank");
+    }
+  }
   if (spec.port < 1 || spec.port > 65535) errors.Add("port", "must be in [1, 65535]");
   if (!spec.autoscaling && (spec.replicas < 0 || spec.replicas > kMaxAppReplicas)) {
     errors.Add("replicas", "must be in [0, " + std::to_string(kMaxAppReplicas) + "]");
@@ -223,6 +230,7 @@ void ReadMutable(const Json& body, AppSpec& spec, Errors& errors) {
   };
   string_member("model", spec.model);
   string_member("base_model", spec.base_model);
+  string_member("task", spec.task);
   string_member("image", spec.image);
   string_member("probe_path", spec.probe_path);
   string_map("env", spec.env);
@@ -289,10 +297,11 @@ std::variant<AppSpec, SpecError> ParseAppSpec(const Json& body, const SpecContex
     errors.Add("(body)", "must be a JSON object");
     return errors.Finish();
   }
-  RejectUnknown(body,
-                {"name", "model", "base_model", "image", "command", "port", "flavor", "units",
-                 "replicas", "autoscaling", "probe_path", "unsecure_http", "labels", "env"},
-                errors);
+  RejectUnknown(
+      body,
+      {"name", "model", "base_model", "task", "image", "command", "port", "flavor", "units",
+       "replicas", "autoscaling", "probe_path", "unsecure_http", "labels", "env"},
+      errors);
   AppSpec spec;
   if (auto it = body.find("name"); it != body.end() && it->is_string()) {
     spec.name = it->get<std::string>();
@@ -350,6 +359,7 @@ Json AppSpecToJson(const AppSpec& spec) {
             {"env", spec.env}};
   if (!spec.model.empty()) j["model"] = spec.model;
   if (!spec.base_model.empty()) j["base_model"] = spec.base_model;
+  if (!spec.task.empty()) j["task"] = spec.task;
   if (!spec.image.empty()) {
     j["image"] = spec.image;
     j["command"] = spec.command;
