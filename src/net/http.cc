@@ -96,7 +96,7 @@ class EmptyBodyReader final : public BodyReader {
 
 Result<size_t> StringBodyReader::Read(char* buf, size_t n) {
   n = std::min({n, max_read_bytes_, data_.size() - pos_});
-  std::memcpy(buf, data_.data() + pos_, n);
+  if (n > 0) std::memcpy(buf, data_.data() + pos_, n);  // `buf` may be null when n is 0
   pos_ += n;
   return n;
 }
