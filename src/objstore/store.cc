@@ -379,6 +379,19 @@ struct Tx {
   if (!tmp.ok()) return S3ErrorFromStatus(tmp.status()); \
   lhs = std::move(*tmp)
 
+// The first column of every row `st` yields, as text (the data ids a query selects), leaving
+// `st` reset for its next use.
+base::Result<std::vector<std::string>> FirstColumnOfEachRow(base::Statement& st) {
+  std::vector<std::string> values;
+  for (;;) {
+    SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    values.push_back(st.ColumnText(0));
+  }
+  st.Reset();
+  return values;
+}
+
 ObjectVersion VersionFromRow(const base::Statement& st) {
   ObjectVersion v;
   v.row_id = st.ColumnInt(0);
@@ -674,13 +687,7 @@ Status StoreImpl::Init() {
   // Unlink what the last run had released but not yet deleted.
   {
     SOVAI_ASSIGN_OR_RETURN(base::Statement * st, writer_->Prep("SELECT data_id FROM garbage"));
-    std::vector<std::string> ids;
-    for (;;) {
-      SOVAI_ASSIGN_OR_RETURN(bool row, st->Step());
-      if (!row) break;
-      ids.push_back(st->ColumnText(0));
-    }
-    st->Reset();
+    SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> ids, FirstColumnOfEachRow(*st));
     for (const auto& id : ids) {
       (void)env.DeleteFile(DataPath(id));
       (void)env.DeleteFile(TmpPath(id));
@@ -1046,13 +1053,7 @@ S3Status StoreImpl::DeleteBucket(const std::string& name) {
                     tx.conn.Prep("SELECT data_id FROM parts WHERE upload_id IN (SELECT upload_id "
                                  "FROM uploads WHERE bucket = ?)"));
     parts->Bind(1, name);
-    std::vector<std::string> files;
-    for (;;) {
-      SOVAI_DB_ASSIGN(bool part, parts->Step());
-      if (!part) break;
-      files.push_back(parts->ColumnText(0));
-    }
-    parts->Reset();
+    SOVAI_DB_ASSIGN(std::vector<std::string> files, FirstColumnOfEachRow(*parts));
     for (const auto& id : files) SOVAI_S3_RETURN_IF_ERROR(DropFile(tx, id));
     for (const char* sql :
          {"DELETE FROM parts WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket = ?)",
@@ -1787,13 +1788,7 @@ S3Status StoreImpl::AbortUpload(const UploadInfo& upload) {
     SOVAI_DB_ASSIGN(base::Statement * sel,
                     tx.conn.Prep("SELECT data_id FROM parts WHERE upload_id = ?"));
     sel->Bind(1, upload.upload_id);
-    std::vector<std::string> ids;
-    for (;;) {
-      SOVAI_DB_ASSIGN(bool row, sel->Step());
-      if (!row) break;
-      ids.push_back(sel->ColumnText(0));
-    }
-    sel->Reset();
+    SOVAI_DB_ASSIGN(std::vector<std::string> ids, FirstColumnOfEachRow(*sel));
     SOVAI_DB_ASSIGN(base::Statement * del, tx.conn.Prep("DELETE FROM uploads WHERE upload_id = ?"));
     del->Bind(1, upload.upload_id);
     SOVAI_DB(del->Run());
