@@ -181,6 +181,7 @@ std::string MetaToJson(const ObjectMeta& m, const Checksums& checksums,
   put("cache_control", m.cache_control);
   put("expires", m.expires);
   put("storage_class", m.storage_class);
+  put("acl", m.acl);
   if (!m.user.empty()) j["user"] = PairsToJson(m.user);
   if (!m.tags.empty()) j["tags"] = PairsToJson(m.tags);
   if (!checksums.empty()) j["checksums"] = ChecksumsToJson(checksums);
@@ -203,6 +204,7 @@ void MetaFromJson(std::string_view text, ObjectMeta& m, Checksums& checksums,
   m.cache_control = get("cache_control");
   m.expires = get("expires");
   m.storage_class = get("storage_class");
+  m.acl = get("acl");
   if (auto it = j.find("user"); it != j.end()) m.user = PairsFromJson(*it);
   if (auto it = j.find("tags"); it != j.end()) m.tags = PairsFromJson(*it);
   if (auto it = j.find("checksums"); it != j.end()) checksums = ChecksumsFromJson(*it);
@@ -488,6 +490,8 @@ class StoreImpl final : public Store {
                                                        const std::string& kind) override;
   S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                            std::optional<std::string> value) override;
+  S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
+      const std::string& bucket) override;
 
   S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) override;
   void Discard(StagedData& staged) override;
@@ -501,6 +505,13 @@ class StoreImpl final : public Store {
   S3Result<ObjectVersion> SetTags(const std::string& bucket, const std::string& key,
                                   const std::optional<std::string>& version_id,
                                   std::vector<std::pair<std::string, std::string>> tags) override;
+  S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
+                                       const std::optional<std::string>& version_id,
+                                       std::string acl) override;
+  // Applies `change` to the metadata of a version (latest when version_id is nullopt).
+  S3Result<ObjectVersion> UpdateMeta(const std::string& bucket, const std::string& key,
+                                     const std::optional<std::string>& version_id,
+                                     const std::function<void(ObjectMeta&)>& change);
   S3Result<ListResult> List(const std::string& bucket, const ListOptions& options) override;
   S3Result<ListVersionsResult> ListVersions(const std::string& bucket,
                                             const ListVersionsOptions& options) override;
@@ -1099,6 +1110,25 @@ S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::strin
   });
 }
 
+S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketConfigs(
+    const std::string& bucket) {
+  using Configs = std::vector<std::pair<std::string, std::string>>;
+  return Read([&](Conn& c) -> S3Result<Configs> {
+    SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
+    (void)b;
+    SOVAI_DB_ASSIGN(base::Statement * st,
+                    c.Prep("SELECT kind, value FROM bucket_config WHERE bucket = ?"));
+    st->Bind(1, bucket);
+    Configs out;
+    for (;;) {
+      SOVAI_DB_ASSIGN(bool row, st->Step());
+      if (!row) break;
+      out.emplace_back(st->ColumnText(0), st->ColumnText(1));
+    }
+    return out;
+  });
+}
+
 S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string& kind,
                                     std::optional<std::string> value) {
   return Write([&](Tx& tx) -> S3Status {
@@ -1405,6 +1435,18 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
 S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std::string& key,
                                            const std::optional<std::string>& version_id,
                                            std::vector<std::pair<std::string, std::string>> tags) {
+  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.tags = std::move(tags); });
+}
+
+S3Result<ObjectVersion> StoreImpl::SetObjectAcl(const std::string& bucket, const std::string& key,
+                                                const std::optional<std::string>& version_id,
+                                                std::string acl) {
+  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.acl = std::move(acl); });
+}
+
+S3Result<ObjectVersion> StoreImpl::UpdateMeta(const std::string& bucket, const std::string& key,
+                                              const std::optional<std::string>& version_id,
+                                              const std::function<void(ObjectMeta&)>& change) {
   ObjectVersion out;
   S3Status st = Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, bucket));
@@ -1429,7 +1471,7 @@ S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std:
       return S3Error(S3Code::kMethodNotAllowed,
                      "The specified method is not allowed against this resource.");
     }
-    out.meta.tags = tags;
+    change(out.meta);
     SOVAI_DB_ASSIGN(base::Statement * upd,
                     tx.conn.Prep("UPDATE versions SET meta = ? WHERE id = ?"));
     upd->Bind(1, MetaToJson(out.meta, out.checksums, out.part_sizes)).Bind(2, out.row_id);
