@@ -252,14 +252,14 @@ S3Result<Acl> ParseAccessControlPolicy(std::string_view xml, const std::string& 
     }
     return xml_dom::Unexpected(c, kPath);
   }));
+  if (owner_id && std::string(base::Trim(*owner_id)) != owner) {
+    return S3Error(S3Code::kAccessDenied,
+                   "Access Denied: the Owner of an ACL cannot be changed (it is " + owner + ")");
+  }
   if (!have_list) {
     return S3Error(S3Code::kMalformedACLError,
                    "The XML you provided was not well-formed or did not validate against our "
                    "published schema: <AccessControlPolicy> needs an <AccessControlList>");
-  }
-  if (owner_id && std::string(base::Trim(*owner_id)) != owner) {
-    return S3Error(S3Code::kAccessDenied,
-                   "Access Denied: the Owner of an ACL cannot be changed (it is " + owner + ")");
   }
   return acl;
 }

@@ -624,6 +624,14 @@ class StoreImpl final : public Store {
   std::mutex buckets_mu_;  // guards buckets_
   std::map<std::string, BucketInfo> buckets_;
 
+  // Per-bucket documents, loaded on first use and forgotten after each commit that changes a
+  // bucket's (the access documents are read on every request's path). A read that overlapped
+  // such a commit is not cached: `configs_generation_` changed under it.
+  void ForgetBucketConfigs(const std::string& name);
+  std::mutex configs_mu_;  // guards configs_, configs_generation_
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> configs_;
+  uint64_t configs_generation_ = 0;
+
   std::mutex keys_mu_;  // guards keys_
   std::map<std::string, Credential> keys_;
 
@@ -1014,7 +1022,14 @@ S3Result<BucketInfo> StoreImpl::GetBucket(const std::string& name) {
   return it->second;
 }
 
+void StoreImpl::ForgetBucketConfigs(const std::string& name) {
+  std::lock_guard lock(configs_mu_);
+  configs_.erase(name);
+  ++configs_generation_;
+}
+
 void StoreImpl::CacheBucket(const std::string& name, std::optional<BucketInfo> info) {
+  ForgetBucketConfigs(name);  // a bucket made or deleted has none
   std::lock_guard lock(buckets_mu_);
   if (info) {
     buckets_[name] = std::move(*info);
@@ -1113,7 +1128,13 @@ S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::strin
 S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketConfigs(
     const std::string& bucket) {
   using Configs = std::vector<std::pair<std::string, std::string>>;
-  return Read([&](Conn& c) -> S3Result<Configs> {
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(configs_mu_);
+    if (auto it = configs_.find(bucket); it != configs_.end()) return it->second;
+    generation = configs_generation_;
+  }
+  S3Result<Configs> read = Read([&](Conn& c) -> S3Result<Configs> {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
     (void)b;
     SOVAI_DB_ASSIGN(base::Statement * st,
@@ -1127,6 +1148,11 @@ S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketC
     }
     return out;
   });
+  if (read.ok()) {
+    std::lock_guard lock(configs_mu_);
+    if (configs_generation_ == generation) configs_[bucket] = *read;
+  }
+  return read;
 }
 
 S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string& kind,
@@ -1146,6 +1172,7 @@ S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string
       st->Bind(1, bucket).Bind(2, kind);
       SOVAI_DB(st->Run());
     }
+    tx.after_commit.push_back([this, bucket] { ForgetBucketConfigs(bucket); });
     return std::nullopt;
   });
 }

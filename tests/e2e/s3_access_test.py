@@ -80,7 +80,7 @@ class S3AccessTest(unittest.TestCase):
                           Key="k", Body=b"x", ACL="public-read")
         self.assert_error("AccessControlListNotSupported", self.alice.put_bucket_acl, Bucket=b,
                           ACL="public-read")
-        self.assert_error("NoSuchKey", self.alice.head_object, Bucket=b, Key="k")
+        self.assert_error("NoSuchKey", self.alice.get_object, Bucket=b, Key="k")
         # What ACLs disabled still take: the owner's full control.
         self.alice.put_object(Bucket=b, Key="k", Body=b"x", ACL="bucket-owner-full-control")
         self.alice.put_bucket_acl(Bucket=b, ACL="private")
@@ -110,7 +110,7 @@ class S3AccessTest(unittest.TestCase):
         self.assert_error("InvalidBucketAclWithObjectOwnership", self.alice.create_bucket,
                           Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION},
                           ACL="public-read", ObjectOwnership="BucketOwnerEnforced")
-        self.assert_error("NoSuchBucket", self.alice.head_bucket, Bucket=name)
+        self.assert_error("NoSuchBucket", self.alice.list_objects_v2, Bucket=name)
 
     # --- Canned ACLs and anonymous access --------------------------------------------------------
 
