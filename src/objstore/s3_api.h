@@ -14,6 +14,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "base/env.h"
@@ -31,6 +33,9 @@ struct S3ApiOptions {
   std::string domain;
   // Users whose requests may do anything on any bucket (the bootstrap admin).
   std::vector<std::string> admin_users;
+  // The user id an e-mail address names, for ACL grants by e-mail (emailAddress=...); unset or
+  // nullopt: UnresolvableGrantByEmailAddress.
+  std::function<std::optional<std::string>(std::string_view email)> user_by_email;
   base::Env* env = nullptr;  // clock; nullptr = Env::Default()
 };
 

@@ -76,7 +76,13 @@ namespace sovai::objstore {
   X(ServerSideEncryptionConfigurationNotFoundError, 404) \
   X(ObjectLockConfigurationNotFoundError, 404)           \
   X(NoSuchWebsiteConfiguration, 404)                     \
-  X(AccessForbidden, 403)
+  X(AccessForbidden, 403)                                \
+  X(AccessControlListNotSupported, 400)                  \
+  X(InvalidBucketAclWithObjectOwnership, 400)            \
+  X(MalformedACLError, 400)                              \
+  X(NoSuchPublicAccessBlockConfiguration, 404)           \
+  X(OwnershipControlsNotFoundError, 404)                 \
+  X(UnresolvableGrantByEmailAddress, 400)
 
 enum class S3Code {
 #define SOVAI_S3_ENUM(name, status) k##name,

@@ -181,6 +181,7 @@ std::string MetaToJson(const ObjectMeta& m, const Checksums& checksums,
   put("cache_control", m.cache_control);
   put("expires", m.expires);
   put("storage_class", m.storage_class);
+  put("acl", m.acl);
   if (!m.user.empty()) j["user"] = PairsToJson(m.user);
   if (!m.tags.empty()) j["tags"] = PairsToJson(m.tags);
   if (!checksums.empty()) j["checksums"] = ChecksumsToJson(checksums);
@@ -203,6 +204,7 @@ void MetaFromJson(std::string_view text, ObjectMeta& m, Checksums& checksums,
   m.cache_control = get("cache_control");
   m.expires = get("expires");
   m.storage_class = get("storage_class");
+  m.acl = get("acl");
   if (auto it = j.find("user"); it != j.end()) m.user = PairsFromJson(*it);
   if (auto it = j.find("tags"); it != j.end()) m.tags = PairsFromJson(*it);
   if (auto it = j.find("checksums"); it != j.end()) checksums = ChecksumsFromJson(*it);
@@ -501,6 +503,8 @@ class StoreImpl final : public Store {
                                                        const std::string& kind) override;
   S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                            std::optional<std::string> value) override;
+  S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
+      const std::string& bucket) override;
 
   S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) override;
   void Discard(StagedData& staged) override;
@@ -514,6 +518,13 @@ class StoreImpl final : public Store {
   S3Result<ObjectVersion> SetTags(const std::string& bucket, const std::string& key,
                                   const std::optional<std::string>& version_id,
                                   std::vector<std::pair<std::string, std::string>> tags) override;
+  S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
+                                       const std::optional<std::string>& version_id,
+                                       std::string acl) override;
+  // Applies `change` to the metadata of a version (latest when version_id is nullopt).
+  S3Result<ObjectVersion> UpdateMeta(const std::string& bucket, const std::string& key,
+                                     const std::optional<std::string>& version_id,
+                                     const std::function<void(ObjectMeta&)>& change);
   S3Result<ListResult> List(const std::string& bucket, const ListOptions& options) override;
   S3Result<ListVersionsResult> ListVersions(const std::string& bucket,
                                             const ListVersionsOptions& options) override;
@@ -625,6 +636,14 @@ class StoreImpl final : public Store {
   void CacheBucket(const std::string& name, std::optional<BucketInfo> info);
   std::mutex buckets_mu_;  // guards buckets_
   std::map<std::string, BucketInfo> buckets_;
+
+  // Per-bucket documents, loaded on first use and forgotten after each commit that changes a
+  // bucket's (the access documents are read on every request's path). A read that overlapped
+  // such a commit is not cached: `configs_generation_` changed under it.
+  void ForgetBucketConfigs(const std::string& name);
+  std::mutex configs_mu_;  // guards configs_, configs_generation_
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> configs_;
+  uint64_t configs_generation_ = 0;
 
   std::mutex keys_mu_;  // guards keys_
   std::map<std::string, Credential> keys_;
@@ -1010,7 +1029,14 @@ S3Result<BucketInfo> StoreImpl::GetBucket(const std::string& name) {
   return it->second;
 }
 
+void StoreImpl::ForgetBucketConfigs(const std::string& name) {
+  std::lock_guard lock(configs_mu_);
+  configs_.erase(name);
+  ++configs_generation_;
+}
+
 void StoreImpl::CacheBucket(const std::string& name, std::optional<BucketInfo> info) {
+  ForgetBucketConfigs(name);  // a bucket made or deleted has none
   std::lock_guard lock(buckets_mu_);
   if (info) {
     buckets_[name] = std::move(*info);
@@ -1100,6 +1126,36 @@ S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::strin
   });
 }
 
+S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketConfigs(
+    const std::string& bucket) {
+  using Configs = std::vector<std::pair<std::string, std::string>>;
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(configs_mu_);
+    if (auto it = configs_.find(bucket); it != configs_.end()) return it->second;
+    generation = configs_generation_;
+  }
+  S3Result<Configs> read = Read([&](Conn& c) -> S3Result<Configs> {
+    SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
+    (void)b;
+    SOVAI_DB_ASSIGN(base::Statement * st,
+                    c.Prep("SELECT kind, value FROM bucket_config WHERE bucket = ?"));
+    st->Bind(1, bucket);
+    Configs out;
+    for (;;) {
+      SOVAI_DB_ASSIGN(bool row, st->Step());
+      if (!row) break;
+      out.emplace_back(st->ColumnText(0), st->ColumnText(1));
+    }
+    return out;
+  });
+  if (read.ok()) {
+    std::lock_guard lock(configs_mu_);
+    if (configs_generation_ == generation) configs_[bucket] = *read;
+  }
+  return read;
+}
+
 S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string& kind,
                                     std::optional<std::string> value) {
   return Write([&](Tx& tx) -> S3Status {
@@ -1117,6 +1173,7 @@ S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string
       st->Bind(1, bucket).Bind(2, kind);
       SOVAI_DB(st->Run());
     }
+    tx.after_commit.push_back([this, bucket] { ForgetBucketConfigs(bucket); });
     return std::nullopt;
   });
 }
@@ -1406,6 +1463,18 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
 S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std::string& key,
                                            const std::optional<std::string>& version_id,
                                            std::vector<std::pair<std::string, std::string>> tags) {
+  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.tags = std::move(tags); });
+}
+
+S3Result<ObjectVersion> StoreImpl::SetObjectAcl(const std::string& bucket, const std::string& key,
+                                                const std::optional<std::string>& version_id,
+                                                std::string acl) {
+  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.acl = std::move(acl); });
+}
+
+S3Result<ObjectVersion> StoreImpl::UpdateMeta(const std::string& bucket, const std::string& key,
+                                              const std::optional<std::string>& version_id,
+                                              const std::function<void(ObjectMeta&)>& change) {
   ObjectVersion out;
   S3Status st = Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, bucket));
@@ -1430,7 +1499,7 @@ S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std:
       return S3Error(S3Code::kMethodNotAllowed,
                      "The specified method is not allowed against this resource.");
     }
-    out.meta.tags = tags;
+    change(out.meta);
     SOVAI_DB_ASSIGN(base::Statement * upd,
                     tx.conn.Prep("UPDATE versions SET meta = ? WHERE id = ?"));
     upd->Bind(1, MetaToJson(out.meta, out.checksums, out.part_sizes)).Bind(2, out.row_id);

@@ -71,6 +71,8 @@ struct ObjectMeta {
   std::vector<std::pair<std::string, std::string>> user;
   std::vector<std::pair<std::string, std::string>> tags;
   std::string storage_class;  // "" = STANDARD
+  // The object's ACL as acl.h's AclToJson; "" = its owner's FULL_CONTROL and nothing else.
+  std::string acl;
 };
 
 struct ObjectVersion {
@@ -260,6 +262,9 @@ class Store {
   // Per-bucket documents (kind: "cors", "tagging", "policy"); nullopt when not set.
   virtual S3Result<std::optional<std::string>> GetBucketConfig(const std::string& bucket,
                                                                const std::string& kind) = 0;
+  // Every per-bucket document at once (one read for the authorization of a request).
+  virtual S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
+      const std::string& bucket) = 0;
   // nullopt deletes.
   virtual S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                                    std::optional<std::string> value) = 0;
@@ -281,6 +286,10 @@ class Store {
       const std::string& bucket, const std::string& key,
       const std::optional<std::string>& version_id,
       std::vector<std::pair<std::string, std::string>> tags) = 0;
+  // Replaces the ACL (ObjectMeta::acl) of a version (latest when version_id is nullopt).
+  virtual S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
+                                               const std::optional<std::string>& version_id,
+                                               std::string acl) = 0;
   virtual S3Result<ListResult> List(const std::string& bucket, const ListOptions& options) = 0;
   virtual S3Result<ListVersionsResult> ListVersions(const std::string& bucket,
                                                     const ListVersionsOptions& options) = 0;

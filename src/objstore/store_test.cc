@@ -171,6 +171,34 @@ TEST_F(StoreTest, MetadataRoundTrips) {
   EXPECT_EQ(store_->Head("b", "k", std::nullopt)->meta.tags.size(), 1u);
 }
 
+// The access documents are read from memory after the first read; every change, a deleted and
+// re-created bucket, and a reopened store see the database's value.
+TEST_F(StoreTest, BucketConfigsAndObjectAclsPersist) {
+  using Configs = std::vector<std::pair<std::string, std::string>>;
+  ASSERT_EQ(*store_->GetBucketConfigs("b"), Configs{});
+  ASSERT_FALSE(store_->SetBucketConfig("b", "acl", "{\"owner\":\"alice\"}").has_value());
+  ASSERT_FALSE(store_->SetBucketConfig("b", "policy", "{}").has_value());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"),
+            (Configs{{"acl", "{\"owner\":\"alice\"}"}, {"policy", "{}"}}));
+  ASSERT_FALSE(store_->SetBucketConfig("b", "policy", std::nullopt).has_value());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), (Configs{{"acl", "{\"owner\":\"alice\"}"}}));
+  EXPECT_EQ(store_->GetBucketConfigs("nope").error().code, S3Code::kNoSuchBucket);
+
+  ASSERT_TRUE(PutBytes("k", "x").ok());
+  auto set = store_->SetObjectAcl("b", "k", std::nullopt, "{\"grants\":[]}");
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->meta.acl, "{\"grants\":[]}");
+  Reopen();
+  EXPECT_EQ(store_->Head("b", "k", std::nullopt)->meta.acl, "{\"grants\":[]}");
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), (Configs{{"acl", "{\"owner\":\"alice\"}"}}));
+  EXPECT_EQ(store_->SetObjectAcl("b", "missing", std::nullopt, "").error().code,
+            S3Code::kNoSuchKey);
+  ASSERT_TRUE(store_->Delete("b", "k", std::nullopt).ok());
+  ASSERT_FALSE(store_->DeleteBucket("b").has_value());
+  ASSERT_TRUE(store_->CreateBucket("b", "bob").ok());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), Configs{}) << "a new bucket inherits nothing";
+}
+
 TEST_F(StoreTest, OverwriteReleasesTheOldFile) {
   ASSERT_TRUE(PutBytes("k", Pattern(500000, 1)).ok());
   ASSERT_TRUE(PutBytes("k", Pattern(600000, 2)).ok());
