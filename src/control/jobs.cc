@@ -161,7 +161,7 @@ struct JobService::Runner {
   std::optional<JobState> recovered_from;
   std::thread thread;
 
-  std::mutex mu;  // guards the requests and `workload` below
+  std::mutex mu;                           // guards the requests and `workload` below
   std::optional<std::string> stop_reason;  // a stop was requested (a user, the budget, shutdown)
   bool detach = false;                     // the server shuts down
   // From the executor's Start to the workload's end. Shared: PushData and ProcessIds keep it
@@ -992,7 +992,8 @@ exec::WorkloadSpec JobService::WorkloadSpecFor(const Job& job, const Allocation&
   w.gid = options_.workload_gid;
   w.timeout_s = job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
   w.home_region = options_.region;
-  w.s3_access = [this, project = job.project](const std::string& region) -> Result<exec::S3ClientOptions> {
+  w.s3_access =
+      [this, project = job.project](const std::string& region) -> Result<exec::S3ClientOptions> {
     SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project, region));
     return ClientOptions(access);
   };

@@ -7,14 +7,14 @@
 //   SOVAI_ASSIGN_OR_RETURN(Job job, jobs->Submit(project_id, user_id, spec));
 //   ... jobs->Get(project_id, job.id), jobs->ReadLog(...), jobs->Stop(...) ...
 //
-// Each admitted job has a runner thread of its own that follows its workload: INITIALIZING (volumes synced down),
-// PENDING (sandbox started), RUNNING (until exit, stop or timeout), FINALIZING (rw/rwd volumes
-// synced up, the log archived into the project's bucket), then a terminal state. Every transition
-// is one committed row update before the work of the state starts, so a restart knows where each
-// job was. Start() after a restart: QUEUED jobs keep their order; jobs that were INITIALIZING,
-// PENDING, RUNNING or FINALIZING lost their sandbox with the old process (bwrap dies with it) and
-// are finalized: outputs written so far are synced up, and the state becomes INTERRUPTED with the
-// reason "the server restarted while the job was RUNNING".
+// Each admitted job has a runner thread of its own that follows its workload: INITIALIZING (volumes
+// synced down), PENDING (sandbox started), RUNNING (until exit, stop or timeout), FINALIZING
+// (rw/rwd volumes synced up, the log archived into the project's bucket), then a terminal state.
+// Every transition is one committed row update before the work of the state starts, so a restart
+// knows where each job was. Start() after a restart: QUEUED jobs keep their order; jobs that were
+// INITIALIZING, PENDING, RUNNING or FINALIZING lost their sandbox with the old process (bwrap dies
+// with it) and are finalized: outputs written so far are synced up, and the state becomes
+// INTERRUPTED with the reason "the server restarted while the job was RUNNING".
 //
 // Project isolation: every method takes the caller's project; a job of another project is
 // NotFound, exactly like a missing one.

@@ -76,9 +76,9 @@ struct WorkloadResources {
   int vcpus = 0;
   uint64_t memory_bytes = 0;  // the local sandbox's RLIMIT_AS when it has no GPU; 0 = no limit
   int nodes = 1;
-  int tasks_per_node = 0;     // 0 = one per GPU of a node (at least one)
-  std::vector<int> cpu_ids;   // host CPU ids (local)
-  std::vector<int> gpu_ids;   // host GPU indexes (local)
+  int tasks_per_node = 0;    // 0 = one per GPU of a node (at least one)
+  std::vector<int> cpu_ids;  // host CPU ids (local)
+  std::vector<int> gpu_ids;  // host GPU indexes (local)
 };
 
 struct WorkloadSpec {
@@ -92,7 +92,7 @@ struct WorkloadSpec {
   // The command (with an OCI image: it replaces Cmd; Entrypoint stays in front of it).
   std::vector<std::string> command;
   std::vector<std::pair<std::string, std::string>> env;  // over the image's Env
-  std::vector<Mount> extra_mounts;                        // read-only host files
+  std::vector<Mount> extra_mounts;                       // read-only host files
   std::vector<WorkloadVolume> volumes;
   bool network_none = false;
   WorkloadResources resources;

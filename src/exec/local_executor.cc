@@ -117,8 +117,8 @@ class LocalWorkload final : public Workload {
 
   // After a restart: the sandbox died with the process that ran it; what it wrote is kept.
   WorkloadOutcome Finalize() {
-    const std::string reason = "the server restarted while the job was " +
-                               std::string(WorkloadPhaseName(resumed_->phase));
+    const std::string reason =
+        "the server restarted while the job was " + std::string(WorkloadPhaseName(resumed_->phase));
     Say(reason);
     if (resumed_->phase == WorkloadPhase::kRunning ||
         resumed_->phase == WorkloadPhase::kFinalizing) {
@@ -128,7 +128,9 @@ class LocalWorkload final : public Workload {
     return Ended(WorkloadEnd::kInterrupted, reason);
   }
 
-  Status SyncUp() { return StageVolumesOut(env_, spec_, stores_, [&](auto l) { Say(l); }); }
+  Status SyncUp() {
+    return StageVolumesOut(env_, spec_, stores_, [&](auto l) { Say(l); });
+  }
 
   WorkloadOutcome Run() {
     auto say = [&](std::string_view line) { Say(line); };
@@ -139,10 +141,9 @@ class LocalWorkload final : public Workload {
     if (!image.ok()) {
       return Ended(WorkloadEnd::kError, "image " + spec_.image + ": " + image.status().message());
     }
-    Status staged = options_.stage_in
-                        ? options_.stage_in(spec_, say)
-                        : StageVolumesIn(env_, spec_, stores_, say,
-                                         [&] { return StopRequested().has_value(); });
+    Status staged = options_.stage_in ? options_.stage_in(spec_, say)
+                                      : StageVolumesIn(env_, spec_, stores_, say,
+                                                       [&] { return StopRequested().has_value(); });
     if (!staged.ok()) return Ended(WorkloadEnd::kError, staged.message());
     // A stop while the volumes sync ends it here (without volumes, the running sandbox is told).
     if (auto stop = StopRequested(); stop && !spec_.volumes.empty()) {
@@ -463,8 +464,8 @@ void ArchiveWorkloadLog(const WorkloadSpec& spec, WorkloadStores& stores, const 
 std::vector<StagedVolume> StagedVolumes(const WorkloadSpec& spec) {
   std::vector<StagedVolume> out;
   for (size_t i = 0; i < spec.volumes.size(); ++i) {
-    out.push_back({spec.volumes[i].spec, WorkloadVolumeDir(spec.dir, i),
-                   WorkloadManifestPath(spec.dir, i)});
+    out.push_back(
+        {spec.volumes[i].spec, WorkloadVolumeDir(spec.dir, i), WorkloadManifestPath(spec.dir, i)});
   }
   return out;
 }
@@ -528,7 +529,8 @@ Result<SandboxSpec> BuildSandboxSpec(const WorkloadSpec& spec,
 
 Status PrepareSandboxDir(const SandboxSpec& sandbox) {
   SOVAI_RETURN_IF_ERROR(MakeDir(sandbox.work_dir, 0700));
-  if (::geteuid() == 0) SOVAI_RETURN_IF_ERROR(ChownTree(sandbox.work_dir, sandbox.uid, sandbox.gid));
+  if (::geteuid() == 0)
+    SOVAI_RETURN_IF_ERROR(ChownTree(sandbox.work_dir, sandbox.uid, sandbox.gid));
   return Status();
 }
 

@@ -43,17 +43,17 @@ using Launcher =
 Launcher SandboxLauncher(Sandbox& sandbox);
 
 struct LocalExecutorOptions {
-  base::Env* env = nullptr;     // nullptr = base::Env::Default()
-  Sandbox* sandbox = nullptr;   // required unless `launch` is given
-  std::string engine_binary;    // behind the built-in ML images; "" = those images fail
+  base::Env* env = nullptr;    // nullptr = base::Env::Default()
+  Sandbox* sandbox = nullptr;  // required unless `launch` is given
+  std::string engine_binary;   // behind the built-in ML images; "" = those images fail
   std::chrono::milliseconds stop_grace{10'000};
   // How often the workload's thread checks its process, a stop and the timeout.
   std::chrono::milliseconds poll_interval{10};
   // Replaces the sandbox's Launch (the Slurm agent: srun of one task per Slurm task).
   Launcher launch;
   // Replaces StageVolumesIn (the Slurm agent of a multi-node job: srun of a stage-in per node).
-  std::function<base::Status(const WorkloadSpec& spec, const std::function<void(std::string_view)>&
-                                                           say)>
+  std::function<base::Status(const WorkloadSpec& spec,
+                             const std::function<void(std::string_view)>& say)>
       stage_in;
   // The word the log's last line starts with: "job DONE: exited with code 0".
   std::string end_note = "job";

@@ -293,8 +293,8 @@ class SrunTasks final : public LaunchedProcess {
       : srun_(std::move(srun)), log_(std::move(log)) {
     out_ = std::thread(RelayStream, std::move(srun_->stdout_fd()), std::ref(*log_),
                        LogSource::kStdout);
-    err_ = std::thread(RelayStream, std::move(srun_->stderr_fd()), std::ref(*log_),
-                       LogSource::kSovai);
+    err_ =
+        std::thread(RelayStream, std::move(srun_->stderr_fd()), std::ref(*log_), LogSource::kSovai);
   }
   // srun's end: its output relayed to the last line, a signal's 128+N decoded.
   Result<std::optional<base::ExitStatus>> Ended(const Result<base::ExitStatus>& waited) {

@@ -142,7 +142,8 @@ class SlurmWorkload final : public Workload {
     SlurmPlan plan;
     plan.job_id = spec_.id;
     auto log_s3 = NodeAccess("");
-    if (!log_s3.ok()) return Ended(WorkloadEnd::kError, "object store: " + log_s3.status().message());
+    if (!log_s3.ok())
+      return Ended(WorkloadEnd::kError, "object store: " + log_s3.status().message());
     plan.log_s3 = *log_s3;
     plan.log_bucket = spec_.project_bucket;
     plan.log_prefix = prefix_;
@@ -167,7 +168,8 @@ class SlurmWorkload final : public Workload {
     }
     plan.argv.insert(plan.argv.end(), spec_.command.begin(), spec_.command.end());
     if (plan.argv.empty()) return Ended(WorkloadEnd::kError, "the job has no command");
-    for (const Mount& m : spec_.extra_mounts) plan.extra_mounts.push_back({m.host_path, m.sandbox_path});
+    for (const Mount& m : spec_.extra_mounts)
+      plan.extra_mounts.push_back({m.host_path, m.sandbox_path});
     plan.env = spec_.env;
     plan.network_none = spec_.network_none;
     plan.uid = spec_.uid;
@@ -407,9 +409,10 @@ class SlurmWorkload final : public Workload {
         if (auto last = ReadAgentStatus(); last && last->phase == AgentPhase::kDone) continue;
         PullLog();
         if (auto verdict = SlurmVerdict(*info)) return *verdict;
-        WorkloadOutcome o = Ended(WorkloadEnd::kError, SlurmEnded(slurm_id_, *info) +
-                                                           ", but the agent's final report never "
-                                                           "arrived: the outputs may not be synced");
+        WorkloadOutcome o =
+            Ended(WorkloadEnd::kError, SlurmEnded(slurm_id_, *info) +
+                                           ", but the agent's final report never "
+                                           "arrived: the outputs may not be synced");
         if (info->exit && info->exit->exited) o.exit_code = info->exit->code;
         if (info->exit && info->exit->signaled) o.exit_signal = info->exit->signal;
         observer_.OnExit(o);
