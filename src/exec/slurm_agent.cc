@@ -321,7 +321,9 @@ class AgentReporter final : public WorkloadObserver {
   explicit AgentReporter(std::function<void(AgentPhase)> report) : report_(std::move(report)) {}
   void OnPhase(WorkloadPhase phase) override {
     if (phase == WorkloadPhase::kInitializing) report_(AgentPhase::kInitializing);
-    if (phase == WorkloadPhase::kRunning) report_(AgentPhase::kRunning);
+    // RUNNING is reported as the tasks are about to start (srun), as the platform's timeout and
+    // a node's failure are counted from there.
+    if (phase == WorkloadPhase::kPending) report_(AgentPhase::kRunning);
     if (phase == WorkloadPhase::kFinalizing) report_(AgentPhase::kFinalizing);
   }
 
