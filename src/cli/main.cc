@@ -9,8 +9,8 @@
 #include "base/env.h"
 #include "cli/client/commands.h"
 #include "cli/server.h"
-#include "cli/slurm_agent.h"
 #include "cli/version.h"
+#include "exec/slurm_agent.h"
 
 extern char** environ;
 
@@ -48,7 +48,9 @@ int Run(int argc, char** argv) {
   std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "server") return sovai::cli::RunServerCommand(args);
-  if (command == "slurm-agent") return sovai::cli::RunSlurmAgentCommand(args);
+  // Inside a Slurm job of the platform (exec/slurm_agent.h).
+  if (command == "slurm-agent")
+    return sovai::exec::RunSlurmAgent(sovai::base::Env::Default(), args);
   if (command == "version" || command == "--version") {
     bool details = !args.empty() && (args[0] == "--details" || args[0] == "-v");
     std::printf("%s\n", details ? sovai::cli::VersionDetails() : sovai::cli::Version());

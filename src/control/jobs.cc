@@ -13,11 +13,10 @@
 #include "base/strings.h"
 #include "base/ulid.h"
 #include "control/model_card.h"
-#include "exec/oci_image.h"
+#include "exec/local_executor.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
-#include "exec/slurm.h"
-#include "exec/slurm_plan.h"
+#include "exec/slurm_executor.h"
 #include "exec/volume_spec.h"
 #include "exec/volume_sync.h"
 
@@ -34,20 +33,6 @@ constexpr std::string_view kStateNames[] = {"QUEUED",      "INITIALIZING", "PEND
 constexpr int kMaxListLimit = 1000;
 // The key of an archived job log in the project's bucket.
 std::string LogArchiveKey(const std::string& job_id) { return "jobs/" + job_id + "/log.txt"; }
-
-// The archive of an oci: image (`source` parsed from the image without "oci:"), found by listing
-// its key (exec::S3Client has no HEAD of an object). NotFound naming the archive and how to put
-// one there.
-Result<exec::S3Object> FindImageArchive(exec::S3Client& s3, const exec::VolumeSpec& source) {
-  const std::string& key = source.prefix;
-  SOVAI_ASSIGN_OR_RETURN(std::vector<exec::S3Object> listed, s3.ListObjects(source.bucket, key));
-  for (exec::S3Object& object : listed) {
-    if (object.key == key) return std::move(object);
-  }
-  return base::NotFoundError("the archive s3://" + source.bucket + "/" + key +
-                             " does not exist (upload it with 'sovai bucket cp IMAGE.tar s3://" +
-                             source.bucket + "/" + key + "')");
-}
 
 json AllocationToJson(const Allocation& a) {
   return {{"gpus", a.gpus}, {"cpus", a.cpus}, {"memory_bytes", a.memory_bytes}};
@@ -84,6 +69,53 @@ exec::S3ClientOptions ClientOptions(const S3Access& access) {
   o.secret_key = access.secret_key;
   o.ca_file = access.ca_file;
   return o;
+}
+
+JobState StateOf(exec::WorkloadPhase phase) {
+  switch (phase) {
+    case exec::WorkloadPhase::kQueued:
+      return JobState::kQueued;
+    case exec::WorkloadPhase::kInitializing:
+      return JobState::kInitializing;
+    case exec::WorkloadPhase::kPending:
+      return JobState::kPending;
+    case exec::WorkloadPhase::kRunning:
+      return JobState::kRunning;
+    case exec::WorkloadPhase::kFinalizing:
+      return JobState::kFinalizing;
+  }
+  return JobState::kQueued;
+}
+
+exec::WorkloadPhase PhaseOf(JobState state) {
+  switch (state) {
+    case JobState::kInitializing:
+      return exec::WorkloadPhase::kInitializing;
+    case JobState::kPending:
+      return exec::WorkloadPhase::kPending;
+    case JobState::kRunning:
+      return exec::WorkloadPhase::kRunning;
+    case JobState::kFinalizing:
+      return exec::WorkloadPhase::kFinalizing;
+    default:
+      return exec::WorkloadPhase::kQueued;
+  }
+}
+
+JobState StateOf(exec::WorkloadEnd end) {
+  switch (end) {
+    case exec::WorkloadEnd::kDone:
+      return JobState::kDone;
+    case exec::WorkloadEnd::kFailed:
+      return JobState::kFailed;
+    case exec::WorkloadEnd::kError:
+      return JobState::kError;
+    case exec::WorkloadEnd::kInterrupted:
+      return JobState::kInterrupted;
+    case exec::WorkloadEnd::kTimeout:
+      return JobState::kTimeout;
+  }
+  return JobState::kError;
 }
 
 }  // namespace
@@ -125,18 +157,31 @@ struct JobService::Runner {
   std::string id;
   std::string project;
   Allocation allocation;
-  // Set when the job was mid-run in a previous process: only finalize it.
+  // Set when the job was mid-run in a previous process: the executor resumes it.
   std::optional<JobState> recovered_from;
   std::thread thread;
 
-  std::mutex mu;  // guards the requests below
-  std::condition_variable cv;
-  std::optional<JobState> stop_as;  // kInterrupted (user, shutdown); the reason in stop_reason
-  std::string stop_reason;
-  bool push_requested = false;
-  std::string push_result;                    // "" while pending
-  bool done = false;                          // Run returned
-  exec::RunningWorkload* workload = nullptr;  // while RUNNING; owned by Run
+  std::mutex mu;                           // guards the requests and `workload` below
+  std::optional<std::string> stop_reason;  // a stop was requested (a user, the budget, shutdown)
+  bool detach = false;                     // the server shuts down
+  // From the executor's Start to the workload's end. Shared: PushData and ProcessIds keep it
+  // alive while they talk to it.
+  std::shared_ptr<exec::Workload> workload;
+
+  // Passes a stop on to the workload, or keeps it for the workload to come.
+  void RequestStop(const std::string& reason, bool shutting_down) {
+    std::lock_guard lock(mu);
+    if (!stop_reason) stop_reason = reason;
+    detach = detach || shutting_down;
+    if (workload) ApplyStopLocked();
+  }
+  void ApplyStopLocked() {
+    if (detach) {
+      workload->Detach(*stop_reason);
+    } else if (stop_reason) {
+      workload->Stop(*stop_reason);
+    }
+  }
 };
 
 JobService::JobService(ControlDb& db, JobServiceOptions options)
@@ -152,6 +197,21 @@ Result<std::unique_ptr<JobService>> JobService::Start(ControlDb& db, JobServiceO
   SOVAI_CHECK(options.sandbox != nullptr || options.slurm.client != nullptr);
   SOVAI_CHECK(options.cpu_ids.size() == static_cast<size_t>(options.capacity.cpus));
   std::unique_ptr<JobService> service(new JobService(db, std::move(options)));
+  const JobServiceOptions& o = service->options_;
+  if (o.slurm.client != nullptr) {
+    exec::SlurmExecutorOptions slurm = o.slurm;
+    slurm.stop_grace = o.stop_grace;
+    slurm.env = &service->env_;
+    service->executor_ = std::make_unique<exec::SlurmExecutor>(std::move(slurm));
+  } else {
+    exec::LocalExecutorOptions local;
+    local.env = &service->env_;
+    local.sandbox = o.sandbox;
+    local.engine_binary = o.engine_binary;
+    local.stop_grace = o.stop_grace;
+    local.poll_interval = o.poll_interval;
+    service->executor_ = std::make_unique<exec::LocalExecutor>(std::move(local));
+  }
   SOVAI_RETURN_IF_ERROR(exec::MakeDir(service->options_.data_dir, 0711));
   SOVAI_RETURN_IF_ERROR(exec::MakeDir(base::JoinPath(service->options_.data_dir, "jobs"), 0711));
   const bool leading = !service->options_.is_leader || service->options_.is_leader();
@@ -436,13 +496,13 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   }
   const Flavor* flavor = *found;
   SOVAI_ASSIGN_OR_RETURN(ResourceRequest request, RequestFor(*flavor, spec.units));
-  if (options_.slurm.client == nullptr && (spec.nodes > 1 || spec.tasks_per_node > 1)) {
+  if (!executor_->runs_multi_node() && (spec.nodes > 1 || spec.tasks_per_node > 1)) {
     if (bad_field != nullptr) *bad_field = spec.nodes > 1 ? "nodes" : "tasks_per_node";
     return base::FailedPreconditionError(
         "jobs of several nodes or tasks run on the Slurm executor; this server runs jobs "
         "locally (sovai server --executor slurm)");
   }
-  if (options_.slurm.client != nullptr && spec.image.starts_with(kOciImagePrefix)) {
+  if (!executor_->runs_oci_images() && spec.image.starts_with(kOciImagePrefix)) {
     if (bad_field != nullptr) *bad_field = "image";
     return base::FailedPreconditionError(
         "oci: images are not available on the Slurm executor yet; use a command on the nodes' "
@@ -498,9 +558,7 @@ Status JobService::CheckSources(const std::string& project, const JobSpec& spec,
     sources.push_back({"volumes[" + std::to_string(i) + "]", std::move(volume)});
   }
   if (spec.image.starts_with(kOciImagePrefix)) {
-    SOVAI_ASSIGN_OR_RETURN(
-        exec::VolumeSpec source,
-        exec::ParseVolumeSpec(spec.image.substr(kOciImagePrefix.size()) + ":/image"));
+    SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec source, exec::ParseOciImageSource(spec.image));
     sources.push_back({"image", std::move(source)});
   }
   // One client per region; s3_access refuses a region the project may not use (data residency)
@@ -535,7 +593,7 @@ Status JobService::CheckSources(const std::string& project, const JobSpec& spec,
     }
     SOVAI_RETURN_IF_ERROR(head);
     if (source.field == "image") {
-      auto archive = FindImageArchive(*s3, source.volume);
+      auto archive = exec::FindImageArchive(*s3, source.volume);
       if (!archive.ok()) {
         if (bad_field != nullptr) *bad_field = source.field;
         return archive.status().WithContext("image");
@@ -657,14 +715,7 @@ Result<Job> JobService::StopHere(Job job, const std::string& reason) {
   }
   std::shared_ptr<Runner> r = it->second;
   lock.unlock();
-  {
-    std::lock_guard rl(r->mu);
-    if (!r->stop_as) {
-      r->stop_as = JobState::kInterrupted;
-      r->stop_reason = reason.empty() ? "stopped by a user" : reason;
-    }
-  }
-  r->cv.notify_all();
+  r->RequestStop(reason.empty() ? "stopped by a user" : reason, /*shutting_down=*/false);
   return job;
 }
 
@@ -702,57 +753,41 @@ Status JobService::PushData(const std::string& project, const std::string& id) {
   if (!writable) {
     return base::FailedPreconditionError("job " + id + " has no rw or rwd volume to push");
   }
-  std::shared_ptr<Runner> r;
-  {
-    std::lock_guard lock(mu_);
-    auto it = runners_.find(id);
-    if (it == runners_.end()) return base::FailedPreconditionError("job " + id + " has ended");
-    r = it->second;
+  std::shared_ptr<exec::Workload> workload = LiveWorkload(id);
+  if (!workload) return base::FailedPreconditionError("job " + id + " has ended");
+  if (Status pushed = workload->SyncOutputs(); !pushed.ok()) {
+    return base::UnavailableError("push-data failed: " + pushed.message());
   }
-  std::unique_lock rl(r->mu);
-  r->push_requested = true;
-  r->push_result.clear();
-  r->cv.notify_all();
-  // The runner syncs between two polls of the workload and reports back.
-  r->cv.wait(rl, [&] { return !r->push_requested || r->done; });
-  if (r->push_result.empty() || r->push_result == "ok") return Status();
-  return base::UnavailableError("push-data failed: " + r->push_result);
+  return Status();
 }
 
 Result<exec::LogChunk> JobService::ReadLog(const std::string& project, const std::string& id,
                                            uint64_t offset, size_t max_bytes) {
   SOVAI_ASSIGN_OR_RETURN(Job job, Load(project, id));
-  const std::string path = base::JoinPath(JobDir(id), "log");
-  if (!env_.FileExists(path)) {
-    if (options_.remote_log && !leading()) return options_.remote_log(id, offset, max_bytes);
-    if (offset != 0) return base::InvalidArgumentError("offset is past the end of the log");
-    return exec::LogChunk{};
+  if (!env_.FileExists(exec::WorkloadLogPath(JobDir(id))) && options_.remote_log && !leading()) {
+    return options_.remote_log(id, offset, max_bytes);
   }
-  return exec::ReadLog(env_, path, offset, max_bytes);
+  return exec::ReadWorkloadLog(env_, JobDir(id), offset, max_bytes);
 }
 
 Result<exec::LogChunk> JobService::ReadLogForPeer(const std::string& id, uint64_t offset,
                                                   size_t max_bytes) {
   SOVAI_ASSIGN_OR_RETURN(Job job, LoadById(id, nullptr));
-  const std::string path = base::JoinPath(JobDir(id), "log");
-  if (!env_.FileExists(path)) {
-    if (offset != 0) return base::InvalidArgumentError("offset is past the end of the log");
-    return exec::LogChunk{};
-  }
-  return exec::ReadLog(env_, path, offset, max_bytes);
+  return exec::ReadWorkloadLog(env_, JobDir(id), offset, max_bytes);
+}
+
+std::shared_ptr<exec::Workload> JobService::LiveWorkload(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = runners_.find(id);
+  if (it == runners_.end()) return nullptr;
+  std::lock_guard rl(it->second->mu);
+  return it->second->workload;
 }
 
 Result<std::vector<pid_t>> JobService::ProcessIds(const std::string& id) {
-  std::shared_ptr<Runner> r;
-  {
-    std::lock_guard lock(mu_);
-    auto it = runners_.find(id);
-    if (it == runners_.end()) return std::vector<pid_t>();
-    r = it->second;
-  }
-  std::lock_guard rl(r->mu);
-  if (r->workload == nullptr) return std::vector<pid_t>();
-  return r->workload->ProcessIds();
+  std::shared_ptr<exec::Workload> workload = LiveWorkload(id);
+  if (!workload) return std::vector<pid_t>();
+  return workload->ProcessIds();
 }
 
 base::Status JobService::CheckFits(const ResourceRequest& request) {
@@ -809,21 +844,14 @@ void JobService::Shutdown() {
     }
     for (auto& [id, r] : runners_) live.push_back(r);
   }
-  for (auto& r : live) {
-    std::lock_guard rl(r->mu);
-    if (!r->stop_as) {
-      r->stop_as = JobState::kInterrupted;
-      r->stop_reason = "the server is shutting down";
-    }
-    r->cv.notify_all();
-  }
+  // A local workload stops; a Slurm job goes on, and the next server to lead follows it.
+  for (auto& r : live) r->RequestStop("the server is shutting down", /*shutting_down=*/true);
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return runners_.empty(); });
   ReapLocked();
 }
 
-Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec>& volumes,
-                              const std::string& volumes_dir) {
+Status JobService::WriteCards(const Job& job, const std::vector<exec::StagedVolume>& volumes) {
   ModelCardInputs in;
   in.job_id = job.id;
   in.project = job.project;
@@ -846,21 +874,20 @@ Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec
       break;
     }
   }
-  for (size_t i = 0; i < volumes.size(); ++i) {
+  for (const exec::StagedVolume& staged : volumes) {
+    const exec::VolumeSpec& volume = staged.spec;
     ModelCardVolume v;
-    v.source = volumes[i].SourceName();
-    const bool own = base::EqualsIgnoreCase(volumes[i].region, options_.region);
-    v.region = own ? options_.region : base::AsciiToUpper(volumes[i].region);
+    v.source = volume.SourceName();
+    const bool own = base::EqualsIgnoreCase(volume.region, options_.region);
+    v.region = own ? options_.region : base::AsciiToUpper(volume.region);
     auto jurisdiction = options_.other_jurisdictions.find(v.region);
     v.jurisdiction =
         own ? options_.jurisdiction
             : (jurisdiction == options_.other_jurisdictions.end() ? "" : jurisdiction->second);
-    v.mount_path = volumes[i].mount_path;
-    v.writable = volumes[i].permission != exec::VolumePermission::kReadOnly;
-    v.local_dir = base::JoinPath(volumes_dir, std::to_string(i));
-    auto text =
-        env_.ReadFile(base::JoinPath(JobDir(job.id), "manifest-" + std::to_string(i) + ".json"));
-    if (text.ok()) {
+    v.mount_path = volume.mount_path;
+    v.writable = volume.permission != exec::VolumePermission::kReadOnly;
+    v.local_dir = staged.local_dir;
+    if (auto text = env_.ReadFile(staged.manifest_path); text.ok()) {
       if (auto manifest = exec::SyncManifest::FromJson(*text); manifest.ok()) {
         v.manifest = std::move(*manifest);
       }
@@ -879,856 +906,201 @@ Status JobService::WriteCards(const Job& job, const std::vector<exec::VolumeSpec
   return Status();
 }
 
-namespace {
+// The workload's phases as the job's transitions, each committed before the phase's work.
+// Called on the workload's thread; the runner's thread touches `job_` only after Wait.
+class JobService::Events final : public exec::WorkloadObserver {
+ public:
+  Events(JobService& service, Job& job) : service_(service), job_(job) {}
+  void OnPhase(exec::WorkloadPhase phase) override {
+    if (Status st = service_.Transition(job_, StateOf(phase)); !st.ok()) {
+      SOVAI_LOG(ERROR) << "job " << job_.id << ": " << st;
+    }
+  }
+  void OnExit(const exec::WorkloadOutcome& outcome) override {
+    job_.exit_code = outcome.exit_code;
+    job_.exit_signal = outcome.exit_signal;
+  }
+  void BeforeSyncUp(const std::vector<exec::StagedVolume>& volumes,
+                    const std::function<void(std::string_view)>& say) override {
+    if (Status cards = service_.WriteCards(job_, volumes); !cards.ok()) {
+      say("model card not written: " + cards.message());
+    }
+  }
+  void OnBackendId(const std::string& id) override {
+    job_.slurm_job_id = id;
+    (void)service_.Save(job_);
+  }
+  void OnWaiting(const std::string& reason) override {
+    if (job_.state != JobState::kQueued || job_.reason == reason) return;
+    job_.reason = reason;
+    (void)service_.Save(job_);
+  }
+  void OnNode(const std::string& host) override {
+    if (!job_.node.empty()) return;
+    job_.node = host;
+    (void)service_.Save(job_);
+  }
 
-// The outcome of the RUNNING phase.
-}  // namespace
-
-struct JobService::Outcome {
-  // The server shuts down while a Slurm job runs: the job goes on, unchanged, and the next
-  // server to lead follows it.
-  bool detached = false;
-  JobState state = JobState::kDone;
-  std::optional<int> exit_code;
-  std::optional<int> exit_signal;
-  std::string reason;
+ private:
+  JobService& service_;
+  Job& job_;
 };
+
+exec::WorkloadSpec JobService::WorkloadSpecFor(const Job& job, const Allocation& allocation) const {
+  const bool local = options_.slurm.client == nullptr;
+  exec::WorkloadSpec w;
+  w.id = job.id;
+  w.dir = JobDir(job.id);
+  w.image = job.spec.image;
+  if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
+    w.engine_subcommand = std::string(*engine_command);
+  }
+  w.command = job.spec.command;
+  w.env.assign(job.spec.env.begin(), job.spec.env.end());
+  for (const std::string& v : job.spec.volumes) {
+    auto spec = exec::ParseVolumeSpec(v);
+    SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
+    exec::WorkloadVolume volume{*spec, "", std::nullopt};
+    if (spec->cache) {
+      // Objects of another region are cached apart: a bucket name means another bucket there.
+      const bool own = base::EqualsIgnoreCase(spec->region, options_.region);
+      volume.cache_dir =
+          base::JoinPath(base::JoinPath(options_.data_dir, "volume-cache"),
+                         own ? job.project : job.project + "@" + base::AsciiToUpper(spec->region));
+    }
+    w.volumes.push_back(std::move(volume));
+  }
+  w.network_none = job.spec.network == NetworkMode::kNone;
+  exec::WorkloadResources& r = w.resources;
+  r.flavor = job.spec.flavor;
+  if (auto flavor = options_.flavors->Find(job.spec.flavor); flavor.ok()) {
+    r.gpus = (*flavor)->gpus_per_unit * job.spec.units;
+    r.vcpus = (*flavor)->vcpus_per_unit * job.spec.units;
+    r.memory_bytes = (*flavor)->memory_bytes_per_unit * static_cast<uint64_t>(job.spec.units);
+  }
+  r.nodes = job.spec.nodes;
+  r.tasks_per_node = job.spec.tasks_per_node;
+  if (local) {
+    for (int cpu : allocation.cpus) r.cpu_ids.push_back(options_.cpu_ids[static_cast<size_t>(cpu)]);
+    r.gpu_ids = allocation.gpus;
+    r.memory_bytes = allocation.memory_bytes;
+    w.start_note = "job " + job.id + " admitted: flavor " + job.spec.flavor + " x" +
+                   std::to_string(job.spec.units) + ", " + std::to_string(allocation.cpus.size()) +
+                   " CPUs, " + std::to_string(allocation.gpus.size()) + " GPUs";
+  }
+  w.uid = options_.workload_uid;
+  w.gid = options_.workload_gid;
+  w.timeout_s = job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
+  w.home_region = options_.region;
+  w.s3_access =
+      [this, project = job.project](const std::string& region) -> Result<exec::S3ClientOptions> {
+    SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(project, region));
+    return ClientOptions(access);
+  };
+  w.image_cache_dir = base::JoinPath(base::JoinPath(options_.data_dir, "images"), job.project);
+  w.project_bucket = ProjectBucket(job.project);
+  w.log_archive_key = LogArchiveKey(job.id);
+  return w;
+}
 
 void JobService::Run(Runner& runner) {
   // Placed runners know only the job's id; the project comes with the row.
   Result<Job> loaded = LoadById(runner.id, nullptr);
-
-  auto finish = [&] {
-    std::lock_guard lock(mu_);
-    scheduler_.Release(runner.id);
-    {
-      std::lock_guard rl(runner.mu);
-      runner.done = true;
-    }
-    runner.cv.notify_all();
-    auto it = runners_.find(runner.id);
-    if (it != runners_.end()) {
-      finished_.push_back(std::move(it->second));
-      runners_.erase(it);
-    }
-    ScheduleLocked();
-    cv_.notify_all();
-  };
   if (!loaded.ok()) {
     SOVAI_LOG(ERROR) << "job runner " << runner.id << ": " << loaded.status();
-    finish();
+    Finish(runner);
     return;
   }
   Job job = std::move(*loaded);
-  const std::string dir = JobDir(job.id);
-  const std::string volumes_dir = base::JoinPath(dir, "volumes");
-  const bool root = ::geteuid() == 0;
-
-  std::unique_ptr<exec::LogWriter> log;
-  auto say = [&](std::string_view line) {
-    if (log) (void)log->Write(exec::LogSource::kSovai, std::string(line) + "\n");
-  };
-  auto fail = [&](JobState state, std::string reason) {
-    say("job " + std::string(JobStateName(state)) + ": " + reason);
+  const bool local = options_.slurm.client == nullptr;
+  if (!local && !options_.flavors->Find(job.spec.flavor).ok()) {
     job.allocation.reset();
-    if (Status st = Transition(job, state, std::move(reason)); !st.ok()) {
+    (void)Transition(job, JobState::kError,
+                     options_.flavors->Find(job.spec.flavor).status().message());
+    Finish(runner);
+    return;
+  }
+  Events events(*this, job);
+  exec::WorkloadSpec spec = WorkloadSpecFor(job, runner.allocation);
+  Result<std::unique_ptr<exec::Workload>> started = base::UnknownError("not started");
+  if (runner.recovered_from || !local) {
+    // A local job mid-run lost its sandbox with the old process; a Slurm job is followed.
+    const exec::WorkloadPhase was = PhaseOf(runner.recovered_from.value_or(job.state));
+    started = executor_->Resume(std::move(spec), {was, job.slurm_job_id}, events);
+  } else {
+    job.allocation = runner.allocation;  // saved with INITIALIZING
+    started = executor_->Start(std::move(spec), events);
+  }
+  if (!started.ok()) {
+    job.allocation.reset();
+    if (Status st = Transition(job, JobState::kError, started.status().message()); !st.ok()) {
       SOVAI_LOG(ERROR) << "job " << job.id << ": " << st;
     }
-  };
-
-  // Directories: <dir> (0711), <dir>/log (0600), <dir>/volumes/<i>, <dir>/sandbox.
-  if (Status st = exec::MakeDir(dir, 0711); !st.ok()) {
-    fail(JobState::kError, st.message());
-    finish();
+    Finish(runner);
     return;
   }
-  (void)exec::MakeDir(volumes_dir, 0711);
-  if (auto opened = exec::LogWriter::Open(env_, base::JoinPath(dir, "log")); opened.ok()) {
-    log = std::move(*opened);
-  } else {
-    fail(JobState::kError, "cannot open the job log: " + opened.status().message());
-    finish();
-    return;
-  }
-
-  std::vector<exec::VolumeSpec> volumes;
-  for (const std::string& v : job.spec.volumes) {
-    auto spec = exec::ParseVolumeSpec(v);
-    SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
-    volumes.push_back(*spec);
-  }
-  // One S3 client per region the job reaches, by uppercase name ("" = this server's region).
-  // s3_access applies the data-residency rule again: a region the project stopped allowing
-  // after the job was admitted is refused here.
-  std::map<std::string, std::unique_ptr<exec::S3Client>> clients;
-  auto region_key = [&](const std::string& region) {
-    return base::EqualsIgnoreCase(region, options_.region) ? std::string()
-                                                           : base::AsciiToUpper(region);
-  };
-  auto client = [&](const std::string& region) -> Result<exec::S3Client*> {
-    const std::string key = region_key(region);
-    std::unique_ptr<exec::S3Client>& s3 = clients[key];
-    if (!s3) {
-      SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project, key));
-      auto made = std::make_unique<exec::S3Client>(ClientOptions(access));
-      SOVAI_RETURN_IF_ERROR(made->status());
-      s3 = std::move(made);
-    }
-    return s3.get();
-  };
-  auto manifest_path = [&](size_t i) {
-    return base::JoinPath(dir, "manifest-" + std::to_string(i) + ".json");
-  };
-  auto sync_options = [&](const exec::VolumeSpec& v) {
-    exec::SyncOptions o;
-    o.progress = [&](std::string_view line) { say(line); };
-    o.env = &env_;
-    if (v.cache) {
-      // Objects of another region are cached apart: a bucket name means another bucket there.
-      const std::string region = region_key(v.region);
-      o.cache_dir = base::JoinPath(base::JoinPath(options_.data_dir, "volume-cache"),
-                                   region.empty() ? job.project : job.project + "@" + region);
-    }
-    return o;
-  };
-  // Syncs the rw/rwd volumes up; the first error, or OK.
-  auto sync_up = [&]() -> Status {
-    for (size_t i = 0; i < volumes.size(); ++i) {
-      const exec::VolumeSpec& v = volumes[i];
-      if (v.permission == exec::VolumePermission::kReadOnly) continue;
-      SOVAI_ASSIGN_OR_RETURN(exec::S3Client * s3, client(v.region));
-      auto text = env_.ReadFile(manifest_path(i));
-      if (!text.ok())
-        return Status(text.status().code(), "volume " + v.SourceName() + " was never synced down");
-      SOVAI_ASSIGN_OR_RETURN(exec::SyncManifest baseline, exec::SyncManifest::FromJson(*text));
-      SOVAI_ASSIGN_OR_RETURN(
-          exec::SyncReport report,
-          exec::SyncUp(*s3, v, base::JoinPath(volumes_dir, std::to_string(i)), baseline,
-                       v.permission == exec::VolumePermission::kReadWriteDelete, sync_options(v)));
-      (void)report;
-    }
-    return Status();
-  };
-  // Uploads the log into the project's bucket (created on first use).
-  auto archive_log = [&] {
-    auto own = client(options_.region);
-    if (!own.ok()) {
-      say("log archive skipped: " + own.status().message());
-      return;
-    }
-    exec::S3Client* s3 = *own;
-    const std::string bucket = ProjectBucket(job.project);
-    if (Status st = s3->HeadBucket(bucket); st.code() == base::StatusCode::kNotFound) {
-      if (Status made = s3->CreateBucket(bucket); !made.ok()) {
-        say("log archive skipped: " + made.message());
-        return;
-      }
-    }
-    if (auto put = s3->PutObjectFromFile(bucket, LogArchiveKey(job.id), log->path()); !put.ok()) {
-      SOVAI_LOG(WARNING) << "job " << job.id << ": archiving the log: " << put.status();
-    }
-  };
-
-  // An oci: image is downloaded once per archive version (ETag) and unpacked into the
-  // project's image cache; later jobs reuse the rootfs.
-  auto prepare_image = [&]() -> Result<std::optional<exec::CachedImage>> {
-    if (!job.spec.image.starts_with(kOciImagePrefix)) return std::optional<exec::CachedImage>();
-    SOVAI_ASSIGN_OR_RETURN(
-        exec::VolumeSpec source,
-        exec::ParseVolumeSpec(job.spec.image.substr(kOciImagePrefix.size()) + ":/image"));
-    SOVAI_ASSIGN_OR_RETURN(exec::S3Client * s3, client(source.region));
-    const std::string& key = source.prefix;
-    // Checked at submission too; it may have been deleted since.
-    SOVAI_ASSIGN_OR_RETURN(exec::S3Object object, FindImageArchive(*s3, source));
-    const std::string images = base::JoinPath(options_.data_dir, "images");
-    const std::string cache = base::JoinPath(images, job.project);
-    SOVAI_RETURN_IF_ERROR(exec::MakeDir(images, 0711));
-    SOVAI_RETURN_IF_ERROR(exec::MakeDir(cache, 0711));
-    const std::string cache_key =
-        base::HexEncode(base::Sha256(source.bucket + "/" + key + "@" + object.etag));
-    const std::string entry = base::JoinPath(cache, cache_key);
-    std::string archive;
-    if (!env_.FileExists(base::JoinPath(entry, "image.json"))) {
-      archive = base::JoinPath(cache, cache_key + ".download");
-      say("image " + job.spec.image + ": downloading " + base::HumanBytes(object.size_bytes));
-      SOVAI_RETURN_IF_ERROR(s3->GetObjectToFile(source.bucket, key, archive).status());
-    }
-    auto image = exec::CachedRootfs(cache, cache_key, archive);
-    if (!archive.empty()) (void)env_.DeleteFile(archive);
-    SOVAI_RETURN_IF_ERROR(image.status());
-    // The workload's uid binds the rootfs: every directory down to it must be traversable.
-    SOVAI_RETURN_IF_ERROR(exec::MakeDir(entry, 0711));
-    say("image " + job.spec.image + ": " +
-        (image->reused ? std::string("cached rootfs reused")
-                       : "unpacked " + std::to_string(image->info.layers) + " layers, " +
-                             std::to_string(image->info.files) + " files"));
-    return std::optional<exec::CachedImage>(std::move(*image));
-  };
-
-  // The end, or another try (the restart policy).
-  auto conclude = [&](Outcome outcome) {
-    bool retry = outcome.state == JobState::kFailed &&
-                 job.spec.restart == RestartPolicy::kOnFailure &&
-                 job.retries < job.spec.max_retries;
-    job.allocation.reset();
-    {
-      std::lock_guard lock(mu_);
-      retry = retry && !shutting_down_;
-    }
-    if (!retry) (void)Transition(job, outcome.state, outcome.reason);
-    if (retry) {
-      std::lock_guard lock(mu_);
-      {
-        // The failed try stays in the history, but the job is never seen in a terminal state
-        // between its tries: both transitions are saved at once.
-        job.history.push_back({outcome.state, env_.NowUnixMicros()});
-        job.retries += 1;
-        job.slurm_job_id.clear();  // the next try is a new Slurm job
-        job.node.clear();
-        (void)Transition(job, JobState::kQueued,
-                         "restart policy: " + outcome.reason + "; try " +
-                             std::to_string(job.retries + 1) + " of " +
-                             std::to_string(job.spec.max_retries + 1));
-        auto flavor = options_.flavors->Find(job.spec.flavor);
-        if (flavor.ok()) {
-          auto request = RequestFor(**flavor, job.spec.units);
-          // The id is still held by this runner: release first, then queue again.
-          scheduler_.Release(job.id);
-          if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
-        }
-      }
-    }
-    finish();
-  };
-
-  if (options_.slurm.client != nullptr) {
-    Outcome outcome = RunOnSlurm(runner, job, *log);
-    if (outcome.detached) {
-      say("the server is shutting down: Slurm job " + job.slurm_job_id +
-          " goes on, and the next server to run the jobs follows it");
-      finish();
-      return;
-    }
-    say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
-    archive_log();
-    conclude(std::move(outcome));
-    return;
-  }
-  if (runner.recovered_from) {
-    // The previous process died while this job was in a running state.
-    const JobState was = *runner.recovered_from;
-    const std::string reason =
-        "the server restarted while the job was " + std::string(JobStateName(was));
-    say(reason);
-    if (was == JobState::kRunning || was == JobState::kFinalizing) {
-      if (Status st = Transition(job, JobState::kFinalizing); st.ok()) {
-        if (Status up = sync_up(); !up.ok()) say("sync up failed: " + up.message());
-      }
-    }
-    archive_log();
-    fail(JobState::kInterrupted, reason);
-    finish();
-    return;
-  }
-
-  // --- INITIALIZING: volumes down ---
-  job.allocation = runner.allocation;
-  if (Status st = Transition(job, JobState::kInitializing); !st.ok()) {
-    SOVAI_LOG(ERROR) << "job " << job.id << ": " << st;
-    finish();
-    return;
-  }
-  say("job " + job.id + " admitted: flavor " + job.spec.flavor + " x" +
-      std::to_string(job.spec.units) + ", " + std::to_string(runner.allocation.cpus.size()) +
-      " CPUs, " + std::to_string(runner.allocation.gpus.size()) + " GPUs");
-  std::optional<exec::CachedImage> image;
-  if (auto prepared = prepare_image(); prepared.ok()) {
-    image = std::move(*prepared);
-  } else {
-    archive_log();
-    fail(JobState::kError, "image " + job.spec.image + ": " + prepared.status().message());
-    finish();
-    return;
-  }
-  auto stop_requested = [&]() -> std::optional<std::pair<JobState, std::string>> {
-    std::lock_guard rl(runner.mu);
-    if (runner.stop_as) return std::make_pair(*runner.stop_as, runner.stop_reason);
-    return std::nullopt;
-  };
-  for (size_t i = 0; i < volumes.size(); ++i) {
-    const exec::VolumeSpec& v = volumes[i];
-    const std::string local = base::JoinPath(volumes_dir, std::to_string(i));
-    Status st = exec::MakeDir(local, 0755);
-    auto s3 = st.ok() ? client(v.region) : Result<exec::S3Client*>(st);
-    if (!s3.ok()) st = s3.status();
-    if (st.ok()) {
-      auto manifest = exec::SyncDown(**s3, v, local, sync_options(v));
-      if (manifest.ok()) {
-        st = env_.WriteFileAtomically(manifest_path(i), manifest->ToJson());
-      } else {
-        st = manifest.status();
-      }
-    }
-    if (st.ok() && root && v.permission != exec::VolumePermission::kReadOnly) {
-      st = exec::ChownTree(local, options_.workload_uid, options_.workload_gid);
-    }
-    if (!st.ok()) {
-      archive_log();
-      fail(JobState::kError, "volume " + v.SourceName() + ": " + st.message());
-      finish();
-      return;
-    }
-    if (auto stop = stop_requested()) {
-      archive_log();
-      fail(stop->first, stop->second);
-      finish();
-      return;
-    }
-  }
-
-  // --- PENDING: the sandbox ---
-  (void)Transition(job, JobState::kPending);
-  exec::SandboxSpec sandbox;
-  sandbox.argv = job.spec.command;
-  if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
-    // The built-in ML images are the engine: the job's command is the subcommand's arguments.
-    if (options_.engine_binary.empty()) {
-      archive_log();
-      fail(JobState::kError, "image " + job.spec.image +
-                                 " needs sovai-engine, which this server did not find (see "
-                                 "`sovai server --engine`)");
-      finish();
-      return;
-    }
-    // The sandbox shows only the host's system directories: the engine comes in as one file.
-    constexpr std::string_view kEngineInSandbox = "/opt/sovai/bin/sovai-engine";
-    sandbox.mounts.push_back({options_.engine_binary, std::string(kEngineInSandbox), true});
-    sandbox.argv = {std::string(kEngineInSandbox), std::string(*engine_command)};
-    sandbox.argv.insert(sandbox.argv.end(), job.spec.command.begin(), job.spec.command.end());
-  } else if (image) {
-    // As a container runtime does: the command replaces Cmd, Entrypoint stays in front of it;
-    // the image's Env comes first and the spec's env overrides it.
-    sandbox.rootfs = image->rootfs;
-    sandbox.cwd = image->info.working_dir;
-    std::vector<std::string> argv = image->info.entrypoint;
-    const std::vector<std::string>& args =
-        job.spec.command.empty() ? image->info.cmd : job.spec.command;
-    argv.insert(argv.end(), args.begin(), args.end());
-    sandbox.argv = std::move(argv);
-    for (const std::string& kv : image->info.env) {
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) continue;
-      std::string name = kv.substr(0, eq);
-      if (job.spec.env.contains(name) || name == "CUDA_VISIBLE_DEVICES") continue;
-      sandbox.env.emplace_back(std::move(name), kv.substr(eq + 1));
-    }
-  }
-  if (sandbox.argv.empty()) {
-    archive_log();
-    fail(JobState::kError, "the job has no command and its image no Entrypoint or Cmd");
-    finish();
-    return;
-  }
-  for (const auto& [k, v] : job.spec.env) sandbox.env.emplace_back(k, v);
-  sandbox.env.emplace_back("SOVAI_JOB_ID", job.id);
-  sandbox.network_none = job.spec.network == NetworkMode::kNone;
-  for (int cpu : runner.allocation.cpus) {
-    sandbox.cpus.push_back(options_.cpu_ids[static_cast<size_t>(cpu)]);
-  }
-  sandbox.gpus = runner.allocation.gpus;
-  // GPU workloads reserve huge virtual ranges (CUDA); the RLIMIT_AS limit would break them.
-  sandbox.memory_bytes = runner.allocation.gpus.empty() ? runner.allocation.memory_bytes : 0;
-  sandbox.log_path = log->path();
-  sandbox.work_dir = base::JoinPath(dir, "sandbox");
-  sandbox.uid = options_.workload_uid;
-  sandbox.gid = options_.workload_gid;
-  for (size_t i = 0; i < volumes.size(); ++i) {
-    sandbox.mounts.push_back({base::JoinPath(volumes_dir, std::to_string(i)), volumes[i].mount_path,
-                              volumes[i].permission == exec::VolumePermission::kReadOnly});
-  }
-  Status prepared = exec::MakeDir(sandbox.work_dir, 0700);
-  if (prepared.ok() && root) {
-    prepared = exec::ChownTree(sandbox.work_dir, options_.workload_uid, options_.workload_gid);
-  }
-  if (!prepared.ok()) {
-    archive_log();
-    fail(JobState::kError, "preparing the sandbox: " + prepared.message());
-    finish();
-    return;
-  }
-  auto launched = options_.sandbox->Launch(sandbox);
-  if (!launched.ok()) {
-    archive_log();
-    fail(JobState::kError, "starting the sandbox: " + launched.status().message());
-    finish();
-    return;
-  }
-  std::unique_ptr<exec::RunningWorkload> workload = std::move(*launched);
+  std::shared_ptr<exec::Workload> workload = std::move(*started);
   {
     std::lock_guard rl(runner.mu);
-    runner.workload = workload.get();
+    runner.workload = workload;
+    if (runner.stop_reason) runner.ApplyStopLocked();
   }
-
-  // --- RUNNING ---
-  (void)Transition(job, JobState::kRunning);
-  const int64_t timeout_s =
-      job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  Outcome outcome;
-  auto record_exit = [&](const Result<base::ExitStatus>& status) {
-    if (!status.ok()) {
-      outcome.state = JobState::kError;
-      outcome.reason = status.status().message();
-      return;
-    }
-    if (status->exited) {
-      outcome.exit_code = status->code;
-      if (outcome.reason.empty()) {
-        outcome.state = status->code == 0 ? JobState::kDone : JobState::kFailed;
-        outcome.reason = "exited with code " + std::to_string(status->code);
-      }
-    } else if (status->signaled) {
-      outcome.exit_signal = status->signal;
-      if (outcome.reason.empty()) {
-        outcome.state = JobState::kFailed;
-        outcome.reason = status->ToString();
-      }
-    }
-  };
-  for (;;) {
-    auto ended = workload->TryWait();
-    if (!ended.ok() || ended->has_value()) {
-      record_exit(ended.ok() ? Result<base::ExitStatus>(**ended) : ended.status());
-      break;
-    }
-    std::unique_lock rl(runner.mu);
-    runner.cv.wait_for(rl, options_.poll_interval,
-                       [&] { return runner.stop_as.has_value() || runner.push_requested; });
-    if (runner.push_requested) {
-      rl.unlock();
-      say("push-data: syncing rw volumes while the job runs");
-      Status pushed = sync_up();
-      say(pushed.ok() ? "push-data: done" : "push-data failed: " + pushed.message());
-      rl.lock();
-      runner.push_requested = false;
-      runner.push_result = pushed.ok() ? "ok" : pushed.message();
-      runner.cv.notify_all();
-      continue;
-    }
-    std::optional<JobState> stop_as = runner.stop_as;
-    std::string stop_reason = runner.stop_reason;
-    rl.unlock();
-    if (!stop_as && std::chrono::steady_clock::now() >= deadline) {
-      stop_as = JobState::kTimeout;
-      stop_reason = "ran longer than timeout_s " + std::to_string(timeout_s);
-    }
-    if (stop_as) {
-      say("stopping: " + stop_reason + " (SIGTERM, then SIGKILL after " +
-          std::to_string(options_.stop_grace.count()) + " ms)");
-      outcome.state = *stop_as;
-      outcome.reason = stop_reason;
-      record_exit(workload->Stop(options_.stop_grace));
-      break;
-    }
-  }
+  const exec::WorkloadOutcome outcome = workload->Wait();
   {
     std::lock_guard rl(runner.mu);
-    runner.workload = nullptr;
+    runner.workload.reset();
   }
-  workload.reset();  // the log holds everything the workload wrote
-
-  // --- FINALIZING ---
-  job.exit_code = outcome.exit_code;
-  job.exit_signal = outcome.exit_signal;
-  (void)Transition(job, JobState::kFinalizing);
-  if (Status cards = WriteCards(job, volumes, volumes_dir); !cards.ok()) {
-    say("model card not written: " + cards.message());
+  workload.reset();
+  if (outcome.detached) {
+    Finish(runner);
+    return;
   }
-  if (Status up = sync_up(); !up.ok()) {
-    say("sync up failed: " + up.message());
-    if (outcome.state == JobState::kDone) {
-      outcome.state = JobState::kError;
-      outcome.reason = "the command succeeded but syncing the outputs failed: " + up.message();
-    }
-  }
-  say("job " + std::string(JobStateName(outcome.state)) + ": " + outcome.reason);
-  archive_log();
-
-  conclude(std::move(outcome));
+  Conclude(job, outcome);
+  Finish(runner);
 }
 
-// --- The Slurm executor ---
-
-namespace {
-
-// A port for the rendezvous of a distributed job, spread by job id so that two jobs sharing a
-// node rarely pick the same one.
-int MasterPortFor(const std::string& job_id) {
-  const std::string digest = base::Sha256(job_id);
-  const unsigned value =
-      static_cast<unsigned char>(digest[0]) << 8 | static_cast<unsigned char>(digest[1]);
-  return 20000 + static_cast<int>(value % 20000);
+void JobService::Finish(Runner& runner) {
+  std::lock_guard lock(mu_);
+  scheduler_.Release(runner.id);
+  auto it = runners_.find(runner.id);
+  if (it != runners_.end()) {
+    finished_.push_back(std::move(it->second));
+    runners_.erase(it);
+  }
+  ScheduleLocked();
+  cv_.notify_all();
 }
 
-// "Slurm job 12 ended NODE_FAIL (NodeDown)".
-std::string SlurmEnded(const std::string& slurm_id, const exec::SlurmJobInfo& info) {
-  return "Slurm job " + slurm_id + " ended " + info.state +
-         (info.reason.empty() || info.reason == "None" ? "" : " (" + info.reason + ")");
-}
-
-// Pending reasons that no amount of waiting changes: the request exceeds what the partition,
-// the account or the QOS can ever give.
-bool NeverStarts(std::string_view reason) {
-  static constexpr std::string_view kNever[] = {
-      "PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit", "BadConstraints",
-      "InvalidAccount",  "InvalidQOS",         "AccountNotAllowed",  "QOSNotAllowed",
-  };
-  return std::find(std::begin(kNever), std::end(kNever), reason) != std::end(kNever);
-}
-
-}  // namespace
-
-JobService::Outcome JobService::RunOnSlurm(Runner& runner, Job& job, exec::LogWriter& log) {
-  const SlurmExecution& slurm = options_.slurm;
-  auto say = [&](std::string_view line) {
-    (void)log.Write(exec::LogSource::kSovai, std::string(line) + "\n");
-  };
-  auto ended = [](JobState state, std::string reason) {
-    Outcome o;
-    o.state = state;
-    o.reason = std::move(reason);
-    return o;
-  };
-  // The credentials a node uses for the store of `region` ("" = the server's own, seen from the
-  // nodes at slurm.s3_endpoint when set).
-  auto node_access = [&](const std::string& region) -> Result<exec::S3ClientOptions> {
-    SOVAI_ASSIGN_OR_RETURN(S3Access access, options_.s3_access(job.project, region));
-    exec::S3ClientOptions o = ClientOptions(access);
-    if (region.empty() && !slurm.s3_endpoint.empty()) o.endpoint = slurm.s3_endpoint;
-    return o;
-  };
-  auto own = options_.s3_access(job.project, "");
-  if (!own.ok()) return ended(JobState::kError, "object store: " + own.status().message());
-  exec::S3Client reports(ClientOptions(*own));
-  const std::string bucket = ProjectBucket(job.project);
-  const std::string prefix = "jobs/" + job.id + "/agent/";
-  if (Status st = reports.HeadBucket(bucket); st.code() == base::StatusCode::kNotFound) {
-    if (Status made = reports.CreateBucket(bucket);
-        !made.ok() && made.code() != base::StatusCode::kAlreadyExists) {
-      return ended(JobState::kError,
-                   "creating the project bucket " + bucket + ": " + made.message());
-    }
+void JobService::Conclude(Job& job, const exec::WorkloadOutcome& outcome) {
+  const JobState state = StateOf(outcome.end);
+  bool retry = state == JobState::kFailed && job.spec.restart == RestartPolicy::kOnFailure &&
+               job.retries < job.spec.max_retries;
+  job.allocation.reset();
+  {
+    std::lock_guard lock(mu_);
+    retry = retry && !shutting_down_;
   }
-
-  // The next log chunk to append, kept beside the log so that a restarted server continues
-  // where this one stopped (chunks are deleted once appended).
-  const std::string next_chunk_path = base::JoinPath(JobDir(job.id), "agent-next-chunk");
-  uint64_t next_chunk = 1;
-  if (auto text = env_.ReadFile(next_chunk_path); text.ok()) {
-    if (auto n = base::ParseUint64(base::Trim(*text)); n.ok() && *n > 0) next_chunk = *n;
+  if (!retry) {
+    (void)Transition(job, state, outcome.reason);
+    return;
   }
-  if (job.slurm_job_id.empty()) {
-    // A new Slurm job (a first try, or a retry): its agent numbers its chunks from 1.
-    next_chunk = 1;
-    (void)env_.DeleteFile(next_chunk_path);
-    // --- The plan and the batch script ---
-    auto flavor = options_.flavors->Find(job.spec.flavor);
-    if (!flavor.ok()) return ended(JobState::kError, flavor.status().message());
-    exec::SlurmPlan plan;
-    plan.job_id = job.id;
-    auto log_s3 = node_access("");
-    if (!log_s3.ok()) return ended(JobState::kError, "object store: " + log_s3.status().message());
-    plan.log_s3 = *log_s3;
-    plan.log_bucket = bucket;
-    plan.log_prefix = prefix;
-    for (const std::string& v : job.spec.volumes) {
-      auto spec = exec::ParseVolumeSpec(v);
-      SOVAI_CHECK(spec.ok()) << "stored volume specs were validated: " << v;
-      const std::string region =
-          base::EqualsIgnoreCase(spec->region, options_.region) ? "" : spec->region;
-      auto access = node_access(region);
-      if (!access.ok()) {
-        return ended(JobState::kError,
-                     "volume " + spec->SourceName() + ": " + access.status().message());
-      }
-      plan.volumes.push_back({v, *access});
-    }
-    if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
-      if (slurm.engine_binary.empty()) {
-        return ended(
-            JobState::kError,
-            "image " + job.spec.image + " needs sovai-engine on the nodes (slurm engine_binary)");
-      }
-      constexpr std::string_view kEngineInSandbox = "/opt/sovai/bin/sovai-engine";
-      plan.extra_mounts.push_back({slurm.engine_binary, std::string(kEngineInSandbox)});
-      plan.argv = {std::string(kEngineInSandbox), std::string(*engine_command)};
-    }
-    plan.argv.insert(plan.argv.end(), job.spec.command.begin(), job.spec.command.end());
-    if (plan.argv.empty()) return ended(JobState::kError, "the job has no command");
-    for (const auto& [k, v] : job.spec.env) plan.env.emplace_back(k, v);
-    plan.network_none = job.spec.network == NetworkMode::kNone;
-    plan.uid = options_.workload_uid;
-    plan.gid = options_.workload_gid;
-    plan.scratch_dir = slurm.scratch_dir;
-    plan.agent_binary = slurm.agent_binary;
-    plan.master_port = MasterPortFor(job.id);
-
-    exec::SlurmBatch batch;
-    batch.job_name = "sovai-" + job.id;
-    batch.partition = slurm.partition;
-    batch.account = slurm.account;
-    if (auto it = slurm.flavors.find(job.spec.flavor); it != slurm.flavors.end()) {
-      batch.partition = it->second.first;
-      batch.gres_type = it->second.second;
-    }
-    const int nodes = std::max(1, job.spec.nodes);
-    const int gpus = (*flavor)->gpus_per_unit * job.spec.units;
-    const int vcpus = (*flavor)->vcpus_per_unit * job.spec.units;
-    const uint64_t memory =
-        (*flavor)->memory_bytes_per_unit * static_cast<uint64_t>(job.spec.units);
-    batch.nodes = nodes;
-    batch.gpus_per_node = (gpus + nodes - 1) / nodes;
-    batch.tasks_per_node =
-        job.spec.tasks_per_node > 0 ? job.spec.tasks_per_node : std::max(1, batch.gpus_per_node);
-    batch.cpus_per_task = std::max(1, vcpus / nodes / batch.tasks_per_node);
-    batch.memory_mb_per_node = memory / static_cast<uint64_t>(nodes) / (1024 * 1024);
-    const int64_t timeout_s =
-        job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
-    batch.time_minutes = (timeout_s + 59) / 60 + slurm.staging_minutes;
-    // The batch step's own output; Slurm opens it before the agent runs, so in a directory
-    // that exists (a scratch directory per node, "%n", does not yet).
-    batch.output_path = base::JoinPath(
-        slurm.scratch_dir.find("%n") == std::string::npos ? slurm.scratch_dir : "/tmp",
-        "sovai-%j.out");
-    batch.env = {{"SOVAI_SLURM_PLAN", exec::EncodeSlurmPlan(plan)}};
-    batch.agent_argv = {slurm.agent_binary, "slurm-agent", "run"};
-    auto script = exec::BuildBatchScript(batch);
-    if (!script.ok()) return ended(JobState::kError, "batch script: " + script.status().message());
-    auto submitted = slurm.client->Submit(*script);
-    if (!submitted.ok()) return ended(JobState::kError, "sbatch: " + submitted.status().message());
-    job.slurm_job_id = *submitted;
-    job.reason = "Slurm: submitted";
-    (void)Save(job);
-    say("submitted to Slurm as job " + job.slurm_job_id + " (partition " +
-        (batch.partition.empty() ? "default" : batch.partition) + ", " + std::to_string(nodes) +
-        " node(s) x " + std::to_string(batch.tasks_per_node) + " task(s), " +
-        std::to_string(batch.gpus_per_node) + " GPU(s) per node, --time " +
-        std::to_string(batch.time_minutes) + " min)");
-  } else {
-    say("following Slurm job " + job.slurm_job_id + " again after a restart of the server");
-  }
-
-  // --- Following the Slurm job and the agent's reports ---
-  const std::string download = base::JoinPath(JobDir(job.id), "agent-download");
-  auto fetch = [&](const std::string& key) -> Result<std::string> {
-    SOVAI_RETURN_IF_ERROR(reports.GetObjectToFile(bucket, key, download).status());
-    auto text = env_.ReadFile(download);
-    (void)env_.DeleteFile(download);
-    return text;
-  };
-  auto pull_log = [&] {
-    for (;;) {
-      const std::string key = exec::AgentLogChunkKey(prefix, next_chunk);
-      auto chunk = fetch(key);
-      if (!chunk.ok()) return;
-      for (std::string_view line : base::Split(*chunk, '\n', /*skip_empty=*/true)) {
-        if (auto record = exec::ParseLogRecord(line); record.ok()) {
-          (void)log.WriteRecord(record->source, record->continued, record->line);
-        } else {
-          (void)log.Write(exec::LogSource::kSovai, "(a malformed log record from the node)\n");
-        }
-      }
-      ++next_chunk;
-      (void)env_.WriteFileAtomically(next_chunk_path, std::to_string(next_chunk));
-      (void)reports.DeleteObject(bucket, key);
-    }
-  };
-  auto agent_status = [&]() -> std::optional<exec::AgentStatus> {
-    auto text = fetch(prefix + std::string(exec::kAgentStatusName));
-    if (!text.ok()) return std::nullopt;
-    auto parsed = exec::AgentStatusFromJson(*text);
-    if (!parsed.ok()) return std::nullopt;
-    return *parsed;
-  };
-  auto advance_to = [&](JobState state) {
-    // The agent's phases map onto the running states; skipped ones are passed through in order.
-    for (JobState step :
-         {JobState::kInitializing, JobState::kPending, JobState::kRunning, JobState::kFinalizing}) {
-      if (job.state >= state) return;
-      if (step > job.state && step <= state) (void)Transition(job, step);
-    }
-  };
-
-  const int64_t timeout_s =
-      job.spec.timeout_s > 0 ? job.spec.timeout_s : options_.default_timeout_s;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  std::optional<std::pair<JobState, std::string>> stopping;
-  // The outcome when Slurm itself ended the job (its state says how), or nothing when the job
-  // ended on its own (the agent's report then says how).
-  auto slurm_verdict = [&](const exec::SlurmJobInfo& info) -> std::optional<Outcome> {
-    const std::string what = SlurmEnded(job.slurm_job_id, info);
-    switch (info.phase) {
-      case exec::SlurmPhase::kTimeout:
-        return ended(JobState::kTimeout, what + ": it reached its --time limit");
-      case exec::SlurmPhase::kNodeFail:
-        return ended(JobState::kError, what + ": a node of the allocation failed");
-      case exec::SlurmPhase::kOutOfMemory:
-        return ended(JobState::kFailed, what + ": out of memory");
-      case exec::SlurmPhase::kCancelled:
-      case exec::SlurmPhase::kPreempted:
-        if (stopping) return ended(stopping->first, stopping->second);
-        return ended(JobState::kInterrupted, what);
-      default:
-        return std::nullopt;
-    }
-  };
-  std::chrono::steady_clock::time_point stop_sent{};
-  bool killed = false;
-  std::string last_query_error;
-  for (;;) {
-    pull_log();
-    std::optional<exec::AgentStatus> status = agent_status();
-    if (status && job.node.empty() && !status->node.empty()) {
-      job.node = status->node;
-      (void)Save(job);
-    }
-    if (status) {
-      switch (status->phase) {
-        case exec::AgentPhase::kInitializing:
-          advance_to(JobState::kInitializing);
-          break;
-        case exec::AgentPhase::kRunning:
-          advance_to(JobState::kRunning);
-          if (!deadline)
-            deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-          break;
-        case exec::AgentPhase::kFinalizing:
-          advance_to(JobState::kFinalizing);
-          break;
-        case exec::AgentPhase::kDone:
-          break;
-      }
-    }
-    if (status && status->phase == exec::AgentPhase::kDone) {
-      pull_log();
-      (void)reports.DeleteObject(bucket, prefix + std::string(exec::kAgentStatusName));
-      advance_to(JobState::kFinalizing);
-      // Slurm's verdict comes first when Slurm itself ended the job (a node failure, its time
-      // limit, an administrator's scancel): the agent then saw only its steps vanish.
-      if (auto info = slurm.client->Query(job.slurm_job_id); info.ok()) {
-        if (auto verdict = slurm_verdict(*info)) return *verdict;
-      }
-      Outcome o;
-      if (!status->exit) {
-        o = ended(JobState::kError,
-                  status->message.empty() ? "the Slurm agent gave up" : status->message);
-      } else if (status->exit->exited) {
-        o.exit_code = status->exit->code;
-        o.state = status->exit->code == 0 ? JobState::kDone : JobState::kFailed;
-        o.reason = "exited with code " + std::to_string(status->exit->code);
-      } else {
-        o.exit_signal = status->exit->signal;
-        o.state = JobState::kFailed;
-        o.reason = status->exit->ToString();
-      }
-      if (stopping && status->exit) {
-        o.state = stopping->first;
-        o.reason = stopping->second;
-      } else if (o.state == JobState::kDone && status->sync_failed) {
-        o.state = JobState::kError;
-        o.reason = "the command succeeded but " + status->message;
-      }
-      job.exit_code = o.exit_code;
-      job.exit_signal = o.exit_signal;
-      return o;
-    }
-
-    auto info = slurm.client->Query(job.slurm_job_id);
-    if (!info.ok()) {
-      if (info.status().code() == base::StatusCode::kNotFound) {
-        pull_log();
-        return ended(JobState::kError, info.status().message());
-      }
-      if (info.status().message() != last_query_error) {
-        last_query_error = info.status().message();
-        say("asking Slurm: " + last_query_error + " (will retry)");
-      }
-    } else if (info->phase == exec::SlurmPhase::kPending && NeverStarts(info->reason)) {
-      (void)slurm.client->Cancel(job.slurm_job_id);
-      return ended(JobState::kError, "Slurm will never start job " + job.slurm_job_id +
-                                         ": PENDING (" + info->reason +
-                                         "): the partition cannot give it what the flavor asks");
-    } else if (info->phase == exec::SlurmPhase::kPending) {
-      const std::string reason = "Slurm: " + info->state + " (" + info->reason + ")";
-      if (job.state == JobState::kQueued && job.reason != reason) {
-        job.reason = reason;
-        (void)Save(job);
-      }
-    } else if (info->phase == exec::SlurmPhase::kRunning && job.node.empty() &&
-               !info->nodes.empty()) {
-      if (auto first = exec::FirstHostOf(info->nodes); first.ok()) {
-        job.node = *first;
-        (void)Save(job);
-      }
-    } else if (exec::IsFinal(info->phase)) {
-      // The batch step ended; its last report may have landed after the read above.
-      if (auto last = agent_status(); last && last->phase == exec::AgentPhase::kDone) continue;
-      pull_log();
-      if (auto verdict = slurm_verdict(*info)) return *verdict;
-      Outcome o = ended(JobState::kError, SlurmEnded(job.slurm_job_id, *info) +
-                                              ", but the agent's final report never arrived: "
-                                              "the outputs may not be synced");
-      if (info->exit && info->exit->exited) o.exit_code = info->exit->code;
-      if (info->exit && info->exit->signaled) o.exit_signal = info->exit->signal;
-      job.exit_code = o.exit_code;
-      job.exit_signal = o.exit_signal;
-      return o;
-    }
-
-    // Requests: a stop, a push (not available here), the timeout.
-    {
-      std::unique_lock rl(runner.mu);
-      runner.cv.wait_for(rl, slurm.poll_interval,
-                         [&] { return (runner.stop_as && !stopping) || runner.push_requested; });
-      if (runner.push_requested) {
-        runner.push_requested = false;
-        runner.push_result = "push-data is not available on the Slurm executor yet";
-        runner.cv.notify_all();
-      }
-      if (runner.stop_as && !stopping) stopping.emplace(*runner.stop_as, runner.stop_reason);
-    }
-    if (stopping && !job.slurm_job_id.empty()) {
-      std::lock_guard lock(mu_);
-      if (shutting_down_) {
-        Outcome o;
-        o.detached = true;
-        return o;
-      }
-    }
-    if (!stopping && deadline && std::chrono::steady_clock::now() >= *deadline) {
-      stopping.emplace(JobState::kTimeout,
-                       "ran longer than timeout_s " + std::to_string(timeout_s));
-    }
-    if (stopping && stop_sent == std::chrono::steady_clock::time_point{}) {
-      stop_sent = std::chrono::steady_clock::now();
-      if (job.state == JobState::kQueued || job.state == JobState::kInitializing) {
-        // Nothing of the workload runs yet: the whole Slurm job goes.
-        say("stopping: " + stopping->second + " (scancel)");
-        if (Status st = slurm.client->Cancel(job.slurm_job_id); !st.ok())
-          say("scancel: " + st.message());
-        killed = true;
-      } else {
-        say("stopping: " + stopping->second + " (SIGTERM to the job's steps, SIGKILL after " +
-            std::to_string(options_.stop_grace.count()) + " ms)");
-        if (Status st = slurm.client->Signal(job.slurm_job_id, SIGTERM); !st.ok()) {
-          say("scancel --signal=TERM: " + st.message());
-        }
-      }
-    } else if (stopping && !killed &&
-               std::chrono::steady_clock::now() - stop_sent >= options_.stop_grace) {
-      killed = true;
-      (void)slurm.client->Signal(job.slurm_job_id, SIGKILL);
-    }
+  std::lock_guard lock(mu_);
+  // The failed try stays in the history, but the job is never seen in a terminal state between
+  // its tries: both transitions are saved at once.
+  job.history.push_back({state, env_.NowUnixMicros()});
+  job.retries += 1;
+  job.slurm_job_id.clear();  // the next try is a new Slurm job
+  job.node.clear();
+  (void)Transition(job, JobState::kQueued,
+                   "restart policy: " + outcome.reason + "; try " +
+                       std::to_string(job.retries + 1) + " of " +
+                       std::to_string(job.spec.max_retries + 1));
+  auto flavor = options_.flavors->Find(job.spec.flavor);
+  if (flavor.ok()) {
+    auto request = RequestFor(**flavor, job.spec.units);
+    // The id is still held by this runner: release first, then queue again.
+    scheduler_.Release(job.id);
+    if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
   }
 }
 

@@ -1,19 +1,20 @@
 // Jobs: the state machine of docs/api/jobs.md, persisted in the control database, scheduled on
-// this machine's resources (scheduler.h) and run by the local executor (exec/sandbox.h) with their
-// volumes synced through the S3 API (exec/volume_sync.h).
+// this machine's resources (scheduler.h) and run by an executor (exec/executor.h): the local one
+// (exec/local_executor.h), or with `slurm.client` the Slurm one (exec/slurm_executor.h), which
+// own the workload's life; the service turns its phases into the job's transitions.
 //
 //   SOVAI_ASSIGN_OR_RETURN(auto jobs, JobService::Start(db, options));
 //   SOVAI_ASSIGN_OR_RETURN(Job job, jobs->Submit(project_id, user_id, spec));
 //   ... jobs->Get(project_id, job.id), jobs->ReadLog(...), jobs->Stop(...) ...
 //
-// Each admitted job runs on a runner thread of its own: INITIALIZING (volumes synced down),
-// PENDING (sandbox started), RUNNING (until exit, stop or timeout), FINALIZING (rw/rwd volumes
-// synced up, the log archived into the project's bucket), then a terminal state. Every transition
-// is one committed row update before the work of the state starts, so a restart knows where each
-// job was. Start() after a restart: QUEUED jobs keep their order; jobs that were INITIALIZING,
-// PENDING, RUNNING or FINALIZING lost their sandbox with the old process (bwrap dies with it) and
-// are finalized: outputs written so far are synced up, and the state becomes INTERRUPTED with the
-// reason "the server restarted while the job was RUNNING".
+// Each admitted job has a runner thread of its own that follows its workload: INITIALIZING (volumes
+// synced down), PENDING (sandbox started), RUNNING (until exit, stop or timeout), FINALIZING
+// (rw/rwd volumes synced up, the log archived into the project's bucket), then a terminal state.
+// Every transition is one committed row update before the work of the state starts, so a restart
+// knows where each job was. Start() after a restart: QUEUED jobs keep their order; jobs that were
+// INITIALIZING, PENDING, RUNNING or FINALIZING lost their sandbox with the old process (bwrap dies
+// with it) and are finalized: outputs written so far are synced up, and the state becomes
+// INTERRUPTED with the reason "the server restarted while the job was RUNNING".
 //
 // Project isolation: every method takes the caller's project; a job of another project is
 // NotFound, exactly like a missing one.
@@ -43,12 +44,13 @@
 #include "control/job_spec.h"
 #include "control/limits.h"
 #include "control/scheduler.h"
+#include "exec/executor.h"
 #include "exec/log_capture.h"
+#include "exec/slurm_executor.h"
 #include "exec/volume_spec.h"
 
 namespace sovai::exec {
 class Sandbox;
-class SlurmClient;
 }  // namespace sovai::exec
 
 namespace sovai::control {
@@ -109,27 +111,6 @@ struct S3Access {
   std::string ca_file;  // PEM that verifies an https endpoint's certificate; "" = the system's
 };
 
-// The Slurm executor (docs/slurm.md): with a client, every job becomes a Slurm job whose batch
-// step is `sovai slurm-agent run` (cli/slurm_agent.h); Slurm queues and places it, the volumes are
-// staged on the node, the log and the agent's status come back through the project bucket.
-struct SlurmExecution {
-  exec::SlurmClient* client = nullptr;  // nullptr: the local executor
-  std::string partition;                // "" = the cluster's default
-  std::string account;                  // "" = the submitting user's default
-  // By flavor id: the partition and the gres type of its GPUs (e.g. {"gpu", "h100"}); a flavor
-  // not listed runs in `partition` with untyped GPUs.
-  std::map<std::string, std::pair<std::string, std::string>> flavors;
-  std::string agent_binary;          // the sovai binary, at the same path on every node
-  std::string engine_binary;         // sovai-engine on the nodes (sovai/finetune, sovai/serve)
-  std::string scratch_dir = "/tmp";  // node-local: the volumes of a job on that node
-  // The platform's S3 endpoint as the nodes reach it ("" = the address the server uses itself).
-  std::string s3_endpoint;
-  // Added to the job's timeout in --time, for staging volumes in and out.
-  int64_t staging_minutes = 30;
-  // How often a runner asks Slurm and the project bucket about its job.
-  std::chrono::milliseconds poll_interval{1000};
-};
-
 struct JobServiceOptions {
   std::string data_dir;             // jobs live in <data_dir>/jobs/<id>/
   std::string region;               // the server's region
@@ -149,7 +130,9 @@ struct JobServiceOptions {
   std::function<base::Result<S3Access>(const std::string& project, const std::string& region)>
       s3_access;
   exec::Sandbox* sandbox = nullptr;  // the local executor's; may be null with Slurm
-  SlurmExecution slurm;
+  // The Slurm executor (docs/slurm.md) when `slurm.client` is set: every job becomes a Slurm job
+  // whose batch step is `sovai slurm-agent run`. Its stop_grace and env are this service's.
+  exec::SlurmExecutorOptions slurm;
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
   std::chrono::milliseconds stop_grace{10'000};
   int64_t default_timeout_s = kDefaultJobTimeoutS;
@@ -229,7 +212,7 @@ class JobService {
   // Persists and applies a project's quota (queued jobs start when it allows).
   base::Status SetQuota(const std::string& project, Quota quota);
   Quota GetQuota(const std::string& project);
-  // Host pids of the processes of a RUNNING job's sandbox (exec::RunningWorkload::ProcessIds);
+  // Host pids of the processes of a RUNNING job's sandbox (exec::Workload::ProcessIds);
   // empty when the job is not running. For the autoscaler's CPU and memory measurements.
   base::Result<std::vector<pid_t>> ProcessIds(const std::string& id);
   // Whether this machine could ever run `request` (Scheduler::CheckFits).
@@ -247,6 +230,7 @@ class JobService {
 
  private:
   struct Runner;
+  class Events;
   JobService(ControlDb& db, JobServiceOptions options);
   // Takes over the live jobs of the database: QUEUED ones into the scheduler, and (with
   // `take_over`: at start, or when this server becomes the leader) running ones onto runners
@@ -261,12 +245,15 @@ class JobService {
   base::Status SaveIn(base::Database& sql, const Job& job);
   // Under mu_: starts what the scheduler places.
   void ScheduleLocked();
+  // A runner's thread: the job's workload from Start (or Resume) to its end, then the job's end
+  // or its next try.
   void Run(Runner& runner);
-  struct Outcome;
-  // The Slurm executor's part of Run: from sbatch (or, after a restart, the job's Slurm id) to
-  // the end of the Slurm job. Transitions the job through its running states; the caller
-  // records the outcome.
-  Outcome RunOnSlurm(Runner& runner, Job& job, exec::LogWriter& log);
+  // The workload of `job` as the executor runs it, on `allocation` (the local scheduler's).
+  exec::WorkloadSpec WorkloadSpecFor(const Job& job, const Allocation& allocation) const;
+  // The job's end (a terminal state), or another try (the restart policy); then finish().
+  void Conclude(Job& job, const exec::WorkloadOutcome& outcome);
+  // The runner leaves: its resources go back, the next jobs are scheduled.
+  void Finish(Runner& runner);
   base::Result<Job> Load(const std::string& project, const std::string& id);
   // The job `id` of `project`, or of any project when `project` is null (the runners).
   base::Result<Job> LoadById(const std::string& id, const std::string* project);
@@ -275,8 +262,9 @@ class JobService {
   std::string JobDir(const std::string& id) const;
   // MODEL_CARD.md and model_card.json next to every model or adapter the job wrote
   // (model_card.h).
-  base::Status WriteCards(const Job& job, const std::vector<exec::VolumeSpec>& volumes,
-                          const std::string& volumes_dir);
+  base::Status WriteCards(const Job& job, const std::vector<exec::StagedVolume>& volumes);
+  // The workload of a job that runs here now, or nullptr.
+  std::shared_ptr<exec::Workload> LiveWorkload(const std::string& id);
   // Reaps runners that finished (joins their threads).
   void ReapLocked();
 
@@ -284,6 +272,7 @@ class JobService {
   JobServiceOptions options_;
   base::Env& env_;
   base::UlidGenerator ulids_;
+  std::unique_ptr<exec::Executor> executor_;
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

@@ -7,7 +7,7 @@
 //   ... SOVAI_ASSIGN_OR_RETURN(SlurmJobInfo info, slurm.Query(slurm_id)); ...
 //   slurm.Signal(slurm_id, SIGTERM);  // the job's steps, not its batch step
 //
-// What runs inside the allocation is `sovai slurm-agent run` (src/cli/slurm_agent.cc): it stages
+// What runs inside the allocation is `sovai slurm-agent run` (src/exec/slurm_agent.cc): it stages
 // the volumes on the node, starts one task per GPU (or the requested tasks) with `srun`, each in
 // the same bubblewrap sandbox as the local executor, ships the log back through the object store
 // and syncs writable volumes up. This file knows nothing of that beyond the agent's command line

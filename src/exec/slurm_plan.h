@@ -1,4 +1,4 @@
-// What the platform tells the Slurm agent (`sovai slurm-agent`, src/cli/slurm_agent.cc) about one
+// What the platform tells the Slurm agent (`sovai slurm-agent`, src/exec/slurm_agent.cc) about one
 // job, and what the agent reports back. docs/formats/slurm-agent.md describes both.
 //
 // The plan travels in the batch script as base64 JSON (SOVAI_SLURM_PLAN): the job's command,

@@ -1,4 +1,4 @@
-#include "cli/slurm_agent.h"
+#include "exec/slurm_agent.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,17 +18,18 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "exec/executor.h"
+#include "exec/local_executor.h"
 #include "exec/log_capture.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
 #include "exec/slurm.h"
 #include "exec/slurm_plan.h"
 #include "exec/volume_spec.h"
-#include "exec/volume_sync.h"
 
 extern char** environ;
 
-namespace sovai::cli {
+namespace sovai::exec {
 namespace {
 
 using base::Result;
@@ -62,7 +63,7 @@ std::map<std::string, std::string> SlurmEnvironment() {
 // The job's directory on this node: <scratch>/sovai-<Slurm job id>, where "%n" in the scratch
 // directory is this node's Slurm name (as in slurm.conf's SlurmdSpoolDir), for nodes that share
 // a filesystem.
-Result<std::string> WorkDir(const exec::SlurmPlan& plan) {
+Result<std::string> WorkDir(const SlurmPlan& plan) {
   std::string id = Getenv("SLURM_JOB_ID");
   if (id.empty()) {
     return base::FailedPreconditionError("SLURM_JOB_ID is not set: not in a Slurm job");
@@ -71,88 +72,36 @@ Result<std::string> WorkDir(const exec::SlurmPlan& plan) {
   for (size_t at; (at = scratch.find("%n")) != std::string::npos;) {
     scratch.replace(at, 2, Getenv("SLURMD_NODENAME"));
   }
-  SOVAI_RETURN_IF_ERROR(exec::MakeDir(scratch, 0755));
+  SOVAI_RETURN_IF_ERROR(MakeDir(scratch, 0755));
   return base::JoinPath(scratch, "sovai-" + id);
 }
 
-std::string VolumeDir(const std::string& work, size_t i) {
-  return base::JoinPath(base::JoinPath(work, "volumes"), std::to_string(i));
-}
-std::string ManifestPath(const std::string& work, size_t i) {
-  return base::JoinPath(work, "manifest-" + std::to_string(i) + ".json");
-}
-
-Result<exec::VolumeSpec> ParseVolume(const exec::SlurmPlanVolume& v) {
-  return exec::ParseVolumeSpec(v.spec);
-}
-
-// Volumes down into <work>/volumes/<i>, each manifest beside them.
-Status StageIn(base::Env& env, const exec::SlurmPlan& plan, const std::string& work,
-               const std::function<void(std::string_view)>& say) {
-  SOVAI_RETURN_IF_ERROR(exec::MakeDir(work, 0711));
-  SOVAI_RETURN_IF_ERROR(exec::MakeDir(base::JoinPath(work, "volumes"), 0711));
-  const bool root = ::geteuid() == 0;
-  for (size_t i = 0; i < plan.volumes.size(); ++i) {
-    SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec spec, ParseVolume(plan.volumes[i]));
-    const std::string dir = VolumeDir(work, i);
-    SOVAI_RETURN_IF_ERROR(exec::MakeDir(dir, 0755));
-    exec::S3Client s3(plan.volumes[i].s3);
-    SOVAI_RETURN_IF_ERROR(s3.status());
-    exec::SyncOptions options;
-    options.env = &env;
-    options.progress = say;
-    auto manifest = exec::SyncDown(s3, spec, dir, options);
-    if (!manifest.ok()) {
-      return Status(manifest.status().code(),
-                    "volume " + spec.SourceName() + ": " + manifest.status().message());
-    }
-    SOVAI_RETURN_IF_ERROR(env.WriteFileAtomically(ManifestPath(work, i), manifest->ToJson()));
-    if (root && spec.permission != exec::VolumePermission::kReadOnly) {
-      SOVAI_RETURN_IF_ERROR(exec::ChownTree(dir, plan.uid, plan.gid));
-    }
+// The workload as the local executor on this node runs it: the plan's command (the platform
+// composed it), its volumes with the credentials the plan carries, in `work`.
+Result<WorkloadSpec> SpecFromPlan(const SlurmPlan& plan, const std::string& work) {
+  WorkloadSpec spec;
+  spec.id = plan.job_id;
+  spec.dir = work;
+  spec.command = plan.argv;
+  spec.env = plan.env;
+  for (const SlurmPlanMount& m : plan.extra_mounts) {
+    spec.extra_mounts.push_back({m.host_path, m.sandbox_path, true});
   }
-  return Status();
-}
-
-// The rw/rwd volumes of this node up; the first error, or OK.
-Status StageOut(base::Env& env, const exec::SlurmPlan& plan, const std::string& work,
-                const std::function<void(std::string_view)>& say) {
-  Status first;
-  for (size_t i = 0; i < plan.volumes.size(); ++i) {
-    SOVAI_ASSIGN_OR_RETURN(exec::VolumeSpec spec, ParseVolume(plan.volumes[i]));
-    if (spec.permission == exec::VolumePermission::kReadOnly) continue;
-    auto text = env.ReadFile(ManifestPath(work, i));
-    if (!text.ok()) {
-      if (first.ok())
-        first =
-            Status(text.status().code(), "volume " + spec.SourceName() + " was never synced down");
-      continue;
-    }
-    auto baseline = exec::SyncManifest::FromJson(*text);
-    exec::S3Client s3(plan.volumes[i].s3);
-    exec::SyncOptions options;
-    options.env = &env;
-    options.progress = say;
-    Status st = baseline.ok() ? s3.status() : baseline.status();
-    if (st.ok()) {
-      auto report =
-          exec::SyncUp(s3, spec, VolumeDir(work, i), *baseline,
-                       spec.permission == exec::VolumePermission::kReadWriteDelete, options);
-      st = report.status();
-    }
-    if (!st.ok()) {
-      say("sync up failed: " + spec.SourceName() + ": " + st.message());
-      if (first.ok()) first = st;
-    }
+  for (const SlurmPlanVolume& v : plan.volumes) {
+    SOVAI_ASSIGN_OR_RETURN(VolumeSpec volume, ParseVolumeSpec(v.spec));
+    spec.volumes.push_back({std::move(volume), "", v.s3});
   }
-  return first;
+  spec.network_none = plan.network_none;
+  spec.uid = plan.uid;
+  spec.gid = plan.gid;
+  return spec;
 }
 
 // Ships the node's log file and the status object to the project bucket. Log chunks go out
 // every kShipInterval, whole records only, numbered from 1; the status when it changes.
 class Shipper {
  public:
-  Shipper(base::Env& env, const exec::SlurmPlan& plan, std::string log_path, std::string spool)
+  Shipper(base::Env& env, const SlurmPlan& plan, std::string log_path, std::string spool)
       : env_(env),
         plan_(plan),
         s3_(plan.log_s3),
@@ -164,14 +113,14 @@ class Shipper {
 
   // Writes the status now (and the log shipped so far first, so that a reader of the status sees
   // the log that led to it).
-  void SetStatus(const exec::AgentStatus& status) {
+  void SetStatus(const AgentStatus& status) {
     std::lock_guard lock(mu_);
     ShipLogLocked();
-    const bool last = status.phase == exec::AgentPhase::kDone;
+    const bool last = status.phase == AgentPhase::kDone;
     // The last report is the one the platform cannot do without: it is retried for a while, so
     // that a restart of the platform's S3 endpoint (a server upgrade) does not lose it.
     for (int attempt = 0;; ++attempt) {
-      if (Put(std::string(exec::kAgentStatusName), exec::AgentStatusToJson(status))) return;
+      if (Put(std::string(kAgentStatusName), AgentStatusToJson(status))) return;
       if (!last || attempt + 1 >= kFinalReportAttempts) return;
       std::this_thread::sleep_for(kFinalReportRetry);
       ShipLogLocked();
@@ -206,10 +155,10 @@ class Shipper {
   // True when everything written so far is shipped.
   bool ShipLogLocked() {
     for (;;) {
-      auto chunk = exec::ReadLog(env_, log_path_, offset_, 1 << 20);
+      auto chunk = ReadLog(env_, log_path_, offset_, 1 << 20);
       if (!chunk.ok()) return false;
       if (chunk->data.empty()) return true;
-      if (!Put(exec::AgentLogChunkKey("", next_chunk_), chunk->data)) return false;
+      if (!Put(AgentLogChunkKey("", next_chunk_), chunk->data)) return false;
       ++next_chunk_;
       offset_ = chunk->next_offset;
     }
@@ -231,8 +180,8 @@ class Shipper {
   }
 
   base::Env& env_;
-  const exec::SlurmPlan& plan_;
-  exec::S3Client s3_;  // guarded by mu_ (single-threaded)
+  const SlurmPlan& plan_;
+  S3Client s3_;  // guarded by mu_ (single-threaded)
   const std::string log_path_;
   const std::string spool_;
   std::mutex mu_;
@@ -260,11 +209,11 @@ int ExitCodeOf(const base::ExitStatus& status) {
 
 // Copies srun's output into the log: lines that are records of a task keep their source, the
 // rest (srun's own messages) become platform notes.
-void RelayStream(base::UniqueFd fd, exec::LogWriter& log, exec::LogSource plain_source) {
+void RelayStream(base::UniqueFd fd, LogWriter& log, LogSource plain_source) {
   std::string pending;
   char buffer[64 * 1024];
   auto flush_line = [&](std::string_view line) {
-    if (auto record = exec::ParseLogRecord(line); record.ok()) {
+    if (auto record = ParseLogRecord(line); record.ok()) {
       (void)log.WriteRecord(record->source, record->continued, record->line);
     } else {
       (void)log.Write(plain_source, line);
@@ -280,7 +229,7 @@ void RelayStream(base::UniqueFd fd, exec::LogWriter& log, exec::LogSource plain_
       flush_line(std::string_view(pending).substr(start, nl - start));
     }
     pending.erase(0, start);
-    if (pending.size() > exec::kMaxLogLineBytes * 2) {
+    if (pending.size() > kMaxLogLineBytes * 2) {
       (void)log.Write(plain_source, pending);
       pending.clear();
     }
@@ -288,50 +237,148 @@ void RelayStream(base::UniqueFd fd, exec::LogWriter& log, exec::LogSource plain_
   if (!pending.empty()) flush_line(pending);
 }
 
-Result<exec::SlurmPlan> PlanFromEnvironment() {
+Result<SlurmPlan> PlanFromEnvironment() {
   std::string encoded = Getenv("SOVAI_SLURM_PLAN");
   if (encoded.empty()) {
     return base::FailedPreconditionError(
         "SOVAI_SLURM_PLAN is not set (the platform's batch "
         "script sets it)");
   }
-  return exec::DecodeSlurmPlan(encoded);
+  return DecodeSlurmPlan(encoded);
 }
 
-int RunBatchStep(base::Env& env, const exec::SlurmPlan& plan) {
+// The batch step's process: `srun` of one `slurm-agent task` per Slurm task, its output relayed
+// into the node's log (task records keep their source; srun's own lines become notes).
+class SrunTasks final : public LaunchedProcess {
+ public:
+  static Result<std::unique_ptr<LaunchedProcess>> Start(base::Env& env, const SlurmPlan& plan,
+                                                        const std::string& log_path) {
+    SOVAI_ASSIGN_OR_RETURN(std::unique_ptr<LogWriter> log, LogWriter::Open(env, log_path));
+    base::SpawnOptions tasks;
+    tasks.argv = {"srun", "--kill-on-bad-exit=1", plan.agent_binary, "slurm-agent", "task"};
+    tasks.stdout_spec = base::StdioSpec::Pipe();
+    tasks.stderr_spec = base::StdioSpec::Pipe();
+    auto spawned = env.Spawn(tasks);
+    if (!spawned.ok()) return spawned.status().WithContext("srun");
+    return std::unique_ptr<LaunchedProcess>(new SrunTasks(std::move(*spawned), std::move(log)));
+  }
+  ~SrunTasks() override {
+    if (!ended_) {
+      (void)srun_->Signal(SIGKILL);
+      (void)srun_->Wait();
+    }
+    JoinRelays();
+  }
+  Result<std::optional<base::ExitStatus>> TryWait() override {
+    auto waited = srun_->Wait(0);
+    if (!waited.ok() && waited.status().code() == base::StatusCode::kDeadlineExceeded) {
+      return std::optional<base::ExitStatus>();
+    }
+    return Ended(waited);
+  }
+  Result<base::ExitStatus> Stop(std::chrono::milliseconds grace) override {
+    (void)srun_->Signal(SIGTERM);
+    auto waited = srun_->Wait(grace.count());
+    if (!waited.ok() && waited.status().code() == base::StatusCode::kDeadlineExceeded) {
+      (void)srun_->Signal(SIGKILL);
+      waited = srun_->Wait();
+    }
+    SOVAI_ASSIGN_OR_RETURN(std::optional<base::ExitStatus> status, Ended(waited));
+    return *status;
+  }
+  Result<std::vector<pid_t>> ProcessIds() override { return std::vector<pid_t>{srun_->pid()}; }
+
+ private:
+  SrunTasks(std::unique_ptr<base::Subprocess> srun, std::unique_ptr<LogWriter> log)
+      : srun_(std::move(srun)), log_(std::move(log)) {
+    out_ = std::thread(RelayStream, std::move(srun_->stdout_fd()), std::ref(*log_),
+                       LogSource::kStdout);
+    err_ =
+        std::thread(RelayStream, std::move(srun_->stderr_fd()), std::ref(*log_), LogSource::kSovai);
+  }
+  // srun's end: its output relayed to the last line, a signal's 128+N decoded.
+  Result<std::optional<base::ExitStatus>> Ended(const Result<base::ExitStatus>& waited) {
+    ended_ = true;
+    JoinRelays();
+    if (!waited.ok()) return waited.status().WithContext("srun");
+    return std::optional<base::ExitStatus>(DecodeExit(*waited));
+  }
+  void JoinRelays() {
+    if (out_.joinable()) out_.join();
+    if (err_.joinable()) err_.join();
+  }
+
+  std::unique_ptr<base::Subprocess> srun_;
+  std::unique_ptr<LogWriter> log_;
+  bool ended_ = false;
+  std::thread out_;
+  std::thread err_;
+};
+
+// The phases of the node's local executor, reported to the platform through the shipper.
+class AgentReporter final : public WorkloadObserver {
+ public:
+  explicit AgentReporter(std::function<void(AgentPhase)> report) : report_(std::move(report)) {}
+  void OnPhase(WorkloadPhase phase) override {
+    if (phase == WorkloadPhase::kInitializing) report_(AgentPhase::kInitializing);
+    // RUNNING is reported as the tasks are about to start (srun), as the platform's timeout and
+    // a node's failure are counted from there.
+    if (phase == WorkloadPhase::kPending) report_(AgentPhase::kRunning);
+    if (phase == WorkloadPhase::kFinalizing) report_(AgentPhase::kFinalizing);
+  }
+
+ private:
+  std::function<void(AgentPhase)> report_;
+};
+
+// Volumes down on every node of a multi-node allocation: `slurm-agent stage-in` on each.
+Status StageOnEveryNode(base::Env& env, const SlurmPlan& plan, const std::string& nodes,
+                        const std::function<void(std::string_view)>& say) {
+  base::SpawnOptions stage;
+  stage.argv = {"srun",
+                "--nodes=" + nodes,
+                "--ntasks=" + nodes,
+                "--ntasks-per-node=1",
+                plan.agent_binary,
+                "slurm-agent",
+                "stage-in"};
+  auto run = base::RunAndCapture(env, stage);
+  if (run.ok()) {
+    for (const std::string& text : {run->stdout_text, run->stderr_text}) {
+      if (!text.empty()) say(text);
+    }
+  }
+  if (!run.ok() || !run->exit.success()) {
+    return base::UnavailableError("staging the volumes on the nodes failed: " +
+                                  (run.ok() ? run->exit.ToString() : run.status().message()));
+  }
+  return Status();
+}
+
+int RunBatchStep(base::Env& env, const SlurmPlan& plan) {
   auto work = WorkDir(plan);
-  if (!work.ok()) {
-    std::fprintf(stderr, "sovai slurm-agent: %s\n", work.status().ToString().c_str());
+  auto spec = work.ok() ? SpecFromPlan(plan, *work) : Result<WorkloadSpec>(work.status());
+  if (!spec.ok()) {
+    std::fprintf(stderr, "sovai slurm-agent: %s\n", spec.status().ToString().c_str());
     return 1;
   }
-  if (Status st = exec::MakeDir(*work, 0711); !st.ok()) {
-    std::fprintf(stderr, "sovai slurm-agent: %s\n", st.ToString().c_str());
-    return 1;
-  }
-  const std::string spool = base::JoinPath(*work, "spool");
-  (void)exec::MakeDir(spool, 0700);
-  auto opened = exec::LogWriter::Open(env, base::JoinPath(*work, "log"));
+  // The log is the local executor's; the shipper reads it from the start.
+  auto opened = OpenWorkloadLog(env, *work);
   if (!opened.ok()) {
     std::fprintf(stderr, "sovai slurm-agent: %s\n", opened.status().ToString().c_str());
     return 1;
   }
-  std::unique_ptr<exec::LogWriter> log = std::move(*opened);
-  auto say = [&](std::string_view line) { (void)log->Write(exec::LogSource::kSovai, line); };
+  std::unique_ptr<LogWriter> log = std::move(*opened);
+  auto say = [&](std::string_view line) { (void)log->Write(LogSource::kSovai, line); };
+  const std::string spool = base::JoinPath(*work, "spool");
+  (void)MakeDir(spool, 0700);
   Shipper shipper(env, plan, log->path(), spool);
-  exec::AgentStatus status;
+  AgentStatus status;
   status.node = Getenv("SLURMD_NODENAME");
-  auto report = [&](exec::AgentPhase phase) {
+  auto report = [&](AgentPhase phase) {
     status.phase = phase;
     status.at_unix_micros = env.NowUnixMicros();
     shipper.SetStatus(status);
-  };
-  auto give_up = [&](std::string message) {
-    say(message);
-    status.message = std::move(message);
-    report(exec::AgentPhase::kDone);
-    shipper.Finish();
-    (void)env.DeleteDirRecursive(*work);
-    return 1;
   };
 
   const std::map<std::string, std::string> slurm = SlurmEnvironment();
@@ -340,67 +387,47 @@ int RunBatchStep(base::Env& env, const exec::SlurmPlan& plan) {
   say("slurm job " + Getenv("SLURM_JOB_ID") + " on " + Getenv("SLURM_JOB_NODELIST") + ": " + nodes +
       " node(s), " + Getenv("SLURM_NTASKS") + " task(s)");
 
-  // --- INITIALIZING: volumes down, on every node of the allocation ---
-  report(exec::AgentPhase::kInitializing);
-  if (nodes == "1") {
-    if (Status st = StageIn(env, plan, *work, say); !st.ok()) return give_up(st.message());
+  // The workload's life on this node is the local executor's; its process is srun's tasks.
+  LocalExecutorOptions options;
+  options.env = &env;
+  options.end_note = "workload";
+  options.launch = [&](const SandboxSpec& sandbox) {
+    return SrunTasks::Start(env, plan, sandbox.log_path);
+  };
+  if (nodes != "1") {
+    options.stage_in = [&](const WorkloadSpec&, const std::function<void(std::string_view)>& s) {
+      return StageOnEveryNode(env, plan, nodes, s);
+    };
+  }
+  LocalExecutor executor(std::move(options));
+  AgentReporter reporter(report);
+  WorkloadOutcome outcome;
+  if (auto workload = executor.Start(*spec, reporter); workload.ok()) {
+    outcome = (*workload)->Wait();
   } else {
-    base::SpawnOptions stage;
-    stage.argv = {"srun",
-                  "--nodes=" + nodes,
-                  "--ntasks=" + nodes,
-                  "--ntasks-per-node=1",
-                  plan.agent_binary,
-                  "slurm-agent",
-                  "stage-in"};
-    auto run = base::RunAndCapture(env, stage);
-    if (run.ok()) {
-      for (auto text : {run->stdout_text, run->stderr_text}) {
-        if (!text.empty()) (void)log->Write(exec::LogSource::kSovai, text);
-      }
-    }
-    if (!run.ok() || !run->exit.success()) {
-      return give_up("staging the volumes on the nodes failed: " +
-                     (run.ok() ? run->exit.ToString() : run.status().message()));
-    }
+    outcome.end = WorkloadEnd::kError;
+    outcome.reason = workload.status().message();
   }
-
-  // --- RUNNING: one sandboxed task per Slurm task ---
-  report(exec::AgentPhase::kRunning);
-  base::SpawnOptions tasks;
-  tasks.argv = {"srun", "--kill-on-bad-exit=1", plan.agent_binary, "slurm-agent", "task"};
-  tasks.stdout_spec = base::StdioSpec::Pipe();
-  tasks.stderr_spec = base::StdioSpec::Pipe();
-  auto spawned = env.Spawn(tasks);
-  if (!spawned.ok()) return give_up("srun: " + spawned.status().message());
-  std::unique_ptr<base::Subprocess> srun = std::move(*spawned);
-  std::thread out(RelayStream, std::move(srun->stdout_fd()), std::ref(*log),
-                  exec::LogSource::kStdout);
-  std::thread err(RelayStream, std::move(srun->stderr_fd()), std::ref(*log),
-                  exec::LogSource::kSovai);
-  auto waited = srun->Wait();
-  out.join();
-  err.join();
-  if (!waited.ok()) return give_up("srun: " + waited.status().message());
-  status.exit = DecodeExit(*waited);
-  say("workload " + status.exit->ToString());
-
-  // --- FINALIZING: this node's writable volumes up ---
-  report(exec::AgentPhase::kFinalizing);
-  if (Status st = StageOut(env, plan, *work, say); !st.ok()) {
+  if (outcome.exit_code) status.exit = base::ExitStatus{.exited = true, .code = *outcome.exit_code};
+  if (outcome.exit_signal) {
+    status.exit = base::ExitStatus{.signaled = true, .signal = *outcome.exit_signal};
+  }
+  if (!status.exit) {
+    status.message = outcome.reason;  // the agent could not run it: why
+  } else if (!outcome.outputs_error.empty()) {
     status.sync_failed = true;
-    status.message = "syncing the outputs failed: " + st.message();
+    status.message = "syncing the outputs failed: " + outcome.outputs_error;
   }
-  report(exec::AgentPhase::kDone);
+  report(AgentPhase::kDone);
   shipper.Finish();
   (void)env.DeleteDirRecursive(*work);
-  return ExitCodeOf(*status.exit);
+  return status.exit ? ExitCodeOf(*status.exit) : 1;
 }
 
 std::atomic<bool> stop_requested{false};
 void OnStopSignal(int) { stop_requested = true; }
 
-int RunTask(base::Env& env, const exec::SlurmPlan& plan) {
+int RunTask(base::Env& env, const SlurmPlan& plan) {
   auto fail = [](const Status& st) {
     // srun's stderr reaches the batch step, which logs it as a platform note.
     std::fprintf(stderr, "sovai slurm-agent task: %s\n", st.ToString().c_str());
@@ -409,47 +436,33 @@ int RunTask(base::Env& env, const exec::SlurmPlan& plan) {
   const std::map<std::string, std::string> slurm = SlurmEnvironment();
   auto work = WorkDir(plan);
   if (!work.ok()) return fail(work.status());
-  auto first_host = exec::FirstHostOf(Getenv("SLURM_JOB_NODELIST"));
+  auto first_host = FirstHostOf(Getenv("SLURM_JOB_NODELIST"));
   if (!first_host.ok()) return fail(first_host.status());
-  auto distributed = exec::DistributedEnv(slurm, *first_host, plan.master_port);
+  auto distributed = DistributedEnv(slurm, *first_host, plan.master_port);
   if (!distributed.ok()) return fail(distributed.status());
   const std::string rank = slurm.contains("SLURM_PROCID") ? slurm.at("SLURM_PROCID") : "0";
 
-  exec::SandboxOptions options;
-  auto sandbox = exec::Sandbox::Create(env, options);
+  SandboxOptions options;
+  auto sandbox = Sandbox::Create(env, options);
   if (!sandbox.ok()) return fail(sandbox.status());
 
-  exec::SandboxSpec spec;
+  auto task = SpecFromPlan(plan, *work);
+  if (!task.ok()) return fail(task.status());
+  auto built = BuildSandboxSpec(*task, std::nullopt, "");
+  if (!built.ok()) return fail(built.status());
+  SandboxSpec& spec = *built;
   // Slurm signals every process of the step: bwrap is shielded, and the workload gets the
   // default dispositions back (coreutils env) so that SIGTERM reaches it as a stop request.
   spec.shield_from_step_signals = true;
-  spec.argv = {"env", "--default-signal=TERM,INT,HUP"};
-  spec.argv.insert(spec.argv.end(), plan.argv.begin(), plan.argv.end());
-  spec.env = plan.env;
+  spec.argv.insert(spec.argv.begin(), {"env", "--default-signal=TERM,INT,HUP"});
   spec.env.insert(spec.env.end(), distributed->begin(), distributed->end());
-  spec.env.emplace_back("SOVAI_JOB_ID", plan.job_id);
-  spec.network_none = plan.network_none;
   // Slurm binds the task's GPUs through CUDA_VISIBLE_DEVICES (gres); the sandbox keeps them.
   for (std::string_view gpu : base::Split(Getenv("CUDA_VISIBLE_DEVICES"), ',', true)) {
     if (auto index = base::ParseInt64(gpu); index.ok()) spec.gpus.push_back(int(*index));
   }
   spec.log_path = base::JoinPath(*work, "task-" + rank + ".log");
   spec.work_dir = base::JoinPath(*work, "task-" + rank);
-  spec.uid = plan.uid;
-  spec.gid = plan.gid;
-  for (size_t i = 0; i < plan.volumes.size(); ++i) {
-    auto volume = ParseVolume(plan.volumes[i]);
-    if (!volume.ok()) return fail(volume.status());
-    spec.mounts.push_back({VolumeDir(*work, i), volume->mount_path,
-                           volume->permission == exec::VolumePermission::kReadOnly});
-  }
-  for (const exec::SlurmPlanMount& m : plan.extra_mounts) {
-    spec.mounts.push_back({m.host_path, m.sandbox_path, true});
-  }
-  Status prepared = exec::MakeDir(spec.work_dir, 0700);
-  if (prepared.ok() && ::geteuid() == 0) {
-    prepared = exec::ChownTree(spec.work_dir, plan.uid, plan.gid);
-  }
+  Status prepared = PrepareSandboxDir(spec);
   if (!prepared.ok()) return fail(prepared);
 
   // SIGTERM from scancel reaches this process and the workload alike: this one stays to stop the
@@ -461,11 +474,11 @@ int RunTask(base::Env& env, const exec::SlurmPlan& plan) {
 
   auto launched = (*sandbox)->Launch(spec);
   if (!launched.ok()) return fail(launched.status());
-  std::unique_ptr<exec::RunningWorkload> workload = std::move(*launched);
+  std::unique_ptr<RunningWorkload> workload = std::move(*launched);
   uint64_t offset = 0;
   auto relay = [&] {
     for (;;) {
-      auto chunk = exec::ReadLog(env, spec.log_path, offset, 1 << 20);
+      auto chunk = ReadLog(env, spec.log_path, offset, 1 << 20);
       if (!chunk.ok() || chunk->data.empty()) return;
       std::fwrite(chunk->data.data(), 1, chunk->data.size(), stdout);
       std::fflush(stdout);
@@ -494,14 +507,20 @@ int RunTask(base::Env& env, const exec::SlurmPlan& plan) {
   return ExitCodeOf(**ended);
 }
 
-int RunStageIn(base::Env& env, const exec::SlurmPlan& plan) {
+int RunStageIn(base::Env& env, const SlurmPlan& plan) {
   auto work = WorkDir(plan);
   if (!work.ok()) {
     std::fprintf(stderr, "%s\n", work.status().ToString().c_str());
     return 1;
   }
   const std::string host = Getenv("SLURMD_NODENAME");
-  Status st = StageIn(env, plan, *work, [&](std::string_view line) {
+  auto spec = SpecFromPlan(plan, *work);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "%s: %s\n", host.c_str(), spec.status().ToString().c_str());
+    return 1;
+  }
+  WorkloadStores stores(*spec);
+  Status st = StageVolumesIn(env, *spec, stores, [&](std::string_view line) {
     std::printf("%s: %.*s\n", host.c_str(), static_cast<int>(line.size()), line.data());
     std::fflush(stdout);
   });
@@ -514,7 +533,7 @@ int RunStageIn(base::Env& env, const exec::SlurmPlan& plan) {
 
 }  // namespace
 
-int RunSlurmAgentCommand(const std::vector<std::string>& args) {
+int RunSlurmAgent(base::Env& env, const std::vector<std::string>& args) {
   const std::string usage =
       "Usage: sovai slurm-agent run|task|stage-in\n"
       "Runs inside a Slurm job of the platform (its batch script calls it); see "
@@ -528,7 +547,6 @@ int RunSlurmAgentCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "sovai slurm-agent: %s\n", plan.status().ToString().c_str());
     return 1;
   }
-  base::Env& env = base::Env::Default();
   if (args[0] == "run") return RunBatchStep(env, *plan);
   if (args[0] == "task") return RunTask(env, *plan);
   if (args[0] == "stage-in") return RunStageIn(env, *plan);
@@ -536,4 +554,4 @@ int RunSlurmAgentCommand(const std::vector<std::string>& args) {
   return 2;
 }
 
-}  // namespace sovai::cli
+}  // namespace sovai::exec
