@@ -82,8 +82,8 @@ base::Status CheckEditorInstalled(base::Env& env, std::string_view editor,
   }
   if (IsVscode(editor)) {
     return base::FailedPreconditionError(
-        "editor 'vscode' needs code-server, which is not installed on this server (no " +
-        program + "): install it with tools/install_code_server.sh, or start the server with "
+        "editor 'vscode' needs code-server, which is not installed on this server (no " + program +
+        "): install it with tools/install_code_server.sh, or start the server with "
         "--code-server PATH; --editor jupyter works meanwhile");
   }
   return base::FailedPreconditionError("editor '" + std::string(editor) + "' needs " + program +
@@ -116,8 +116,7 @@ base::Result<int64_t> ParseCodeServerHealth(std::string_view body) {
   }
   auto beat = doc.find("lastHeartbeat");
   if (beat == doc.end() || !beat->is_number_integer()) {
-    return base::InvalidArgumentError(
-        "code-server's /healthz answer has no integer lastHeartbeat");
+    return base::InvalidArgumentError("code-server's /healthz answer has no integer lastHeartbeat");
   }
   const int64_t ms = beat->get<int64_t>();
   // Milliseconds since the epoch; a value whose µs overflow is not a time.

@@ -34,7 +34,8 @@ namespace sovai::control {
 
 // Where tools/install_code_server.sh puts code-server (a symlink to the installed version); the
 // notebook sandbox sees /usr read-only, so the editor runs from there on the host's root.
-inline constexpr std::string_view kCodeServerProgram = "/usr/local/lib/sovai/code-server/bin/code-server";
+inline constexpr std::string_view kCodeServerProgram =
+    "/usr/local/lib/sovai/code-server/bin/code-server";
 // The cookie code-server reads its session from (code-server's default name, no suffix).
 inline constexpr std::string_view kCodeServerSessionCookie = "code-server-session";
 // Bounds what the platform reads of code-server's /healthz answer.

@@ -107,8 +107,8 @@ TEST(NotebookEditorsTest, MalformedHealthAnswersAreErrors) {
       EXPECT_EQ(parsed.status().code(), base::StatusCode::kInvalidArgument) << body;
     }
   }
-  std::string big = R"({"lastHeartbeat":1,"pad":")" + std::string(kMaxEditorHealthBodyBytes, 'x') +
-                    "\"}";
+  std::string big =
+      R"({"lastHeartbeat":1,"pad":")" + std::string(kMaxEditorHealthBodyBytes, 'x') + "\"}";
   EXPECT_FALSE(ParseCodeServerHealth(big).ok());
 }
 

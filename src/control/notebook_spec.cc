@@ -98,8 +98,8 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
   }
   for (const auto& [name, value] : spec.env) {
     // The editors' own: Jupyter's token and directories, code-server's password and settings.
-    const bool code_server_own = name == "PASSWORD" || name == "HASHED_PASSWORD" ||
-                                 name.starts_with("CODE_SERVER");
+    const bool code_server_own =
+        name == "PASSWORD" || name == "HASHED_PASSWORD" || name.starts_with("CODE_SERVER");
     if (name == "PORT" || name.starts_with("JUPYTER") ||
         (spec.editor == kVscodeEditor && code_server_own)) {
       add("env." + name, "is set by the platform");

@@ -30,7 +30,7 @@ inline constexpr std::string_view kJupyterEditor = "jupyter";
 inline constexpr std::string_view kVscodeEditor = "vscode";
 
 struct NotebookSpec {
-  std::string name;  // "" = none (the id names it)
+  std::string name;                                  // "" = none (the id names it)
   std::string editor = std::string(kJupyterEditor);  // kJupyterEditor or kVscodeEditor
   std::string flavor;
   int units = 1;

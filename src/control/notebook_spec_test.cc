@@ -72,14 +72,15 @@ TEST(NotebookSpecTest, AFullSpecRoundTrips) {
 TEST(NotebookSpecTest, TheEditorIsJupyterOrVscode) {
   EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}}).editor, "vscode");
   EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"editor", "jupyter"}}).editor, "jupyter");
-  NotebookSpec vscode = ParseOk({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}});
+  NotebookSpec vscode = ParseOk({{"name", "code"}, {"flavor", "ai1-1-cpu"}, {"editor", "vscode"}});
   EXPECT_EQ(ParseOk(NotebookSpecToJson(vscode)), vscode);
   SpecError error = ParseError({{"flavor", "ai1-1-cpu"}, {"editor", "emacs"}});
   EXPECT_EQ(error.status.code(), base::StatusCode::kInvalidArgument);
   ASSERT_EQ(error.fields.size(), 1u);
   EXPECT_EQ(error.fields[0].field, "editor");
   EXPECT_NE(error.fields[0].message.find("vscode"), std::string::npos);
-  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"editor", 1}}), std::vector<std::string>{"editor"});
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"editor", 1}}),
+            std::vector<std::string>{"editor"});
 }
 
 TEST(NotebookSpecTest, CodeServersPasswordVariablesAreThePlatformsForVscode) {

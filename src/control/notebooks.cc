@@ -327,8 +327,8 @@ Result<Notebook*> NotebookService::FindLocked(const std::string& project, const 
 }
 
 Status NotebookService::SubmitJob(Notebook& nb, std::string* bad_field) {
-  const auto& command = nb.spec.editor == kVscodeEditor ? options_.vscode_command
-                                                         : options_.jupyter_command;
+  const auto& command =
+      nb.spec.editor == kVscodeEditor ? options_.vscode_command : options_.jupyter_command;
   if (Status installed = CheckEditorInstalled(env_, nb.spec.editor, command); !installed.ok()) {
     if (bad_field != nullptr) *bad_field = "editor";
     return installed;
@@ -336,11 +336,11 @@ Status NotebookService::SubmitJob(Notebook& nb, std::string* bad_field) {
   SOVAI_ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
   std::string token = base::RandomToken("", 24);
   SOVAI_ASSIGN_OR_RETURN(
-      Job job, options_.jobs->Submit(
-                   nb.project, nb.user,
-                   EditorJobSpec(nb.id, nb.spec, port, token, options_.jupyter_command,
-                                 options_.vscode_command, options_.on_other_hosts),
-                   bad_field));
+      Job job,
+      options_.jobs->Submit(nb.project, nb.user,
+                            EditorJobSpec(nb.id, nb.spec, port, token, options_.jupyter_command,
+                                          options_.vscode_command, options_.on_other_hosts),
+                            bad_field));
   nb.job = job.id;
   nb.port = port;
   nb.jupyter_token = std::move(token);
@@ -567,8 +567,8 @@ std::optional<int64_t> NotebookService::JupyterActivity(const Notebook& nb) {
 
 std::optional<int64_t> NotebookService::EditorActivity(const Notebook& nb) {
   if (nb.spec.editor != kVscodeEditor) return JupyterActivity(nb);
-  auto health = options_.fetch(nb.host, nb.port, EditorReadyPath(nb.spec.editor, nb.id),
-                               nb.jupyter_token);
+  auto health =
+      options_.fetch(nb.host, nb.port, EditorReadyPath(nb.spec.editor, nb.id), nb.jupyter_token);
   if (!health || health->status != 200) return std::nullopt;
   auto beat = ParseCodeServerHealth(health->body);
   if (!beat.ok()) return std::nullopt;

@@ -215,8 +215,7 @@ struct NotebookGateway::Impl {
     }
     // Jupyter's URLs carry the whole /notebooks/<id>/ prefix (its base_url): the target is sent
     // as is; code-server serves at / with relative URLs and gets it without the prefix.
-    const std::string target =
-        control::EditorUpstreamTarget(route->editor, id, request.target());
+    const std::string target = control::EditorUpstreamTarget(route->editor, id, request.target());
     if (upgrade) {
       return ForwardUpgrade(request,
                             {.host = route->host.empty() ? std::string("127.0.0.1") : route->host,
