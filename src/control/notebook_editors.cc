@@ -56,6 +56,9 @@ JobSpec VscodeJobSpec(const std::string& id, const NotebookSpec& spec, uint16_t 
   // Read by code-server at start and removed from its environment, so neither `ps` nor the
   // editor's terminals show it.
   job.env["HASHED_PASSWORD"] = token;
+  // The sandbox's user (nobody) has no login shell: VS Code's terminals and the environment it
+  // resolves for its extension host take this one.
+  job.env["SHELL"] = "/bin/bash";
   job.env["XDG_CONFIG_HOME"] = "/tmp/.config";
   job.env["XDG_DATA_HOME"] = "/tmp/.local/share";
   job.env["XDG_CACHE_HOME"] = "/tmp/.cache";

@@ -49,6 +49,7 @@ TEST(NotebookEditorsTest, VscodeRunsCodeServerOnThePortWithThePlatformsTokenInIt
   EXPECT_EQ(job.env.at("HASHED_PASSWORD"), "s3cret");
   EXPECT_EQ(job.env.count("JUPYTER_TOKEN"), 0u);
   EXPECT_EQ(job.env.at("PORT"), "41234");
+  EXPECT_EQ(job.env.at("SHELL"), "/bin/bash");
   EXPECT_EQ(job.env.at("HF_HUB_OFFLINE"), "1");
   // The rest is the notebook's job, as for Jupyter.
   EXPECT_EQ(job.labels.at(std::string(kNotebookLabel)), "nb_1");

@@ -123,13 +123,18 @@ class VscodeNotebookTest(unittest.TestCase):
         # The gateway: no token, no editor; with one, VS Code's page, not code-server's login.
         status, _, text = http("GET", url)
         self.assertEqual(status, 401, text)
-        status, _, text = http("GET", url, {"Authorization": "Bearer " + self.token})
+        # code-server sends the browser (relative URL) to the workspace, not to its login page.
+        status, headers, text = http("GET", url, {"Authorization": "Bearer " + self.token})
+        self.assertEqual(status, 302, text[:2000])
+        self.assertEqual(headers["Location"], "./?folder=/workspace")
+        status, _, text = http("GET", url + "?folder=/workspace",
+                               {"Authorization": "Bearer " + self.token})
         self.assertEqual(status, 200, text[:2000])
         self.assertIn("workbench", text)
         # A session cookie the user invents is replaced by the platform's.
-        status, _, text = http("GET", url, {"Authorization": "Bearer " + self.token,
-                                            "Cookie": "code-server-session=guess"})
-        self.assertEqual(status, 200, text[:2000])
+        status, headers, text = http("GET", url, {"Authorization": "Bearer " + self.token,
+                                                  "Cookie": "code-server-session=guess"})
+        self.assertEqual((status, headers["Location"]), (302, "./?folder=/workspace"), text)
         # code-server itself is not open on its port: the platform's token is its password.
         port_status, _, _ = http("GET", "http://127.0.0.1:%d/" % self.port_of(nb_id))
         self.assertIn(port_status, (302, 401), "code-server answered without its session cookie")

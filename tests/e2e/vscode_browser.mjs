@@ -81,7 +81,10 @@ try {
   await page.keyboard.press("Enter");
   // Typed as keys; the editor may add indentation or close brackets: the line has none of them.
   await page.keyboard.type(editLine, { delay: 10 });
-  await page.locator(".tabs-container .tab.dirty", { hasText: "hello.py" }).first().waitFor();
+  await page.locator(".editor-instance .monaco-editor .view-lines", { hasText: editLine })
+    .first().waitFor();
+  // Saved with Ctrl+S (code-server may also save by itself after a delay: the tab is then clean
+  // already); the Python side checks the file on disk.
   await page.keyboard.press("Control+S");
   await page.locator(".tabs-container .tab.dirty", { hasText: "hello.py" }).first()
     .waitFor({ state: "detached" });
@@ -91,10 +94,16 @@ try {
   await page.keyboard.press("Control+Backquote");
   const terminal = page.locator(".terminal-wrapper .xterm");
   await terminal.first().waitFor({ timeout: kLoadTimeoutMs });
-  await page.waitForTimeout(2000);  // the shell's prompt; typing before it is kept anyway
+  // The terminal draws on a canvas (its text is not in the page): give bash time for its prompt;
+  // what is typed before it is kept anyway. The Python side checks the file the command writes.
+  await page.waitForTimeout(10000);
   await terminal.first().click();
-  await page.keyboard.type(terminalCommand, { delay: 10 });
+  // Keys typed while the shell starts may be lost: a fresh line first (Ctrl+C), then the command.
+  await page.keyboard.press("Control+C");
+  await page.waitForTimeout(2000);
+  await page.keyboard.type(terminalCommand, { delay: 20 });
   await page.keyboard.press("Enter");
+  await page.waitForTimeout(3000);
   ok(true, "a command was typed into VS Code's terminal");
   await page.screenshot({ path: join(artifacts, "vscode.png") });
   console.log(JSON.stringify({ checks, websockets: sockets.length }));
