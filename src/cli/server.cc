@@ -786,6 +786,7 @@ struct PlatformServer::Impl {
     control::NotebookServiceOptions o;
     o.jobs = jobs.get();
     o.on_other_hosts = config.executor == "slurm";
+    if (!config.code_server_binary.empty()) o.vscode_command = {config.code_server_binary};
     o.is_leader = LeaderCheck();
     o.env = &env;
     SOVAI_ASSIGN_OR_RETURN(notebooks, control::NotebookService::Start(control->db(), std::move(o)));
@@ -1032,6 +1033,11 @@ int RunServerCommand(const std::vector<std::string>& args) {
                "this binary)",
                "FILE");
   flags.HideDefault("engine");
+  flags.String("code-server", &config.code_server_binary,
+               "code-server for notebooks with --editor vscode (default: where "
+               "tools/install_code_server.sh installs it)",
+               "FILE");
+  flags.HideDefault("code-server");
   flags.String("app-rate-limit", &config.app_rate_limit,
                "requests per token and per project to apps, e.g. 600/min (empty: unlimited)");
   flags.Bool("catalog-anonymous", &config.catalog_anonymous,

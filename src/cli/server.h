@@ -60,6 +60,9 @@ struct ServerConfig {
   // The sovai-engine binary of the built-in images sovai/finetune and sovai/serve; "" = the one
   // installed next to this binary (or, in a build tree, in ../engine/).
   std::string engine_binary;
+  // code-server for notebooks with `editor: vscode` (tools/install_code_server.sh puts it at
+  // control::kCodeServerProgram, the default); "" = the default.
+  std::string code_server_binary;
   // Apps: requests per token and per project (N/s, N/min, N/h); "" = unlimited.
   std::string app_rate_limit;
   // The endpoints catalog (/v1/chat/completions) takes requests without a token.

@@ -50,11 +50,13 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
   }
   if (auto it = body.find("editor"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) {
-      errors.Add("editor", "must be \"jupyter\"");
-    } else if (it->get_ref<const std::string&>() == kVscodeEditor) {
-      errors.Add("editor", std::string(kVscodeRefusal));
-    } else if (it->get_ref<const std::string&>() != kJupyterEditor) {
-      errors.Add("editor", "unknown editor '" + it->get<std::string>() + "'; use \"jupyter\"");
+      errors.Add("editor", "must be \"jupyter\" or \"vscode\"");
+    } else if (it->get_ref<const std::string&>() == kVscodeEditor ||
+               it->get_ref<const std::string&>() == kJupyterEditor) {
+      spec.editor = it->get<std::string>();
+    } else {
+      errors.Add("editor",
+                 "unknown editor '" + it->get<std::string>() + "'; use \"jupyter\" or \"vscode\"");
     }
   }
   if (auto it = body.find("idle_timeout_s"); it != body.end() && !it->is_null()) {
@@ -84,7 +86,11 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
     if (key.starts_with("sovai.")) errors.Add("labels." + key, "sovai.* labels are the platform's");
   }
   for (const auto& [name, value] : spec.env) {
-    if (name == "PORT" || name.starts_with("JUPYTER")) {
+    // The editors' own: Jupyter's token and directories, code-server's password and settings.
+    const bool code_server_own =
+        name == "PASSWORD" || name == "HASHED_PASSWORD" || name.starts_with("CODE_SERVER");
+    if (name == "PORT" || name.starts_with("JUPYTER") ||
+        (spec.editor == kVscodeEditor && code_server_own)) {
       errors.Add("env." + name, "is set by the platform");
     }
   }

@@ -8,8 +8,8 @@
 //                "data@EU-WEST-LOCAL/work:/workspace/work:rw"],
 //    "labels": {"team": "nlp"}, "env": {"HF_HUB_OFFLINE": "1"}, "idle_timeout_s": 3600}
 //
-// Only `flavor` is required. `editor` "vscode" is refused (InvalidArgument naming "editor"):
-// code-server cannot be installed here (see kVscodeRefusal).
+// Only `flavor` is required. `editor` is "jupyter" (the default) or "vscode" (code-server;
+// whether this server has it is the service's check, notebook_editors.h).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -29,15 +29,9 @@ namespace sovai::control {
 inline constexpr std::string_view kJupyterEditor = "jupyter";
 inline constexpr std::string_view kVscodeEditor = "vscode";
 
-// Why `editor: vscode` is refused, as the 400 says it.
-inline constexpr std::string_view kVscodeRefusal =
-    "editor 'vscode' is not available on this server: code-server (npm) requires Node.js 24 "
-    "and builds VS Code's native modules when it is installed, which fails on Debian 12 "
-    "(Node.js 20, no Kerberos headers); use --editor jupyter";
-
 struct NotebookSpec {
-  std::string name;  // "" = none (the id names it)
-  std::string editor = std::string(kJupyterEditor);
+  std::string name;                                  // "" = none (the id names it)
+  std::string editor = std::string(kJupyterEditor);  // kJupyterEditor or kVscodeEditor
   std::string flavor;
   int units = 1;
   std::vector<std::string> volumes;  // as a job's: bucket@REGION/prefix:/mount/path[:ro|rw|...]

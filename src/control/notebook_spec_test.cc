@@ -69,15 +69,30 @@ TEST(NotebookSpecTest, AFullSpecRoundTrips) {
   EXPECT_EQ(ParseOk(NotebookSpecToJson(spec)), spec);
 }
 
-TEST(NotebookSpecTest, VscodeIsRefusedSayingWhy) {
-  SpecError error = ParseError({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}});
+TEST(NotebookSpecTest, TheEditorIsJupyterOrVscode) {
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}}).editor, "vscode");
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"editor", "jupyter"}}).editor, "jupyter");
+  NotebookSpec vscode = ParseOk({{"name", "code"}, {"flavor", "ai1-1-cpu"}, {"editor", "vscode"}});
+  EXPECT_EQ(ParseOk(NotebookSpecToJson(vscode)), vscode);
+  SpecError error = ParseError({{"flavor", "ai1-1-cpu"}, {"editor", "emacs"}});
   EXPECT_EQ(error.status.code(), base::StatusCode::kInvalidArgument);
   ASSERT_EQ(error.fields.size(), 1u);
   EXPECT_EQ(error.fields[0].field, "editor");
-  EXPECT_EQ(error.fields[0].message, kVscodeRefusal);
-  EXPECT_NE(error.fields[0].message.find("code-server"), std::string::npos);
-  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"editor", "emacs"}}),
+  EXPECT_NE(error.fields[0].message.find("vscode"), std::string::npos);
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"editor", 1}}),
             std::vector<std::string>{"editor"});
+}
+
+TEST(NotebookSpecTest, CodeServersPasswordVariablesAreThePlatformsForVscode) {
+  Json env = {{"PASSWORD", "x"}, {"HASHED_PASSWORD", "y"}, {"CODE_SERVER_COOKIE_SUFFIX", "z"}};
+  std::vector<std::string> bad =
+      BadFields({{"flavor", "ai1-1-cpu"}, {"editor", "vscode"}, {"env", env}});
+  EXPECT_TRUE(Has(bad, "env.PASSWORD"));
+  EXPECT_TRUE(Has(bad, "env.HASHED_PASSWORD"));
+  EXPECT_TRUE(Has(bad, "env.CODE_SERVER_COOKIE_SUFFIX"));
+  // Jupyter has no use for them: a user's PASSWORD is theirs.
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"env", {{"PASSWORD", "x"}}}}).env.at("PASSWORD"),
+            "x");
 }
 
 TEST(NotebookSpecTest, BadFieldsAreNamed) {

@@ -327,13 +327,20 @@ Result<Notebook*> NotebookService::FindLocked(const std::string& project, const 
 }
 
 Status NotebookService::SubmitJob(Notebook& nb, std::string* bad_field) {
+  const auto& command =
+      nb.spec.editor == kVscodeEditor ? options_.vscode_command : options_.jupyter_command;
+  if (Status installed = CheckEditorInstalled(env_, nb.spec.editor, command); !installed.ok()) {
+    if (bad_field != nullptr) *bad_field = "editor";
+    return installed;
+  }
   SOVAI_ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
   std::string token = base::RandomToken("", 24);
-  SOVAI_ASSIGN_OR_RETURN(Job job, options_.jobs->Submit(nb.project, nb.user,
-                                                        NotebookJobSpec(nb.id, nb.spec, port, token,
-                                                                        options_.jupyter_command,
-                                                                        options_.on_other_hosts),
-                                                        bad_field));
+  SOVAI_ASSIGN_OR_RETURN(
+      Job job,
+      options_.jobs->Submit(nb.project, nb.user,
+                            EditorJobSpec(nb.id, nb.spec, port, token, options_.jupyter_command,
+                                          options_.vscode_command, options_.on_other_hosts),
+                            bad_field));
   nb.job = job.id;
   nb.port = port;
   nb.jupyter_token = std::move(token);
@@ -518,7 +525,7 @@ std::optional<NotebookRoute> NotebookService::Route(const std::string& id) {
   if (it == notebooks_.end() || it->second.state == NotebookState::kDeleted) return std::nullopt;
   const Notebook& nb = it->second;
   return NotebookRoute{nb.id,   nb.project,       nb.spec.labels, nb.state,
-                       nb.port, nb.jupyter_token, nb.host};
+                       nb.port, nb.jupyter_token, nb.host,        nb.spec.editor};
 }
 
 void NotebookService::NoteActivity(const std::string& id) {
@@ -556,6 +563,16 @@ std::optional<int64_t> NotebookService::JupyterActivity(const Notebook& nb) {
     }
   }
   return last;
+}
+
+std::optional<int64_t> NotebookService::EditorActivity(const Notebook& nb) {
+  if (nb.spec.editor != kVscodeEditor) return JupyterActivity(nb);
+  auto health =
+      options_.fetch(nb.host, nb.port, EditorReadyPath(nb.spec.editor, nb.id), nb.jupyter_token);
+  if (!health || health->status != 200) return std::nullopt;
+  auto beat = ParseCodeServerHealth(health->body);
+  if (!beat.ok()) return std::nullopt;
+  return *beat;
 }
 
 void NotebookService::Loop() {
@@ -612,6 +629,7 @@ void NotebookService::Reconcile(const std::string& id) {
   const int64_t now_ms = env_.NowMonotonicMicros() / 1000;
 
   // 1. Look at the job, and at Jupyter; decide without the lock.
+  const std::string editor(EditorDisplayName(snapshot.spec.editor));
   auto job = options_.jobs->Get(snapshot.project, snapshot.job);
   if (job.ok()) snapshot.host = job->node;
   std::optional<NotebookState> next;
@@ -640,7 +658,7 @@ void NotebookService::Reconcile(const std::string& id) {
       why = ended;
     } else {
       next = NotebookState::kFailed;
-      why = "Jupyter exited (" + ended + "); see `sovai notebook logs " + snapshot.id + "`";
+      why = editor + " exited (" + ended + "); see `sovai notebook logs " + snapshot.id + "`";
     }
   } else if (snapshot.state == NotebookState::kStopping ||
              snapshot.state == NotebookState::kDeleting) {
@@ -652,15 +670,15 @@ void NotebookService::Reconcile(const std::string& id) {
       if (now - rt->last_probe >= options_.probe_interval) {
         rt->last_probe = now;
         auto answer = options_.fetch(snapshot.host, snapshot.port,
-                                     BasePath(snapshot.id) + "api/status?no_track_activity=1",
+                                     EditorReadyPath(snapshot.spec.editor, snapshot.id),
                                      snapshot.jupyter_token);
         if (answer && answer->status == 200) {
           next = NotebookState::kRunning;
-          events.push_back("Jupyter answers on port " + std::to_string(snapshot.port));
+          events.push_back(editor + " answers on port " + std::to_string(snapshot.port));
           rt->last_activity = now;
         } else if (now_ms - *rt->running_since_ms >= options_.start_timeout.count()) {
           next = NotebookState::kFailed;
-          why = "Jupyter did not answer within " +
+          why = editor + " did not answer within " +
                 std::to_string(options_.start_timeout.count() / 1000) +
                 " s of its start; see `sovai notebook logs " + snapshot.id + "`";
           send_stop = true;
@@ -670,7 +688,7 @@ void NotebookService::Reconcile(const std::string& id) {
     } else if (snapshot.state == NotebookState::kRunning &&
                now - rt->last_activity >= options_.activity_poll_interval) {
       rt->last_activity = now;
-      activity = JupyterActivity(snapshot);
+      activity = EditorActivity(snapshot);
     }
   }
 

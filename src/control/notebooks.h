@@ -3,7 +3,9 @@
 // the host that the platform picks, with the notebook's volumes; a reconcile loop submits that
 // job, probes Jupyter until it answers, watches its activity and stops it after the idle timeout,
 // and follows the job to its end. The gateway (src/gateway/notebook_gateway.h) routes
-// /notebooks/<id>/ to it with Jupyter's token, which only the platform knows.
+// /notebooks/<id>/ to it with Jupyter's token, which only the platform knows. With `editor:
+// vscode` the job runs code-server instead, and what differs (its command, probe, activity and
+// how the gateway reaches it) is in notebook_editors.h; "Jupyter" below stands for either.
 //
 //   SOVAI_ASSIGN_OR_RETURN(auto notebooks, NotebookService::Start(db, options));
 //   SOVAI_ASSIGN_OR_RETURN(Notebook nb, notebooks->Create(project, user, spec));
@@ -65,6 +67,7 @@
 #include "control/db.h"
 #include "control/jobs.h"
 #include "control/limits.h"
+#include "control/notebook_editors.h"
 #include "control/notebook_spec.h"
 
 namespace sovai::control {
@@ -117,8 +120,9 @@ struct NotebookRoute {
   std::map<std::string, std::string> labels;
   NotebookState state = NotebookState::kStarting;
   uint16_t port = 0;
-  std::string jupyter_token;
-  std::string host;  // "" = 127.0.0.1
+  std::string jupyter_token;  // the editor's per-start token (Jupyter's or code-server's)
+  std::string host;           // "" = 127.0.0.1
+  std::string editor = std::string(kJupyterEditor);  // how the gateway reaches it
 };
 
 // An answer of Jupyter's API: its status and body.
@@ -141,6 +145,9 @@ struct NotebookServiceOptions {
   // The program and first arguments of the notebook's job (NotebookJobSpec); tests put a
   // stand-in for Jupyter here.
   std::vector<std::string> jupyter_command = {std::string(kJupyterProgram)};
+  // The same for `editor: vscode` (notebook_editors.h): `sovai server --code-server`; a notebook
+  // asking for it is refused (FailedPrecondition naming "editor") while it is not installed.
+  std::vector<std::string> vscode_command = {std::string(kCodeServerProgram)};
   std::chrono::milliseconds reconcile_interval{200};
   std::chrono::milliseconds probe_interval{500};  // while STARTING
   std::chrono::milliseconds activity_poll_interval = kNotebookActivityPollInterval;
@@ -223,6 +230,8 @@ class NotebookService {
   // When Jupyter last saw activity (its /api/status last_activity; now when a kernel is busy),
   // nullopt when it did not answer.
   std::optional<int64_t> JupyterActivity(const Notebook& notebook);
+  // The same for the notebook's editor (code-server: its /healthz lastHeartbeat).
+  std::optional<int64_t> EditorActivity(const Notebook& notebook);
 
   ControlDb& db_;
   NotebookServiceOptions options_;

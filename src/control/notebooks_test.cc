@@ -71,6 +71,40 @@ print('fake jupyter on', port, base, flush=True)
 http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()
 )py";
 
+// code-server's flags and environment in, its /healthz out: the heartbeat is FAKE_BEAT_MS (0 =
+// now); "/" answers 200 only with the session cookie that HASHED_PASSWORD names.
+constexpr char kFakeCodeServer[] = R"py(
+import http.server, json, os, signal, sys, time
+argv = sys.argv[1:]
+host, port = argv[argv.index('--bind-addr') + 1].rsplit(':', 1)
+workspace, token = argv[-1], os.environ['HASHED_PASSWORD']
+assert argv[argv.index('--auth') + 1] == 'password'
+out = os.path.join(workspace, 'out')
+if os.path.isdir(out):
+    with open(os.path.join(out, 'hello.txt'), 'w') as f:
+        f.write('from vs code\n')
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == '/healthz':
+            beat = int(os.environ.get('FAKE_BEAT_MS', '0')) or int(time.time() * 1000)
+            body = {'status': 'alive', 'lastHeartbeat': beat}
+        elif 'code-server-session=' + token in self.headers.get('Cookie', ''):
+            body = {'workbench': True}
+        else:
+            self.send_response(302); self.send_header('Location', './login'); self.end_headers()
+            return
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *args):
+        pass
+signal.signal(signal.SIGTERM, lambda *args: sys.exit(0))
+print('fake code-server on', port, 'in', workspace, flush=True)
+http.server.HTTPServer((host, int(port)), H).serve_forever()
+)py";
+
 class NotebooksTest : public testing::JobServiceTest {
  protected:
   using JobServiceTest::WaitFor;  // a job's
@@ -99,6 +133,7 @@ class NotebooksTest : public testing::JobServiceTest {
     NotebookServiceOptions o;
     o.jobs = service_.get();
     o.jupyter_command = std::move(command);
+    o.vscode_command = vscode_command_;
     o.reconcile_interval = milliseconds(50);
     o.probe_interval = milliseconds(100);
     o.activity_poll_interval = milliseconds(100);
@@ -156,6 +191,7 @@ class NotebooksTest : public testing::JobServiceTest {
   }
 
   milliseconds start_timeout_{20'000};
+  std::vector<std::string> vscode_command_ = {"python3", "-c", kFakeCodeServer};
   std::function<bool()> is_leader_;  // NotebookServiceOptions::is_leader of OpenNotebooks
   std::unique_ptr<NotebookService> notebooks_;
 };
@@ -399,6 +435,71 @@ TEST_F(NotebooksTest, AFollowersCallsAreRunByTheLeader) {
 // The real jupyter-notebook in the sandbox: it starts, answers its API with the platform's token
 // (and refuses without it), writes a file into the rw volume through its contents API, and the
 // file reaches the bucket when the notebook stops.
+TEST_F(NotebooksTest, VscodeRunsCodeServerWithTheTokenAsItsPasswordAndItsHeartbeat) {
+  // code-server beats all the time (FAKE_BEAT_MS 0: now): a 1 s idle timeout never fires.
+  NotebookSpec spec = Spec("code", /*idle_timeout_s=*/1);
+  spec.editor = std::string(kVscodeEditor);
+  Notebook nb = Create(spec);
+  nb = WaitFor(nb.id, NotebookState::kRunning);
+  bool answered = false;
+  for (const NotebookEvent& e : nb.events) answered |= e.what.starts_with("VS Code answers");
+  EXPECT_TRUE(answered) << NotebookToJson(nb, "").dump();
+  std::optional<NotebookRoute> route = notebooks_->Route(nb.id);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->editor, kVscodeEditor);
+  // code-server opens only with the platform's token as its session cookie.
+  net::ClientOptions client_options;
+  client_options.port = route->port;
+  net::HttpClient client(client_options);
+  net::ClientRequest request;
+  request.target = "/";
+  auto anonymous = client.Send(request);
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  EXPECT_EQ(anonymous->status, 302);
+  request.headers.Set("Cookie", std::string(kCodeServerSessionCookie) + "=" + route->jupyter_token);
+  auto with_cookie = client.Send(request);
+  ASSERT_TRUE(with_cookie.ok()) << with_cookie.status();
+  EXPECT_EQ(with_cookie->status, 200);
+  // The heartbeat is polled (every 100 ms here) and is the notebook's activity.
+  std::this_thread::sleep_for(milliseconds(2500));
+  nb = *notebooks_->Get(kProject, nb.id);
+  EXPECT_EQ(nb.state, NotebookState::kRunning) << nb.reason;
+  EXPECT_GT(nb.last_activity_unix_micros, nb.started_unix_micros + 1'000'000);
+
+  ASSERT_TRUE(notebooks_->Stop(kProject, nb.id).ok());
+  WaitFor(nb.id, NotebookState::kStopped);
+  EXPECT_EQ(GetObject("data", "out/hello.txt"), "from vs code\n");
+  EXPECT_NE(Log(nb.id).find("fake code-server on"), std::string::npos);
+}
+
+TEST_F(NotebooksTest, VscodesIdleTimeoutFollowsCodeServersHeartbeat) {
+  NotebookSpec spec = Spec("", /*idle_timeout_s=*/1);
+  spec.editor = std::string(kVscodeEditor);
+  spec.env["FAKE_BEAT_MS"] = "1700000000123";  // long ago: idle, unlike the test above
+  Notebook nb = Create(spec);
+  WaitFor(nb.id, NotebookState::kRunning);
+  nb = WaitFor(nb.id, NotebookState::kStopped);
+  EXPECT_NE(nb.reason.find("idle timeout"), std::string::npos) << nb.reason;
+}
+
+TEST_F(NotebooksTest, VscodeWithoutCodeServerIsRefusedAndLeavesNothing) {
+  vscode_command_ = {"/nonexistent/code-server"};
+  OpenNotebooks();
+  NotebookSpec spec = Spec("nocode");
+  spec.editor = std::string(kVscodeEditor);
+  std::string bad_field;
+  auto nb = notebooks_->Create(kProject, kUser, spec, &bad_field);
+  ASSERT_FALSE(nb.ok());
+  EXPECT_EQ(nb.status().code(), base::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bad_field, "editor");
+  EXPECT_NE(nb.status().message().find("tools/install_code_server.sh"), std::string::npos);
+  auto list = notebooks_->List(kProject, {});
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+  // Jupyter notebooks are not affected.
+  EXPECT_TRUE(notebooks_->Create(kProject, kUser, Spec("jupyter")).ok());
+}
+
 TEST_F(NotebooksTest, RealJupyterWritesIntoTheRwVolume) {
   if (::access("/usr/bin/jupyter-notebook", X_OK) != 0) {
     GTEST_SKIP() << "jupyter-notebook is not installed (apt-get install jupyter-notebook, as "

@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "control/notebook_editors.h"
 #include "control/rest_api.h"
 #include "gateway/upstream_pool.h"
 
@@ -195,22 +196,32 @@ struct NotebookGateway::Impl {
     if (options.note_activity) options.note_activity(id);
     forwarded++;
 
-    // Jupyter gets the platform's token instead of the user's.
+    // The editor gets the platform's token instead of the user's: Jupyter as its API token,
+    // code-server as its session cookie (control/notebook_editors.h).
     net::Headers& headers = request.mutable_headers();
     RemoveCookie(headers, kNotebookTokenCookie);
     headers.Remove("Authorization");
     net::Headers set;
-    set.Set("Authorization", "token " + route->jupyter_token);
+    if (route->editor == control::kVscodeEditor) {
+      RemoveCookie(headers, control::kCodeServerSessionCookie);
+      std::string cookies(headers.Get("Cookie").value_or(""));
+      if (!cookies.empty()) cookies += "; ";
+      cookies += std::string(control::kCodeServerSessionCookie) + "=" + route->jupyter_token;
+      headers.Set("Cookie", cookies);
+      set.Set("Cookie", cookies);
+    } else {
+      set.Set("Authorization", "token " + route->jupyter_token);
+      headers.Set("Authorization", "token " + route->jupyter_token);
+    }
     // Jupyter's URLs carry the whole /notebooks/<id>/ prefix (its base_url): the target is sent
-    // as is.
-    const std::string target(request.target());
+    // as is; code-server serves at / with relative URLs and gets it without the prefix.
+    const std::string target = control::EditorUpstreamTarget(route->editor, id, request.target());
     if (upgrade) {
       return ForwardUpgrade(request,
                             {.host = route->host.empty() ? std::string("127.0.0.1") : route->host,
                              .port = route->port},
                             target, set, tunnels, options.tunnel);
     }
-    headers.Set("Authorization", "token " + route->jupyter_token);
     ReplicaSet replicas;
     replicas.Update({{.id = id,
                       .host = route->host.empty() ? std::string("127.0.0.1") : route->host,

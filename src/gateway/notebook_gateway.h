@@ -19,6 +19,8 @@
 // websocket or non-GET request whose Origin is not this server's is refused (403): Jupyter
 // itself accepts any origin, since every request comes from the gateway.
 // Not RUNNING: 503 with Retry-After (STARTING), or saying how to start it (STOPPED, FAILED, ...).
+// VS Code notebooks (control/notebook_editors.h) get the token as code-server's session cookie
+// instead of the Authorization field, and the target without the /notebooks/<id> prefix.
 //
 // Thread-safety: every method may be called from any thread; requests run on the server's
 // workers.

@@ -103,6 +103,12 @@ class NotebookGatewayTest : public ::testing::Test {
       for (const auto& [name, value] : r.headers()) seen[name] = value;
       return net::Response::Json(200, Json{{"seen", seen}, {"target", r.target()}}.dump());
     });
+    // code-server's paths have no prefix: it echoes what it was sent.
+    router.Get("/static/{rest...}", [](net::Request& r) {
+      Json seen = Json::object();
+      for (const auto& [name, value] : r.headers()) seen[name] = value;
+      return net::Response::Json(200, Json{{"seen", seen}, {"target", r.target()}}.dump());
+    });
     router.Get(base + "api/kernels/{kernel}/channels", [](net::Request& r) {
       if (r.header("Authorization") != std::string("token ") + kJupyterToken) {
         return net::Response::Text(403, "Forbidden");
@@ -129,8 +135,8 @@ class NotebookGatewayTest : public ::testing::Test {
     o.route = [this](const std::string& id) -> std::optional<control::NotebookRoute> {
       std::lock_guard lock(mu_);
       if (id != kId) return std::nullopt;
-      return control::NotebookRoute{kId,    project_,         labels_,
-                                    state_, jupyter_->port(), kJupyterToken};
+      return control::NotebookRoute{kId,           project_, labels_, state_, jupyter_->port(),
+                                    kJupyterToken, "",       editor_};
     };
     o.note_activity = [this](const std::string& id) {
       std::lock_guard lock(mu_);
@@ -193,7 +199,8 @@ class NotebookGatewayTest : public ::testing::Test {
   std::string project_;
   std::string read_token_, selected_token_, other_token_;
   int users_ = 0;
-  std::mutex mu_;  // guards the four below
+  std::mutex mu_;  // guards the five below
+  std::string editor_ = "jupyter";
   std::map<std::string, std::string> labels_ = {{"team", "nlp"}};
   control::NotebookState state_ = control::NotebookState::kRunning;
   std::map<std::string, int> activity_;
@@ -212,6 +219,26 @@ TEST_F(NotebookGatewayTest, ForwardsWithJupytersTokenInsteadOfTheUsers) {
   EXPECT_EQ(r.body.find(kAdminToken), std::string::npos);
   std::lock_guard lock(mu_);
   EXPECT_EQ(activity_[kId], 1);
+}
+
+TEST_F(NotebookGatewayTest, VscodeGetsTheTokenAsItsSessionCookieAndTargetsWithoutThePrefix) {
+  {
+    std::lock_guard lock(mu_);
+    editor_ = "vscode";
+  }
+  auto headers = Bearer(kAdminToken);
+  // The user's own session cookie is replaced; other cookies pass.
+  headers["Cookie"] = "code-server-session=guess; vscode-theme=dark";
+  net::ClientResponse r = Call(std::string("/notebooks/") + kId + "/static/a.js?v=1", headers);
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = *base::ParseJson(r.body);
+  EXPECT_EQ(body["target"], "/static/a.js?v=1");
+  EXPECT_EQ(body["seen"]["Cookie"],
+            std::string("vscode-theme=dark; code-server-session=") + kJupyterToken);
+  EXPECT_FALSE(body["seen"].contains("Authorization")) << body.dump();
+  EXPECT_EQ(r.body.find(kAdminToken), std::string::npos);
+  // Still the gateway's rules: no token, no editor.
+  EXPECT_EQ(Call(std::string("/notebooks/") + kId + "/static/a.js", {}).status, 401);
 }
 
 TEST_F(NotebookGatewayTest, CallersWithoutTheRightTokenAreRefused) {

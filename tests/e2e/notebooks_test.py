@@ -3,7 +3,8 @@
 gateway at /notebooks/<id>/ with an API token (401 without), a kernel created through Jupyter's
 REST API and driven over its websocket (the Jupyter messaging protocol, with a websocket client
 written here on the standard library) to write a file into the volume, then `sovai notebook
-stop`, and the file found in the bucket with boto3. Also: the vscode refusal, the dry run, and
+stop`, and the file found in the bucket with boto3. Also: vscode refused where code-server is not
+installed (notebooks_vscode_test.py runs it), the dry run, and
 the notebook's minutes on the bill."""
 import base64
 import hashlib
@@ -111,7 +112,8 @@ class WebSocket:
 class NotebooksTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = SovaiServer()
+        # No code-server here (notebooks_vscode_test.py runs it): `--editor vscode` is refused.
+        cls.server = SovaiServer(extra_args=["--code-server", "/nonexistent/code-server"])
         # The notebook runs as an unprivileged user that must reach its directories.
         os.chmod(cls.server.tmp, 0o711)
         cls.server.start()
@@ -270,15 +272,18 @@ class NotebooksTest(unittest.TestCase):
             status, _ = self.server.api("GET", "/v1/notebooks/" + nb_id)
         self.assertEqual(status, 404)
 
-    def test_vscode_is_refused_saying_why(self):
+    def test_vscode_without_code_server_is_refused_saying_how_to_install_it(self):
+        status, before = self.server.api("GET", "/v1/notebooks")
         result = self.sovai("notebook", "run", "--editor", "vscode", check=False)
-        self.assertEqual(result.returncode, 2, result.stderr)
-        self.assertIn("code-server", result.stderr)
+        self.assertNotEqual(result.returncode, 0, result.stdout)
+        self.assertIn("tools/install_code_server.sh", result.stderr)
         status, problem = self.server.api("POST", "/v1/notebooks",
                                           {"flavor": "ai1-1-cpu", "editor": "vscode"})
-        self.assertEqual(status, 400, problem)
+        self.assertEqual(status, 409, problem)
         self.assertEqual(problem["errors"][0]["field"], "editor")
         self.assertIn("code-server", problem["errors"][0]["message"])
+        status, after = self.server.api("GET", "/v1/notebooks")
+        self.assertEqual(len(after["items"]), len(before["items"]))
 
     def test_dry_run_prices_an_hour_and_creates_nothing(self):
         status, before = self.server.api("GET", "/v1/notebooks")

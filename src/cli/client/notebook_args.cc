@@ -9,21 +9,15 @@ namespace sovai::cli::client {
 using base::InvalidArgumentError;
 using Json = nlohmann::json;
 
-std::string_view VscodeUnavailableMessage() { return control::kVscodeRefusal; }
-
 base::Result<Json> BuildNotebookSpec(const NotebookRunArgs& args, const EnvVars& local_env) {
   Json spec = Json::object();
   if (!args.name.empty()) {
     SOVAI_RETURN_IF_ERROR(CheckAppName(args.name, "--name"));
     spec["name"] = args.name;
   }
-  if (args.editor == "vscode") {
-    return InvalidArgumentError("--editor vscode: " + std::string(VscodeUnavailableMessage()));
-  }
-  if (args.editor != "jupyter") {
+  if (args.editor != control::kJupyterEditor && args.editor != control::kVscodeEditor) {
     return InvalidArgumentError("--editor '" + args.editor +
-                                "' is not one this server runs; use "
-                                "--editor jupyter");
+                                "' is not an editor; use --editor jupyter or --editor vscode");
   }
   spec["editor"] = args.editor;
   // The flavor, units, volume, env and label rules are job run's: checked on a placeholder job,

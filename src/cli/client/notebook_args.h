@@ -34,13 +34,10 @@ struct NotebookRunArgs {
 };
 
 // The POST /v1/notebooks spec. Errors: a malformed --name (the app-name rule); --editor other
-// than jupyter (vscode: why it is not available); the flavor, unit, volume, env and label rules of
+// than jupyter or vscode; the flavor, unit, volume, env and label rules of
 // `job run`; a malformed --idle-timeout.
 base::Result<nlohmann::json> BuildNotebookSpec(const NotebookRunArgs& args,
                                                const EnvVars& local_env);
-
-// Why `--editor vscode` is refused (the server's words, docs/api/notebooks.md).
-std::string_view VscodeUnavailableMessage();
 
 // Whether a notebook in `state` can no longer become RUNNING without a command (STOPPED,
 // FAILED, ERROR, STOPPING, DELETING, DELETED): `notebook run --wait` gives up on it.

@@ -82,7 +82,8 @@ int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
   std::string timeout = kDefaultAppWaitTimeout;
   base::FlagSet& f = cmd.flags();
   f.String("name", &run.name, "a name (a-z 0-9 -), unique in the project; optional", "NAME");
-  f.String("editor", &run.editor, "jupyter (vscode is not available on this server)", "EDITOR");
+  f.String("editor", &run.editor, "jupyter, or vscode (VS Code in the browser: code-server)",
+           "EDITOR");
   f.String("flavor", &run.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",
            "FLAVOR");
   f.Int("gpu", &gpu, "GPU flavor units (needs --flavor)");

@@ -13,7 +13,6 @@ import { registerPage } from "../router";
 import type { DryRun, Flavor, Notebook, NotebookSpec, Page } from "../types";
 
 const POLL_MS = 2000;
-const VSCODE_REASON = "not available on this server (docs/api/notebooks.md)";
 
 registerPage({
   path: "/lab",
@@ -106,7 +105,7 @@ async function startForm(signal: AbortSignal, done: () => Promise<void>): Promis
   );
   const firstAvailable = flavors.find((f) => f.available);
   if (firstAvailable) flavorSelect.value = firstAvailable.id;
-  const editor = h("select", {}, h("option", { value: "jupyter" }, "Jupyter"), h("option", { value: "vscode", disabled: true }, `VS Code — ${VSCODE_REASON}`));
+  const editor = h("select", {}, h("option", { value: "jupyter" }, "Jupyter"), h("option", { value: "vscode" }, "VS Code"));
   const fields = {
     name: new Field("name", "Name (optional)", input({ maxlength: 63, autocomplete: "off", spellcheck: "false", placeholder: "explore" })),
     editor: new Field("editor", "Editor", editor),
