@@ -18,6 +18,7 @@
 
 #include "base/env.h"
 #include "net/http.h"
+#include "objstore/lifecycle.h"
 #include "objstore/sigv4.h"
 #include "objstore/store.h"
 
@@ -32,6 +33,8 @@ struct S3ApiOptions {
   // Users whose requests may do anything on any bucket (the bootstrap admin).
   std::vector<std::string> admin_users;
   base::Env* env = nullptr;  // clock; nullptr = Env::Default()
+  // The length of a lifecycle "day" for x-amz-expiration (LifecycleSweeperOptions::day_micros).
+  int64_t lifecycle_day_micros = kDayMicros;
 };
 
 struct S3ApiStats {
@@ -66,6 +69,7 @@ class S3Api {
   Store& store_;
   S3ApiOptions opts_;
   S3ApiStats stats_;
+  LifecycleConfigCache lifecycle_cache_;
 };
 
 }  // namespace sovai::objstore

@@ -76,7 +76,13 @@ namespace sovai::objstore {
   X(ServerSideEncryptionConfigurationNotFoundError, 404) \
   X(ObjectLockConfigurationNotFoundError, 404)           \
   X(NoSuchWebsiteConfiguration, 404)                     \
-  X(AccessForbidden, 403)
+  X(AccessForbidden, 403)                                \
+  X(InvalidBucketState, 409)                             \
+  X(NoSuchObjectLockConfiguration, 404)                  \
+  X(InvalidRetentionPeriod, 400)                         \
+  X(InvalidPolicyDocument, 400)                          \
+  X(MaxPostPreDataLengthExceeded, 400)                   \
+  X(IncorrectNumberOfFilesInPostRequest, 400)
 
 enum class S3Code {
 #define SOVAI_S3_ENUM(name, status) k##name,

@@ -45,9 +45,9 @@ enum class S3Op {
   kBucketTagging,
   kBucketPolicy,
   kBucketAcl,
-  kGetBucketLifecycle,
+  kBucketLifecycle,
   kGetBucketEncryption,
-  kGetObjectLockConfiguration,
+  kObjectLockConfiguration,
   kGetBucketWebsite,
   kListObjects,  // V1 and V2 (list-type=2)
   kListObjectVersions,
@@ -59,6 +59,9 @@ enum class S3Op {
   kDeleteObject,
   kObjectTagging,
   kObjectAcl,
+  kObjectRetention,
+  kObjectLegalHold,
+  kGetObjectAttributes,
   kCreateMultipartUpload,
   kUploadPart,  // and UploadPartCopy
   kCompleteMultipartUpload,

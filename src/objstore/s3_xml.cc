@@ -938,3 +938,37 @@ std::string RenderCorsConfiguration(const CorsConfiguration& config) {
 }
 
 }  // namespace sovai::objstore
+
+// ================================================================================================
+// The parsing helpers, for the bodies parsed in other files (internal/xml_parse.h).
+
+namespace sovai::objstore::xml_parse {
+
+S3Error Malformed(std::string detail) { return objstore::Malformed(std::move(detail)); }
+S3Result<pugi::xml_node> Load(std::string_view xml, std::string_view root_name,
+                              pugi::xml_document* doc) {
+  return objstore::Load(xml, root_name, doc);
+}
+std::string_view LocalName(pugi::xml_node node) { return objstore::LocalName(node); }
+S3Status ForEachChild(pugi::xml_node parent, std::string_view path,
+                      const std::function<S3Status(pugi::xml_node)>& f) {
+  return objstore::ForEachChild(parent, path, f);
+}
+S3Error Unexpected(pugi::xml_node child, std::string_view path) {
+  return objstore::Unexpected(child, path);
+}
+S3Status ReadOnce(pugi::xml_node node, std::string_view path, std::optional<std::string>* slot) {
+  return objstore::ReadOnce(node, path, slot);
+}
+S3Error Missing(std::string_view element, std::string_view path) {
+  return objstore::Missing(element, path);
+}
+std::string_view TrimXmlSpace(std::string_view s) { return objstore::TrimXmlSpace(s); }
+S3Result<std::vector<Tag>> ParseTagList(pugi::xml_node node, std::string_view path) {
+  return objstore::ParseTagList(node, path);
+}
+S3Result<Tag> ParseTagElement(pugi::xml_node node, std::string_view path) {
+  return objstore::ParseTagElement(node, path);
+}
+
+}  // namespace sovai::objstore::xml_parse

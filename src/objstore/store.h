@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,14 @@ struct Checksums {
   }
 };
 
+// Object Lock state of one version (object_lock.h has the rules).
+struct ObjectLock {
+  std::string mode;                 // "GOVERNANCE", "COMPLIANCE" or "" (no retention)
+  int64_t retain_until_micros = 0;  // with a mode
+  bool legal_hold = false;
+  bool operator==(const ObjectLock&) const = default;
+};
+
 // What a PUT stores besides the bytes, returned by GET/HEAD.
 struct ObjectMeta {
   std::string content_type;
@@ -71,6 +80,7 @@ struct ObjectMeta {
   std::vector<std::pair<std::string, std::string>> user;
   std::vector<std::pair<std::string, std::string>> tags;
   std::string storage_class;  // "" = STANDARD
+  ObjectLock lock;
 };
 
 struct ObjectVersion {
@@ -87,6 +97,9 @@ struct ObjectVersion {
   Checksums checksums;
   // For multipart objects: each part's size (partNumber reads); empty for single PUTs.
   std::vector<uint64_t> part_sizes;
+  // Each part's checksums (GetObjectAttributes, partNumber reads), when the upload had an
+  // algorithm.
+  std::vector<Checksums> part_checksums;
 
   // Internal: where the bytes are (the engine fills these; callers pass them back to Open).
   int64_t row_id = 0;
@@ -136,6 +149,18 @@ struct PutOptions {
   std::optional<uint64_t> expected_size;
 };
 
+// Called inside a write's transaction with the version it would remove or replace; an error
+// refuses the write. Object Lock (retention, legal holds) and the lifecycle sweeper (delete only
+// the version it examined) use it, so nothing changes between the check and the write.
+using VersionGuard = std::function<S3Status(const ObjectVersion&)>;
+
+// What a new bucket starts with, in the transaction that creates it (an Object Lock bucket is
+// never seen without its lock or its versioning).
+struct BucketSetup {
+  Versioning versioning = Versioning::kUnversioned;
+  std::vector<std::pair<std::string, std::string>> configs;  // kind → value (SetBucketConfig)
+};
+
 struct DeleteResult {
   std::string version_id;  // of the deleted version or of the new delete marker; "" if none
   bool delete_marker = false;
@@ -182,6 +207,9 @@ struct UploadInfo {
   int64_t created_micros = 0;
   ObjectMeta meta;
   std::string checksum_algorithm;  // "CRC32", ... or ""
+  // With an algorithm: "COMPOSITE" (a checksum of the parts' checksums, "…-N") or "FULL_OBJECT"
+  // (the CRC of the whole object, combined from the parts' CRCs).
+  std::string checksum_type;
 };
 
 struct PartInfo {
@@ -245,7 +273,8 @@ class Store {
 
   // --- Buckets ---
   // BucketAlreadyOwnedByYou / BucketAlreadyExists when taken.
-  virtual S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner) = 0;
+  virtual S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner,
+                                            const BucketSetup& setup = {}) = 0;
   virtual S3Result<BucketInfo> GetBucket(const std::string& name) = 0;
   // Every bucket, by name.
   virtual S3Result<std::vector<BucketInfo>> ListBuckets() = 0;
@@ -270,8 +299,18 @@ class Store {
                                        const std::optional<std::string>& version_id) = 0;
   virtual S3Result<std::unique_ptr<ObjectReader>> Open(const ObjectVersion& version,
                                                        uint64_t offset, uint64_t length) = 0;
+  // With `guard`: called with the version a delete by id removes, or the latest version (if
+  // any) a plain delete removes or hides behind a delete marker.
   virtual S3Result<DeleteResult> Delete(const std::string& bucket, const std::string& key,
-                                        const std::optional<std::string>& version_id) = 0;
+                                        const std::optional<std::string>& version_id,
+                                        const VersionGuard& guard = nullptr) = 0;
+  // Read-modify-write of a version's metadata (latest when version_id is nullopt) in one
+  // transaction: `edit` sees the stored version and changes its meta, or refuses. NoSuchKey,
+  // NoSuchVersion, MethodNotAllowed for a delete marker. Returns the version as stored.
+  virtual S3Result<ObjectVersion> UpdateVersion(
+      const std::string& bucket, const std::string& key,
+      const std::optional<std::string>& version_id,
+      const std::function<S3Status(ObjectVersion&)>& edit) = 0;
   // Replaces the tag set of a version (latest when version_id is nullopt).
   virtual S3Result<ObjectVersion> SetTags(
       const std::string& bucket, const std::string& key,
@@ -284,7 +323,8 @@ class Store {
   // --- Multipart ---
   virtual S3Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key,
                                             const std::string& owner, ObjectMeta meta,
-                                            std::string checksum_algorithm) = 0;
+                                            std::string checksum_algorithm,
+                                            std::string checksum_type = "") = 0;
   virtual S3Result<UploadInfo> GetUpload(const std::string& bucket, const std::string& key,
                                          const std::string& upload_id) = 0;
   virtual S3Result<PartInfo> UploadPart(const UploadInfo& upload, int part_number,

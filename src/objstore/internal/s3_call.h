@@ -11,6 +11,8 @@
 
 #include "base/status.h"
 #include "net/http.h"
+#include "objstore/lifecycle.h"
+#include "objstore/object_lock.h"
 #include "objstore/s3_api.h"
 #include "objstore/s3_error.h"
 #include "objstore/s3_xml.h"
@@ -149,8 +151,33 @@ class S3Api::Call {
   net::Response AbortUpload();
   net::Response ListParts();
 
+  // --- Object Lock (s3_object_lock.cc) ---
+  net::Response ObjectLockConfig();
+  net::Response ObjectRetention();
+  net::Response ObjectLegalHold();
+  // The bucket's configuration; nullopt when Object Lock is not enabled on it.
+  S3Result<std::optional<ObjectLockConfiguration>> BucketObjectLock();
+  // The lock of a version being written: the x-amz-object-lock-* headers, else the bucket's
+  // default retention. InvalidRequest for lock headers on a bucket without Object Lock.
+  S3Result<ObjectLock> LockForNewObject();
+  // x-amz-bypass-governance-retention: true, by a caller allowed s3:BypassGovernanceRetention.
+  bool BypassGovernance();
+  // What a delete must respect (for the store's transaction); nullptr for a plain delete.
+  VersionGuard LockGuard(bool by_version_id);
+  void AddLockHeaders(net::Response& res, const ObjectVersion& v);
+
+  // --- GetObjectAttributes (s3_attributes.cc) ---
+  net::Response GetObjectAttributes();
+
+  // --- Lifecycle (s3_lifecycle.cc) ---
+  net::Response BucketLifecycle();
+  // x-amz-expiration of a current version, from the bucket's rules (none when none applies).
+  void AddExpirationHeader(net::Response& res, const ObjectVersion& v);
+
   // Reads the body (verified), computes the checksums the request declares and checks them.
-  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified);
+  // `extra_checksums`: ChecksumBits computed (and stored) besides the request's.
+  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified,
+                                 uint32_t extra_checksums = 0);
   S3Result<StagedData> StageCopySource(const ObjectVersion& source, uint64_t offset,
                                        uint64_t length, bool allow_inline);
   S3Result<ObjectVersion> CopySource(std::string_view header, std::string_view range_header,
