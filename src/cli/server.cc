@@ -873,7 +873,7 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
     return base::InternalError("registering the admin access key: " + st->ToString());
   }
   const int64_t lifecycle_day_micros =
-      int64_t{std::max(1, impl->config.s3_lifecycle_day_s)} * 1'000'000;
+      std::max<int64_t>(1, impl->config.s3_lifecycle_day_s) * 1'000'000;
   impl->s3_api = std::make_unique<objstore::S3Api>(
       *impl->store, objstore::S3ApiOptions{.region = store_options.region,
                                            .domain = impl->config.s3_domain,

@@ -92,6 +92,16 @@ void LifecycleSweeper::SweepVersions(const BucketInfo& bucket, const LifecycleCo
           continue;
         }
         const ObjectVersion examined = *latest_marker;
+        // Count again: a page boundary may have hidden older versions (removing the marker
+        // would make one of them current again). Versions are never added below a marker.
+        ListVersionsOptions own;
+        own.prefix = examined.key;
+        own.max_keys = 2;
+        auto listed = store_.ListVersions(bucket.name, own);
+        if (!listed.ok()) break;
+        int same_key = 0;
+        for (const auto& other : listed->versions) same_key += other.key == examined.key;
+        if (same_key != 1) break;  // keys sort together: a second one would be listed
         auto done = store_.Delete(bucket.name, examined.key, examined.version_id,
                                   [&](const ObjectVersion& v) -> S3Status {
                                     if (!v.is_latest) return Changed();

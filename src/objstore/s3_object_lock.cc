@@ -103,15 +103,20 @@ net::Response S3Api::Call::ObjectLockConfig() {
   return Empty(200);
 }
 
+S3Status S3Api::Call::LockedObjectFor(std::string_view action) {
+  SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, BucketFor(action, true));
+  (void)b;
+  SOVAI_S3_ASSIGN_OR_RETURN(auto config, BucketObjectLock());
+  if (!config) return MissingLockConfiguration();
+  return std::nullopt;
+}
+
 net::Response S3Api::Call::ObjectRetention() {
   const bool put = req_.method() == "PUT";
   std::optional<std::string> version;
   if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(put ? "s3:PutObjectRetention" : "s3:GetObjectRetention", true);
-  if (!b.ok()) return Error(b.error());
-  auto config = BucketObjectLock();
-  if (!config.ok()) return Error(config.error());
-  if (!*config) return Error(MissingLockConfiguration());
+  if (S3Status st = LockedObjectFor(put ? "s3:PutObjectRetention" : "s3:GetObjectRetention"))
+    return Error(*st);
   if (!put) {
     auto v = store_.Head(bucket_, key_, version);
     if (!v.ok()) return Error(v.error());
@@ -143,11 +148,8 @@ net::Response S3Api::Call::ObjectLegalHold() {
   const bool put = req_.method() == "PUT";
   std::optional<std::string> version;
   if (auto q = Query("versionId")) version = std::string(*q);
-  auto b = BucketFor(put ? "s3:PutObjectLegalHold" : "s3:GetObjectLegalHold", true);
-  if (!b.ok()) return Error(b.error());
-  auto config = BucketObjectLock();
-  if (!config.ok()) return Error(config.error());
-  if (!*config) return Error(MissingLockConfiguration());
+  if (S3Status st = LockedObjectFor(put ? "s3:PutObjectLegalHold" : "s3:GetObjectLegalHold"))
+    return Error(*st);
   if (!put) {
     auto v = store_.Head(bucket_, key_, version);
     if (!v.ok()) return Error(v.error());

@@ -1,4 +1,6 @@
 // The S3 object and multipart operations of S3Api::Call (see internal/s3_call.h, s3_api.cc).
+#include <algorithm>
+#include <array>
 #include <future>
 #include <memory>
 
@@ -632,9 +634,41 @@ net::Response S3Api::Call::CompleteUpload() {
     }
     conditions.expected_size = *n;
   }
+  if (S3Status st = CheckCompletedPartChecksums(*u, parsed->parts)) return Error(*st);
   auto v = store_.CompleteUpload(*u, parts, conditions);
   if (!v.ok()) return Error(v.error());
   return CompleteResult(*b, *v);
+}
+
+S3Status S3Api::Call::CheckCompletedPartChecksums(const UploadInfo& upload,
+                                                  const std::vector<CompletedPart>& listed) {
+  auto declared = [](const CompletedPart& p) -> std::array<const std::optional<std::string>*, 5> {
+    return {&p.checksum_crc32, &p.checksum_crc32c, &p.checksum_crc64nvme, &p.checksum_sha1,
+            &p.checksum_sha256};
+  };
+  bool any = false;
+  for (const auto& p : listed) {
+    for (const auto* d : declared(p)) any = any || d->has_value();
+  }
+  if (!any) return std::nullopt;
+  SOVAI_S3_ASSIGN_OR_RETURN(std::vector<PartInfo> stored, store_.ListParts(upload));
+  for (const auto& p : listed) {
+    auto it = std::find_if(stored.begin(), stored.end(),
+                           [&](const PartInfo& s) { return s.part_number == p.part_number; });
+    if (it == stored.end()) continue;  // CompleteUpload answers InvalidPart for it
+    auto sums = declared(p);
+    for (size_t i = 0; i < std::size(kChecksumFields); ++i) {
+      const std::string& have = it->checksums.*kChecksumFields[i].member;
+      if (sums[i]->has_value() && !have.empty() && **sums[i] != have) {
+        return S3Error(S3Code::kInvalidPart,
+                       std::string("The ") + kChecksumFields[i].algorithm + " of part " +
+                           std::to_string(p.part_number) +
+                           " you listed is not the checksum of the part uploaded.")
+            .With("PartNumber", std::to_string(p.part_number));
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 net::Response S3Api::Call::CompleteResult(const BucketInfo& bucket, const ObjectVersion& v) {

@@ -6,7 +6,6 @@ bodies and refused deletes a real client meets. Lifecycle runs with a 1-second "
 import base64
 import datetime
 import hashlib
-import http.client
 import json
 import os
 import subprocess
@@ -16,11 +15,9 @@ import urllib.request
 import uuid
 import zlib
 
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+import s3_answers_test  # its signed(); the module, so that its tests are not collected here
 from sovai_fixture import empty_and_delete_bucket, REGION, SovaiServer
 
 MIB = 1024 * 1024
@@ -94,21 +91,8 @@ class S3DataTest(unittest.TestCase):
         with urllib.request.urlopen(req) as r:
             return json.loads(r.read())
 
-    def raw(self, method, path, body=b"", headers=None, query=""):
-        """(status, body) of a SigV4-signed raw request (bodies boto3 would not send)."""
-        url = "%s%s%s" % (self.server.s3_url, path, "?" + query if query else "")
-        req = AWSRequest(method=method, url=url, data=body, headers=dict(headers or {}))
-        req.headers["x-amz-content-sha256"] = hashlib.sha256(body).hexdigest()
-        S3SigV4Auth(Credentials(self.server.access_key, self.server.secret_key), "s3",
-                    REGION).add_auth(req)
-        host, port = self.server.s3_url.split("://")[1].split(":")
-        conn = http.client.HTTPConnection(host, int(port))
-        conn.request(method, req.url[len(self.server.s3_url):], body=body,
-                     headers=dict(req.headers.items()))
-        res = conn.getresponse()
-        out = res.status, res.read()
-        conn.close()
-        return out
+    # (status, body) of a SigV4-signed raw request, for bodies boto3 would not send.
+    raw = s3_answers_test.S3AnswersTest.signed
 
     # --- Object Lock ---------------------------------------------------------------------------
 
@@ -250,6 +234,10 @@ class S3DataTest(unittest.TestCase):
         crc = base64.b64encode(zlib.crc32(whole).to_bytes(4, "big")).decode()
         upload_id, done = self.multipart("full", "CRC32", "FULL_OBJECT", parts)
         bad = base64.b64encode((zlib.crc32(whole) ^ 1).to_bytes(4, "big")).decode()
+        wrong_part = [dict(done[0], ChecksumCRC32=bad), done[1]]
+        self.assert_error((400, "InvalidPart"), self.s3.complete_multipart_upload,
+                          Bucket=self.bucket, Key="full", UploadId=upload_id,
+                          MultipartUpload={"Parts": wrong_part})
         self.assert_error((400, "BadDigest"), self.s3.complete_multipart_upload,
                           Bucket=self.bucket, Key="full", UploadId=upload_id,
                           MultipartUpload={"Parts": done}, ChecksumCRC32=bad,

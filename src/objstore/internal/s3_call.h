@@ -110,7 +110,8 @@ class S3Api::Call {
       const std::vector<std::pair<std::string, std::string>>& trailers, bool headers = true);
   // Refuses what asks for a protection or an exposure this server does not give, rather than
   // ignore it: canned ACLs but private (and, on objects, bucket-owner-full-control, the same
-  // thing here), ACL grants, server-side encryption, Object Lock. NotImplemented.
+  // thing here), ACL grants, server-side encryption. NotImplemented. (Object Lock headers are
+  // applied, or refused on a bucket without it: LockForNewObject.)
   S3Status RefuseUnsupportedProtections(bool object);
   // x-amz-checksum-* headers, trailers and announced algorithms this server cannot compute are
   // refused (InvalidRequest) instead of being left unverified.
@@ -145,6 +146,10 @@ class S3Api::Call {
   net::Response UploadPart();
   net::Response CompleteUpload();
   net::Response CompleteResult(const BucketInfo& bucket, const ObjectVersion& v);
+  // The part checksums a CompleteMultipartUpload body lists against the stored parts'
+  // (InvalidPart when one differs), as S3 checks them.
+  S3Status CheckCompletedPartChecksums(const UploadInfo& upload,
+                                       const std::vector<CompletedPart>& listed);
   // If-None-Match and If-Match of a write, both applied whatever their combination: "*" (create
   // only / overwrite only) or ETag lists, checked in the write's transaction.
   void WriteConditions(PutOptions* o);
@@ -160,6 +165,8 @@ class S3Api::Call {
   // The lock of a version being written: the x-amz-object-lock-* headers, else the bucket's
   // default retention. InvalidRequest for lock headers on a bucket without Object Lock.
   S3Result<ObjectLock> LockForNewObject();
+  // BucketFor(action) on an object of a bucket with Object Lock (InvalidRequest without it).
+  S3Status LockedObjectFor(std::string_view action);
   // x-amz-bypass-governance-retention: true, by a caller allowed s3:BypassGovernanceRetention.
   bool BypassGovernance();
   // What a delete must respect (for the store's transaction); nullptr for a plain delete.
