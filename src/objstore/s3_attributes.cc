@@ -33,7 +33,8 @@ net::Response S3Api::Call::GetObjectAttributes() {
                      .With("ArgumentName", "versionId"));
   }
   std::vector<std::string> wanted;
-  for (std::string_view name : base::Split(Header("x-amz-object-attributes"), ',')) {
+  const std::string requested = Header("x-amz-object-attributes");
+  for (std::string_view name : base::Split(requested, ',')) {
     name = base::Trim(name);
     if (name.empty()) continue;
     if (std::find(std::begin(kAttributeNames), std::end(kAttributeNames), name) ==

@@ -408,8 +408,10 @@ class S3DataTest(unittest.TestCase):
         aws("put-object-lock-configuration", "--bucket", bucket, "--object-lock-configuration",
             json.dumps({"ObjectLockEnabled": "Enabled",
                         "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}}))
+        empty = os.path.join(self.server.tmp, "empty")
+        open(empty, "wb").close()
         put = json.loads(aws("put-object", "--bucket", bucket, "--key", "k", "--body",
-                             os.devnull).stdout)
+                             empty).stdout)
         retention = json.loads(aws("get-object-retention", "--bucket", bucket, "--key",
                                    "k").stdout)
         self.assertEqual(retention["Retention"]["Mode"], "GOVERNANCE")
