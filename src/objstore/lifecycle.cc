@@ -320,30 +320,4 @@ std::string FormatExpirationHeader(const Expiry& expiry) {
          expiry.rule_id + "\"";
 }
 
-std::shared_ptr<const LifecycleConfiguration> LifecycleConfigCache::Get(Store& store,
-                                                                        const BucketInfo& bucket) {
-  {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(bucket.name);
-    if (it != entries_.end() && it->second.created_micros == bucket.created_micros) {
-      return it->second.config;
-    }
-  }
-  std::shared_ptr<const LifecycleConfiguration> config;
-  auto doc = store.GetBucketConfig(bucket.name, std::string(kLifecycleConfigKind));
-  if (!doc.ok()) return nullptr;
-  if (doc->has_value()) {
-    auto parsed = ParseLifecycleConfiguration(**doc);
-    if (parsed.ok()) config = std::make_shared<const LifecycleConfiguration>(std::move(*parsed));
-  }
-  std::lock_guard lock(mu_);
-  entries_[bucket.name] = Entry{bucket.created_micros, config};
-  return config;
-}
-
-void LifecycleConfigCache::Invalidate(const std::string& bucket) {
-  std::lock_guard lock(mu_);
-  entries_.erase(bucket);
-}
-
 }  // namespace sovai::objstore

@@ -11,9 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,24 +82,5 @@ std::optional<Expiry> CurrentExpiry(const LifecycleConfiguration& config, const 
                                     int64_t day_micros);
 // The x-amz-expiration header value: expiry-date="<HTTP date>", rule-id="<id>".
 std::string FormatExpirationHeader(const Expiry& expiry);
-
-// Parsed configurations by bucket, for x-amz-expiration on the GET path: one database read per
-// bucket and change, not per request. An entry is keyed by the bucket's creation time, so a
-// bucket deleted and made again never sees the old rules. Thread-safe.
-class LifecycleConfigCache {
- public:
-  // nullptr when the bucket has no rules (or they cannot be read).
-  std::shared_ptr<const LifecycleConfiguration> Get(Store& store, const BucketInfo& bucket);
-  // After the bucket's rules were replaced or deleted through this process.
-  void Invalidate(const std::string& bucket);
-
- private:
-  struct Entry {
-    int64_t created_micros = 0;
-    std::shared_ptr<const LifecycleConfiguration> config;
-  };
-  std::mutex mu_;  // guards entries_
-  std::map<std::string, Entry> entries_;
-};
 
 }  // namespace sovai::objstore

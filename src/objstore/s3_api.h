@@ -18,7 +18,9 @@
 
 #include "base/env.h"
 #include "net/http.h"
+#include "objstore/bucket_config_cache.h"
 #include "objstore/lifecycle.h"
+#include "objstore/object_lock.h"
 #include "objstore/sigv4.h"
 #include "objstore/store.h"
 
@@ -69,7 +71,11 @@ class S3Api {
   Store& store_;
   S3ApiOptions opts_;
   S3ApiStats stats_;
-  LifecycleConfigCache lifecycle_cache_;
+  // The documents consulted on every GET (x-amz-expiration) and every write (Object Lock).
+  BucketConfigCache<LifecycleConfiguration> lifecycle_cache_{std::string(kLifecycleConfigKind),
+                                                             &ParseLifecycleConfiguration};
+  BucketConfigCache<ObjectLockConfiguration> lock_cache_{std::string(kObjectLockConfigKind),
+                                                         &ParseObjectLockConfiguration};
 };
 
 }  // namespace sovai::objstore

@@ -39,8 +39,8 @@ net::Response S3Api::Call::BucketLifecycle() {
 void S3Api::Call::AddExpirationHeader(net::Response& res, const ObjectVersion& v) {
   if (!bucket_info_) return;
   auto config = api_.lifecycle_cache_.Get(store_, *bucket_info_);
-  if (!config) return;
-  if (auto expiry = CurrentExpiry(*config, v, api_.opts_.lifecycle_day_micros)) {
+  if (!config.ok() || !*config) return;  // no header rather than a failed GET
+  if (auto expiry = CurrentExpiry(**config, v, api_.opts_.lifecycle_day_micros)) {
     res.headers.Set("x-amz-expiration", FormatExpirationHeader(*expiry));
   }
 }

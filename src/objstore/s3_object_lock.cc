@@ -17,11 +17,15 @@ S3Error MissingLockConfiguration() {
 }  // namespace
 
 S3Result<std::optional<ObjectLockConfiguration>> S3Api::Call::BucketObjectLock() {
-  SOVAI_S3_ASSIGN_OR_RETURN(auto doc,
-                            store_.GetBucketConfig(bucket_, std::string(kObjectLockConfigKind)));
-  if (!doc) return std::optional<ObjectLockConfiguration>();
-  SOVAI_S3_ASSIGN_OR_RETURN(ObjectLockConfiguration config, ParseObjectLockConfiguration(*doc));
-  return std::optional<ObjectLockConfiguration>(std::move(config));
+  BucketInfo bucket;
+  if (bucket_info_) {
+    bucket = *bucket_info_;
+  } else {
+    SOVAI_S3_ASSIGN_OR_RETURN(bucket, store_.GetBucket(bucket_));
+  }
+  SOVAI_S3_ASSIGN_OR_RETURN(auto config, api_.lock_cache_.Get(store_, bucket));
+  if (!config) return std::optional<ObjectLockConfiguration>();
+  return std::optional<ObjectLockConfiguration>(*config);
 }
 
 S3Result<ObjectLock> S3Api::Call::LockForNewObject() {
@@ -96,10 +100,10 @@ net::Response S3Api::Call::ObjectLockConfig() {
                          "configuration")
                      .With("BucketName", bucket_));
   }
-  if (S3Status st = store_.SetBucketConfig(bucket_, std::string(kObjectLockConfigKind),
-                                           RenderObjectLockConfiguration(*config))) {
-    return Error(*st);
-  }
+  S3Status st = store_.SetBucketConfig(bucket_, std::string(kObjectLockConfigKind),
+                                       RenderObjectLockConfiguration(*config));
+  api_.lock_cache_.Invalidate(bucket_);
+  if (st) return Error(*st);
   return Empty(200);
 }
 
