@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 # One package per line; keep sorted. Why each is here is in docs/dependencies.md.
 debian_packages=(
   bubblewrap
+  busybox-static
   ca-certificates
   ccache
   chromium
@@ -43,6 +44,7 @@ debian_packages=(
   python3-torch
   rclone
   s3cmd
+  skopeo
   slurm-client
   slurm-wlm
   slurmctld

@@ -104,7 +104,7 @@ json_value() { python3 -c 'import json,sys; print(json.loads(sys.argv[1])[sys.ar
 started=$SECONDS
 
 step "1/6  Starting sovai server in $data_dir"
-"$sovai" server --data-dir "$data_dir" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 \
+"$sovai" server --data-dir "$data_dir" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 --listen-registry 127.0.0.1:0 \
   --engine "$engine" >"$log" 2>&1 &
 server_pid=$!
 for _ in $(seq 1 300); do

@@ -20,7 +20,7 @@ cleanup() {
   if [[ ${KEEP:-0} == 1 ]]; then echo "bench: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
-"$sovai_bin" server --data-dir "$work/data" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 \
+"$sovai_bin" server --data-dir "$work/data" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 --listen-registry 127.0.0.1:0 \
   --log-level warning >"$work/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do

@@ -60,7 +60,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 # --- Sovai ---------------------------------------------------------------------------------------
-"$sovai_bin" server --data-dir "$work/sovai" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 \
+"$sovai_bin" server --data-dir "$work/sovai" --listen-api 127.0.0.1:0 --listen-s3 127.0.0.1:0 --listen-registry 127.0.0.1:0 \
   --io-threads "$io_threads" --log-level warning >"$work/sovai.log" 2>&1 &
 sovai_pid=$!
 pids+=("$sovai_pid")

@@ -30,6 +30,7 @@ const EVP_MD* FetchedMd(HashAlgorithm algorithm) {
   static const EVP_MD* md5 = fetch("MD5");
   static const EVP_MD* sha1 = fetch("SHA1");
   static const EVP_MD* sha256 = fetch("SHA256");
+  static const EVP_MD* sha512 = fetch("SHA512");
   switch (algorithm) {
     case HashAlgorithm::kMd5:
       return md5;
@@ -37,6 +38,8 @@ const EVP_MD* FetchedMd(HashAlgorithm algorithm) {
       return sha1;
     case HashAlgorithm::kSha256:
       return sha256;
+    case HashAlgorithm::kSha512:
+      return sha512;
   }
   SOVAI_CHECK(false) << "unknown hash algorithm";
   return nullptr;
@@ -127,6 +130,7 @@ Result<std::string> Base64DecodeUnpadded(std::string_view text, bool url, std::s
 std::string Md5(std::string_view data) { return Digest(HashAlgorithm::kMd5, data); }
 std::string Sha1(std::string_view data) { return Digest(HashAlgorithm::kSha1, data); }
 std::string Sha256(std::string_view data) { return Digest(HashAlgorithm::kSha256, data); }
+std::string Sha512(std::string_view data) { return Digest(HashAlgorithm::kSha512, data); }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
   EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(FetchedHmac());

@@ -22,14 +22,16 @@ namespace sovai::base {
 inline constexpr size_t kMd5Bytes = 16;
 inline constexpr size_t kSha1Bytes = 20;
 inline constexpr size_t kSha256Bytes = 32;
+inline constexpr size_t kSha512Bytes = 64;
 
 std::string Md5(std::string_view data);
 std::string Sha1(std::string_view data);
 std::string Sha256(std::string_view data);
+std::string Sha512(std::string_view data);  // 64 raw bytes (OCI digests "sha512:...")
 // HMAC-SHA256(key, data), 32 raw bytes.
 std::string HmacSha256(std::string_view key, std::string_view data);
 
-enum class HashAlgorithm : uint8_t { kMd5, kSha1, kSha256 };
+enum class HashAlgorithm : uint8_t { kMd5, kSha1, kSha256, kSha512 };
 
 // Incremental digest for streamed data (uploads of many GB):
 //   Sha256Hasher h; h.Update(chunk1); h.Update(chunk2); std::string digest = h.Finish();

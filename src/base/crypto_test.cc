@@ -17,6 +17,17 @@ TEST(CryptoTest, Sha256NistVectors) {
   EXPECT_EQ(Sha256("abc").size(), kSha256Bytes);
 }
 
+TEST(CryptoTest, Sha512NistVectorAndIncremental) {
+  EXPECT_EQ(Hex(Sha512("abc")),
+            "ddaf35a193617abacc417349ae20413112e6fa4e89a97ea20a9eeee64b55d39a"
+            "2192992a274fc1a836ba3c23a3feebbd454d4423643ce80e2a9ac94fa54ca49f");
+  Hasher h(HashAlgorithm::kSha512);
+  h.Update("a");
+  h.Update("bc");
+  EXPECT_EQ(h.Finish(), Sha512("abc"));
+  EXPECT_EQ(Sha512("").size(), kSha512Bytes);
+}
+
 TEST(CryptoTest, Sha1) {
   EXPECT_EQ(Hex(Sha1("abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
   EXPECT_EQ(Hex(Sha1("")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");

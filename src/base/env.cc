@@ -575,14 +575,8 @@ Result<std::unique_ptr<Subprocess>> PosixEnv::Spawn(const SpawnOptions& o) {
   UniqueFd error_read(error_pipe[0]), error_write(error_pipe[1]);
 
   // Everything the child needs is built before fork: after fork, only async-signal-safe calls.
-  std::vector<char*> argv_ptrs;
-  argv_ptrs.reserve(o.argv.size() + 1);
-  for (const std::string& arg : o.argv) argv_ptrs.push_back(const_cast<char*>(arg.c_str()));
-  argv_ptrs.push_back(nullptr);
-  std::vector<char*> env_ptrs;
-  env_ptrs.reserve(env_strings.size() + 1);
-  for (const std::string& entry : env_strings) env_ptrs.push_back(const_cast<char*>(entry.c_str()));
-  env_ptrs.push_back(nullptr);
+  std::vector<char*> argv_ptrs = ExecPointers(o.argv);
+  std::vector<char*> env_ptrs = ExecPointers(env_strings);
   int child_src[3] = {child_end[0].get(), child_end[1].get(), child_end[2].get()};
   const char* cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
   const int error_fd = error_write.get();
@@ -591,29 +585,10 @@ Result<std::unique_ptr<Subprocess>> PosixEnv::Spawn(const SpawnOptions& o) {
   if (pid < 0) return Errno("fork", o.argv[0]);
   if (pid == 0) {
     // Child.
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // some fail: fine
+    ResetSignalsInChild();
     if (o.new_process_group && ::setpgid(0, 0) != 0) ChildFail(error_fd, kStageSetpgid);
-    // Move sources off 0..2 first so that a dup2 never overwrites a source still needed.
-    for (int i = 0; i < 3; ++i) {
-      if (child_src[i] >= 0 && child_src[i] < 3) {
-        child_src[i] = ::fcntl(child_src[i], F_DUPFD_CLOEXEC, 3);
-        if (child_src[i] < 0) ChildFail(error_fd, kStageDup);
-      }
-    }
-    for (int i = 0; i < 3; ++i) {
-      if (child_src[i] >= 0 && ::dup2(child_src[i], i) < 0) ChildFail(error_fd, kStageDup);
-    }
+    if (!InstallChildFds(child_src)) ChildFail(error_fd, kStageDup);
     if (merge_stderr && ::dup2(1, 2) < 0) ChildFail(error_fd, kStageDup);
-#if defined(SYS_close_range)
-    // Mark every other inherited fd close-on-exec, in case some library opened one without it.
-    ::syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-#endif
     if (cwd != nullptr && ::chdir(cwd) != 0) ChildFail(error_fd, kStageChdir);
     ::execve(program.c_str(), argv_ptrs.data(), env_ptrs.data());
     ChildFail(error_fd, kStageExec);
@@ -738,6 +713,41 @@ void ReportPreExecFailure(int fd, int32_t stage) {
   ssize_t ignored = ::write(fd, &report, sizeof(report));
   (void)ignored;
   ::_exit(127);
+}
+
+void ResetSignalsInChild() {
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // some fail: fine
+}
+
+bool InstallChildFds(std::span<int> sources) {
+  const int count = static_cast<int>(sources.size());
+  for (int& fd : sources) {
+    if (fd >= 0 && fd < count) {
+      fd = ::fcntl(fd, F_DUPFD_CLOEXEC, count);
+      if (fd < 0) return false;
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    if (sources[i] >= 0 && ::dup2(sources[i], i) < 0) return false;
+  }
+#if defined(SYS_close_range)
+  ::syscall(SYS_close_range, static_cast<unsigned>(count), ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+#endif
+  return true;
+}
+
+std::vector<char*> ExecPointers(const std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (const std::string& s : strings) pointers.push_back(const_cast<char*>(s.c_str()));
+  pointers.push_back(nullptr);
+  return pointers;
 }
 
 std::optional<PreExecFailure> ReadPreExecFailure(int fd) {

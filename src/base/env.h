@@ -91,6 +91,21 @@ struct PreExecFailure {
 [[noreturn]] void ReportPreExecFailure(int fd, int32_t stage);
 std::optional<PreExecFailure> ReadPreExecFailure(int fd);
 
+// The steps of a child between fork and exec that Env::Spawn and the sandbox share. All are
+// async-signal-safe and allocate nothing (call them only in the child of a fork).
+//   ResetSignalsInChild: an empty signal mask and every signal's default disposition, so that
+//     the program starts as from a fresh process whatever the parent blocked or handled.
+//   InstallChildFds: makes sources[i] fd i for each i with sources[i] >= 0 (a negative source
+//     leaves fd i as inherited), first moving every source below sources.size() above it so that
+//     no dup2 overwrites a source still needed; then marks every fd from sources.size() up
+//     close-on-exec (a library's fd opened without O_CLOEXEC must not reach the program).
+//     Returns false, with errno set, when a dup fails.
+void ResetSignalsInChild();
+bool InstallChildFds(std::span<int> sources);
+// The NULL-terminated array of pointers into `strings` that execve takes (argv, envp), built
+// before fork. The pointers are valid while `strings` is alive and unchanged.
+std::vector<char*> ExecPointers(const std::vector<std::string>& strings);
+
 // Streams a large sequential write to the disk while it is written, instead of piling up dirty
 // page-cache pages that the final fdatasync flushes in one burst. Call Wrote() after each write
 // with the file's length so far: each time a window of kWindowBytes fills, its writeback starts,

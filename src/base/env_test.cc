@@ -592,6 +592,44 @@ TEST(SpawnTest, StdioWorksWhenTheParentHasFd0Closed) {
   EXPECT_TRUE(child->Wait()->success());
 }
 
+// The child-side steps Spawn and the sandbox share, run in a bare fork: fds 1 and 2 swapped
+// (each one's source is the other's target) and a signal the parent ignored back to default.
+TEST(ChildSetupTest, InstallChildFdsSwapsCrossedSourcesAndSignalsAreReset) {
+  int first[2], second[2];
+  ASSERT_EQ(::pipe2(first, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(second, O_CLOEXEC), 0);
+  UniqueFd first_read(first[0]), first_write(first[1]);
+  UniqueFd second_read(second[0]), second_write(second[1]);
+  std::vector<std::string> argv = {"unused", "args"};
+  std::vector<char*> pointers = ExecPointers(argv);
+  ASSERT_EQ(pointers.size(), 3u);
+  EXPECT_STREQ(pointers[1], "args");
+  EXPECT_EQ(pointers[2], nullptr);
+
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGUSR1, SIG_IGN);
+    ResetSignalsInChild();
+    struct sigaction now;
+    if (::sigaction(SIGUSR1, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) ::_exit(3);
+    // fd 1 holds the second pipe and fd 2 the first; the sources cross them back.
+    if (::dup2(second_write.get(), 1) < 0 || ::dup2(first_write.get(), 2) < 0) ::_exit(4);
+    int sources[3] = {-1, 2, 1};
+    if (!InstallChildFds(sources)) ::_exit(5);
+    if (::write(1, "one", 3) != 3 || ::write(2, "two", 3) != 3) ::_exit(6);
+    ::_exit(0);
+  }
+  first_write.Reset();
+  second_write.Reset();
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(*ReadFdToEnd(first_read.get(), 100), "one");
+  EXPECT_EQ(*ReadFdToEnd(second_read.get(), 100), "two");
+}
+
 TEST(SpawnTest, DestructorKillsAndReaps) {
   pid_t pid;
   {

@@ -61,6 +61,10 @@ struct ResponseCacheUse {
 // (a body the engine refuses) is not cacheable.
 bool CompletionCacheable(const std::optional<CompletionCacheFacts>& facts);
 
+// Embedding and rerank requests (POST /v1/embeddings, /v1/rerank) are never streamed and always
+// deterministic: every one is cacheable (its Cache-Control still applies).
+inline bool PoolingCacheable() { return true; }
+
 // The Cache-Control rule: a cacheable request is looked up and stored, unless the client said
 // no-cache (stored, not looked up) or no-store (neither). One that is not cacheable is neither.
 ResponseCacheUse DecideResponseCache(bool cacheable, CacheControl cache_control);

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "base/utf8.h"
+
 namespace sovai::base {
 namespace {
 
@@ -164,40 +166,6 @@ Result<int64_t> ParseInt64(std::string_view s) {
   return static_cast<int64_t>(*magnitude);
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 if the bytes there are not one
-// (overlong forms, surrogates and code points above U+10FFFF are invalid).
-size_t ValidUtf8Length(std::string_view s, size_t i) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char b0 = byte(i);
-  size_t len;
-  uint32_t cp;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-    cp = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    cp = b0 & 0x0F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    cp = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) return 0;  // overlong
-  if (cp >= 0xD800 && cp <= 0xDFFF) return 0;                            // surrogate
-  if (cp > 0x10FFFF) return 0;
-  return len;
-}
-
-}  // namespace
-
 void AppendJsonQuoted(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->reserve(out->size() + s.size() + 2);
@@ -205,7 +173,7 @@ void AppendJsonQuoted(std::string* out, std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      size_t len = ValidUtf8Length(s, i);
+      size_t len = Utf8CharLength(s, i);
       if (len == 0) {
         out->append("\\ufffd");
         i += 1;

@@ -22,6 +22,7 @@
 #include "base/strings.h"
 #include "base/time.h"
 #include "cli/prometheus.h"
+#include "cli/registry_server.h"
 #include "cli/version.h"
 #include "control/apps.h"
 #include "control/audit.h"
@@ -167,8 +168,11 @@ struct PlatformServer::Impl {
   std::unique_ptr<gateway::NotebookGateway> notebook_gateway;
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
+  // The OCI registry (declared last: it goes first, before the store and identity it uses).
+  std::unique_ptr<RegistryListener> registry;
   std::string api_url;
   std::string s3_url;
+  std::string registry_url;
   bool stopped = false;
 
   Impl(base::Env& e, ServerConfig c) : env(e), config(std::move(c)) {}
@@ -822,13 +826,11 @@ struct PlatformServer::Impl {
     std::string absolute = std::filesystem::absolute(config.data_dir, ec).lexically_normal();
     if (ec) absolute = config.data_dir;
     if (!absolute.empty() && absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
-    nlohmann::json doc = {{"version", Version()},
-                          {"pid", static_cast<int64_t>(getpid())},
-                          {"region", config.region},
-                          {"data_dir", absolute},
-                          {"api_url", api_url},
-                          {"s3_url", s3_url},
-                          {"started_at", base::FormatRfc3339(env.NowUnixMicros())}};
+    nlohmann::json doc = {
+        {"version", Version()},         {"pid", static_cast<int64_t>(getpid())},
+        {"region", config.region},      {"data_dir", absolute},
+        {"api_url", api_url},           {"s3_url", s3_url},
+        {"registry_url", registry_url}, {"started_at", base::FormatRfc3339(env.NowUnixMicros())}};
     return env.WriteFileAtomically(base::JoinPath(config.data_dir, kServerJsonFile),
                                    base::DumpJson(doc, 2) + "\n");
   }
@@ -852,6 +854,10 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   }
   if (config.s3_tls_cert_file.empty() != config.s3_tls_key_file.empty()) {
     return base::InvalidArgumentError("--s3-tls-cert and --s3-tls-key must be given together");
+  }
+  if (config.registry_tls_cert_file.empty() != config.registry_tls_key_file.empty()) {
+    return base::InvalidArgumentError(
+        "--registry-tls-cert and --registry-tls-key must be given together");
   }
   SOVAI_RETURN_IF_ERROR(env.CreateDirs(config.data_dir));
 
@@ -924,6 +930,17 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
         return impl->LocalS3Access(project, system, "");
       });
   SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
+  if (!impl->config.listen_registry.empty()) {
+    net::ServerOptions registry_options = impl->Options(impl->config.listen_registry);
+    if (!impl->config.registry_tls_cert_file.empty()) {
+      registry_options.tls_cert_file = impl->config.registry_tls_cert_file;
+      registry_options.tls_key_file = impl->config.registry_tls_key_file;
+    }
+    SOVAI_ASSIGN_OR_RETURN(
+        impl->registry, RegistryListener::Start(*impl->store, impl->control->identity(), impl->env,
+                                                std::move(registry_options)));
+    impl->registry_url = impl->registry->url();
+  }
 
   net::Router router = impl->ApiRouter();
   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *impl->control));
@@ -958,6 +975,8 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   // The REST API first (no handler touches the jobs after this), then the jobs (stopping them
   // syncs their outputs through S3), then S3, then what they all used.
   if (impl_->api) impl_->api->Shutdown(grace);
+  if (impl_->registry) impl_->registry->Shutdown(grace);
+  impl_->registry.reset();
   // The cap watcher stops nothing any more (the shutdown stops everything); the service stays
   // for the jobs' admission check until they are gone.
   if (impl_->billing) impl_->billing->Shutdown();
@@ -987,6 +1006,7 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
 
 const std::string& PlatformServer::api_url() const { return impl_->api_url; }
 const std::string& PlatformServer::s3_url() const { return impl_->s3_url; }
+const std::string& PlatformServer::registry_url() const { return impl_->registry_url; }
 const std::string& PlatformServer::data_dir() const { return impl_->config.data_dir; }
 
 int RunServerCommand(const std::vector<std::string>& args) {
@@ -1016,6 +1036,13 @@ int RunServerCommand(const std::vector<std::string>& args) {
   flags.String("tls-key", &config.tls_key_file, "PEM private key for --tls-cert");
   flags.String("s3-tls-cert", &config.s3_tls_cert_file, "PEM certificate: HTTPS on --listen-s3");
   flags.String("s3-tls-key", &config.s3_tls_key_file, "PEM private key for --s3-tls-cert");
+  config.listen_registry = kDefaultListenRegistry;
+  flags.String("listen-registry", &config.listen_registry,
+               "HOST:PORT of the OCI registry (podman, skopeo; docs/api/registry.md); empty = off");
+  flags.String("registry-tls-cert", &config.registry_tls_cert_file,
+               "PEM certificate: HTTPS on --listen-registry");
+  flags.String("registry-tls-key", &config.registry_tls_key_file,
+               "PEM private key for --registry-tls-cert");
   flags.String("s3-domain", &config.s3_domain,
                "virtual-hosted-style S3: Host <bucket>.<domain> names the bucket");
   flags.Int("s3-lifecycle-interval", &config.s3_lifecycle_interval_s,
@@ -1097,6 +1124,9 @@ int RunServerCommand(const std::vector<std::string>& args) {
               config.data_dir.c_str());
   std::printf("  API, panel, /health, /metrics  %s\n", (*server)->api_url().c_str());
   std::printf("  S3                             %s\n", (*server)->s3_url().c_str());
+  if (!(*server)->registry_url().empty()) {
+    std::printf("  Registry                       %s\n", (*server)->registry_url().c_str());
+  }
   if (!config.regions_file.empty()) {
     std::printf("  other regions                  %s\n", config.regions_file.c_str());
   }

@@ -38,6 +38,12 @@ struct ServerConfig {
   // HTTPS for the S3 listener only (overrides tls_* there).
   std::string s3_tls_cert_file;
   std::string s3_tls_key_file;
+  // The OCI registry (docs/api/registry.md): "" = off. `sovai server` defaults it to
+  // kDefaultListenRegistry (cli/registry_server.h). HTTPS with tls_* or, for it alone,
+  // registry_tls_*.
+  std::string listen_registry;
+  std::string registry_tls_cert_file;
+  std::string registry_tls_key_file;
   // Virtual-hosted-style S3 addressing: "<bucket>.<s3_domain>" ("" = path-style only).
   std::string s3_domain = "s3.localhost";
   // Lifecycle rules are applied every this many seconds; a lifecycle "day" lasts
@@ -87,6 +93,8 @@ class PlatformServer {
 
   const std::string& api_url() const;
   const std::string& s3_url() const;
+  // "" when --listen-registry is off.
+  const std::string& registry_url() const;
   const std::string& data_dir() const;
 
  private:

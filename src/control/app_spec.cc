@@ -14,28 +14,6 @@ using Json = nlohmann::json;
 
 constexpr std::string_view kMetricNames[] = {"REQUESTS", "CPU", "RAM"};
 
-class Errors {
- public:
-  void Add(std::string field, std::string message) {
-    fields_.push_back({std::move(field), std::move(message)});
-  }
-  bool empty() const { return fields_.empty(); }
-  SpecError Finish(base::StatusCode code = base::StatusCode::kInvalidArgument) {
-    std::string summary;
-    for (const FieldError& f : fields_) {
-      if (!summary.empty()) summary += "; ";
-      summary += f.field + ": " + f.message;
-    }
-    return SpecError{base::Status(code, summary), std::move(fields_)};
-  }
-  void Append(const SpecError& other) {
-    fields_.insert(fields_.end(), other.fields.begin(), other.fields.end());
-  }
-
- private:
-  std::vector<FieldError> fields_;
-};
-
 bool IsAppName(std::string_view name) {
   if (name.empty() || name.size() > kMaxAppNameBytes || name[0] < 'a' || name[0] > 'z') {
     return false;
@@ -48,7 +26,7 @@ bool IsAppName(std::string_view name) {
 
 // A model location: bucket@REGION/prefix, addressed like a read-only volume.
 void CheckModelLocation(const std::string& value, const char* field, const SpecContext& ctx,
-                        Errors& errors) {
+                        SpecErrorCollector& errors) {
   auto parsed = exec::ParseVolumeSpec(value + ":/workspace/model");
   if (!parsed.ok()) {
     errors.Add(field, "must be bucket@REGION/prefix: " + parsed.status().message());
@@ -60,7 +38,7 @@ void CheckModelLocation(const std::string& value, const char* field, const SpecC
 }
 
 std::optional<int64_t> IntMember(const Json& obj, const char* name, const std::string& field,
-                                 int64_t lo, int64_t hi, Errors& errors) {
+                                 int64_t lo, int64_t hi, SpecErrorCollector& errors) {
   auto it = obj.find(name);
   if (it == obj.end() || it->is_null()) return std::nullopt;
   if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
@@ -71,7 +49,7 @@ std::optional<int64_t> IntMember(const Json& obj, const char* name, const std::s
   return it->get<int64_t>();
 }
 
-std::optional<AutoscalingSpec> ParseAutoscaling(const Json& j, Errors& errors) {
+std::optional<AutoscalingSpec> ParseAutoscaling(const Json& j, SpecErrorCollector& errors) {
   if (!j.is_object()) {
     errors.Add("autoscaling",
                "must be an object such as {\"min_replicas\": 0, "
@@ -130,7 +108,7 @@ std::optional<AutoscalingSpec> ParseAutoscaling(const Json& j, Errors& errors) {
 
 // Validates what apps share with jobs (flavor and units, env, labels, command) by parsing them as
 // the job spec of a replica: one set of rules, the same field names.
-void CheckAsReplicaJob(const AppSpec& spec, const SpecContext& ctx, Errors& errors,
+void CheckAsReplicaJob(const AppSpec& spec, const SpecContext& ctx, SpecErrorCollector& errors,
                        base::StatusCode* code) {
   Json job = {{"image", std::string(kServeImage)},
               {"flavor", spec.flavor},
@@ -145,7 +123,8 @@ void CheckAsReplicaJob(const AppSpec& spec, const SpecContext& ctx, Errors& erro
   }
 }
 
-std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx, Errors errors) {
+std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx,
+                                          SpecErrorCollector errors) {
   if (!IsAppName(spec.name)) {
     errors.Add("name", "must be 1 to 63 characters of a-z, 0-9 and '-', starting with a letter");
   }
@@ -170,6 +149,13 @@ std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx, 
   } else if (!spec.command.empty()) {
     errors.Add("command", "goes with image (a model app runs sovai-engine serve)");
   }
+  if (!spec.task.empty()) {
+    if (spec.model.empty()) {
+      errors.Add("task", "goes with model (what sovai-engine serve serves it for)");
+    } else if (spec.task != "generate" && spec.task != "embed" && spec.task != "rerank") {
+      errors.Add("task", "must be generate, embed or rerank");
+    }
+  }
   if (spec.port < 1 || spec.port > 65535) errors.Add("port", "must be in [1, 65535]");
   if (!spec.autoscaling && (spec.replicas < 0 || spec.replicas > kMaxAppReplicas)) {
     errors.Add("replicas", "must be in [0, " + std::to_string(kMaxAppReplicas) + "]");
@@ -192,7 +178,7 @@ std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx, 
 }
 
 // Reads the members a PATCH may change and the ones a create has, into `spec`.
-void ReadMutable(const Json& body, AppSpec& spec, Errors& errors) {
+void ReadMutable(const Json& body, AppSpec& spec, SpecErrorCollector& errors) {
   auto string_member = [&](const char* name, std::string& out) {
     auto it = body.find(name);
     if (it == body.end()) return;
@@ -223,6 +209,7 @@ void ReadMutable(const Json& body, AppSpec& spec, Errors& errors) {
   };
   string_member("model", spec.model);
   string_member("base_model", spec.base_model);
+  string_member("task", spec.task);
   string_member("image", spec.image);
   string_member("probe_path", spec.probe_path);
   string_map("env", spec.env);
@@ -250,7 +237,7 @@ void ReadMutable(const Json& body, AppSpec& spec, Errors& errors) {
   }
 }
 
-void ReadScaling(const Json& body, AppSpec& spec, Errors& errors) {
+void ReadScaling(const Json& body, AppSpec& spec, SpecErrorCollector& errors) {
   auto replicas = body.find("replicas");
   auto autoscaling = body.find("autoscaling");
   const bool has_replicas = replicas != body.end() && !replicas->is_null();
@@ -271,7 +258,8 @@ void ReadScaling(const Json& body, AppSpec& spec, Errors& errors) {
   }
 }
 
-void RejectUnknown(const Json& body, const std::set<std::string>& known, Errors& errors) {
+void RejectUnknown(const Json& body, const std::set<std::string>& known,
+                   SpecErrorCollector& errors) {
   for (const auto& [key, value] : body.items()) {
     if (!known.contains(key)) errors.Add(key, "is not a field here");
   }
@@ -284,15 +272,16 @@ std::string_view ScalingMetricName(ScalingMetric metric) {
 }
 
 std::variant<AppSpec, SpecError> ParseAppSpec(const Json& body, const SpecContext& ctx) {
-  Errors errors;
+  SpecErrorCollector errors;
   if (!body.is_object()) {
     errors.Add("(body)", "must be a JSON object");
     return errors.Finish();
   }
-  RejectUnknown(body,
-                {"name", "model", "base_model", "image", "command", "port", "flavor", "units",
-                 "replicas", "autoscaling", "probe_path", "unsecure_http", "labels", "env"},
-                errors);
+  RejectUnknown(
+      body,
+      {"name", "model", "base_model", "task", "image", "command", "port", "flavor", "units",
+       "replicas", "autoscaling", "probe_path", "unsecure_http", "labels", "env"},
+      errors);
   AppSpec spec;
   if (auto it = body.find("name"); it != body.end() && it->is_string()) {
     spec.name = it->get<std::string>();
@@ -311,7 +300,7 @@ std::variant<AppSpec, SpecError> ParseAppSpec(const Json& body, const SpecContex
 
 std::variant<AppSpec, SpecError> PatchAppSpec(const AppSpec& spec, const Json& patch,
                                               const SpecContext& ctx, bool* rolling) {
-  Errors errors;
+  SpecErrorCollector errors;
   if (!patch.is_object()) {
     errors.Add("(body)", "must be a JSON object");
     return errors.Finish();
@@ -329,7 +318,7 @@ std::variant<AppSpec, SpecError> PatchAppSpec(const AppSpec& spec, const Json& p
 
 std::variant<AppSpec, SpecError> ScaleAppSpec(const AppSpec& spec, const Json& body,
                                               const SpecContext& ctx) {
-  Errors errors;
+  SpecErrorCollector errors;
   if (!body.is_object() || (!body.contains("replicas") && !body.contains("autoscaling"))) {
     errors.Add("(body)", "must be {\"replicas\": N} or {\"autoscaling\": {...}}");
     return errors.Finish();
@@ -350,6 +339,7 @@ Json AppSpecToJson(const AppSpec& spec) {
             {"env", spec.env}};
   if (!spec.model.empty()) j["model"] = spec.model;
   if (!spec.base_model.empty()) j["base_model"] = spec.base_model;
+  if (!spec.task.empty()) j["task"] = spec.task;
   if (!spec.image.empty()) {
     j["image"] = spec.image;
     j["command"] = spec.command;

@@ -41,7 +41,10 @@ struct AppSpec {
   std::string name;
   std::string model;       // bucket@REGION/prefix, or "" with `image`
   std::string base_model;  // bucket@REGION/prefix of the adapter's base, or ""
-  std::string image;       // with `model` empty: oci:... or sovai/shell
+  // With `model`: what sovai-engine serve serves it for ("generate", "embed", "rerank"); "":
+  // the engine decides (embed for a sentence-transformers embedding model, else generate).
+  std::string task;
+  std::string image;  // with `model` empty: oci:... or sovai/shell
   std::vector<std::string> command;
   int port = 8080;
   std::string flavor;

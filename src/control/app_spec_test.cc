@@ -108,6 +108,25 @@ TEST(AppSpecTest, ModelOrImageExactlyOnce) {
   EXPECT_EQ(BadFields(command_with_model), std::vector<std::string>{"command"});
 }
 
+// Embedding and reranker models: the task the engine serves the model for.
+TEST(AppSpecTest, TaskGoesWithAModel) {
+  Json rerank = ModelApp();
+  rerank["task"] = "rerank";
+  AppSpec spec = ParseOk(rerank);
+  EXPECT_EQ(spec.task, "rerank");
+  EXPECT_EQ(AppSpecToJson(spec)["task"], "rerank");
+  EXPECT_FALSE(AppSpecToJson(ParseOk(ModelApp())).contains("task"));
+  Json bad = ModelApp();
+  bad["task"] = "classify";
+  EXPECT_EQ(BadFields(bad), std::vector<std::string>{"task"});
+  Json image = {{"name", "a"},
+                {"image", "sovai/shell"},
+                {"command", {"true"}},
+                {"task", "embed"},
+                {"flavor", "ai1-1-cpu"}};
+  EXPECT_EQ(BadFields(image), std::vector<std::string>{"task"});
+}
+
 TEST(AppSpecTest, AutoscalingIsChecked) {
   Json body = ModelApp();
   body["autoscaling"] = {{"min_replicas", 4}, {"max_replicas", 2}, {"threshold", 0}};

@@ -1010,6 +1010,7 @@ Result<std::string> AppService::StartReplica(const App& app, uint16_t port) {
     }
     job.command.insert(job.command.end(),
                        {"--listen", listen, "--threads", std::to_string(threads)});
+    if (!app.spec.task.empty()) job.command.insert(job.command.end(), {"--task", app.spec.task});
   } else {
     job.image = app.spec.image;
     job.command = app.spec.command;

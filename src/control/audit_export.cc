@@ -14,6 +14,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "base/utf8.h"
 #include "net/http.h"
 #include "objstore/names.h"
 #include "objstore/store.h"
@@ -42,7 +43,7 @@ constexpr TextField kTextFields[] = {
 void AppendTextField(std::string& out, std::string_view name, std::string_view value) {
   out += ",\"";
   out += name;
-  if (objstore::IsValidUtf8(value)) {
+  if (base::IsValidUtf8(value)) {
     out += "\":";
     base::AppendJsonQuoted(&out, value);
   } else {
@@ -128,22 +129,6 @@ std::optional<std::pair<int64_t, int64_t>> ParseKeyName(std::string_view name) {
   if (!first || !last || *first < 1 || *last < *first) return std::nullopt;
   return std::make_pair(*first, *last);
 }
-
-// Stages an in-memory string (the object store reads bodies through net::BodyReader).
-class StringBodyReader final : public net::BodyReader {
- public:
-  explicit StringBodyReader(std::string data) : data_(std::move(data)) {}
-  base::Result<size_t> Read(char* buf, size_t n) override {
-    n = std::min(n, data_.size() - pos_);
-    std::memcpy(buf, data_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-
- private:
-  std::string data_;
-  size_t pos_ = 0;
-};
 
 base::Status StoreError(const std::string& what, const objstore::S3Error& error) {
   return base::UnavailableError("object store: " + what + ": " + error.ToString());
@@ -232,7 +217,7 @@ base::Result<AuditExportBucket> AuditExportBucketInStore(objstore::Store& store,
   out.put_object = [s, bucket, bucket_owner](const std::string& key,
                                              std::string bytes) -> base::Status {
     const uint64_t size = bytes.size();
-    StringBodyReader body(std::move(bytes));
+    net::StringBodyReader body(std::move(bytes));
     auto staged = s->Stage(body, {.max_size = size});
     if (!staged.ok()) return StoreError("staging s3://" + bucket + "/" + key, staged.error());
     objstore::PutOptions put{.bucket = bucket, .key = key, .owner = bucket_owner};

@@ -10,6 +10,23 @@
 
 namespace sovai::control {
 
+void SpecErrorCollector::Add(std::string field, std::string message) {
+  fields_.push_back({std::move(field), std::move(message)});
+}
+
+void SpecErrorCollector::Append(const SpecError& other) {
+  fields_.insert(fields_.end(), other.fields.begin(), other.fields.end());
+}
+
+SpecError SpecErrorCollector::Finish(base::StatusCode code) {
+  std::string summary;
+  for (const FieldError& f : fields_) {
+    if (!summary.empty()) summary += "; ";
+    summary += f.field + ": " + f.message;
+  }
+  return SpecError{base::Status(code, summary), std::move(fields_)};
+}
+
 std::optional<std::string_view> EngineSubcommandOf(std::string_view image) {
   if (image == kFinetuneImage) return "train";
   if (image == kServeImage) return "serve";
@@ -38,31 +55,12 @@ constexpr std::string_view kReservedEnv[] = {"CUDA_VISIBLE_DEVICES", "SOVAI_JOB_
 
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
-class Collector {
- public:
-  void Add(std::string field, std::string message) {
-    fields_.push_back({std::move(field), std::move(message)});
-  }
-  bool empty() const { return fields_.empty(); }
-  SpecError Finish(base::StatusCode code = base::StatusCode::kInvalidArgument) {
-    std::string summary;
-    for (const FieldError& f : fields_) {
-      if (!summary.empty()) summary += "; ";
-      summary += f.field + ": " + f.message;
-    }
-    return SpecError{base::Status(code, summary), std::move(fields_)};
-  }
-
- private:
-  std::vector<FieldError> fields_;
-};
-
 std::string TypeName(const nlohmann::json& j) { return j.type_name(); }
 
 }  // namespace
 
 std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const SpecContext& ctx) {
-  Collector errors;
+  SpecErrorCollector errors;
   JobSpec spec;
   if (!body.is_object()) {
     errors.Add("(body)", "must be a JSON object, not " + TypeName(body));

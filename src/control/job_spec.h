@@ -72,6 +72,21 @@ struct SpecError {
   std::vector<FieldError> fields;
 };
 
+// Gathers the field errors of one spec as validation finds them, then makes the SpecError: its
+// status carries `code` and every error joined ("name: is required; units: must be ...").
+// Shared by the job, app and notebook specs so that all three report problems alike.
+class SpecErrorCollector {
+ public:
+  void Add(std::string field, std::string message);
+  // Adds the field errors of another spec's failure (a nested one, validated by its own rules).
+  void Append(const SpecError& other);
+  bool empty() const { return fields_.empty(); }
+  SpecError Finish(base::StatusCode code = base::StatusCode::kInvalidArgument);
+
+ private:
+  std::vector<FieldError> fields_;
+};
+
 // Parses and validates a job spec against the flavor catalog, the regions the server knows and
 // the datastores of the submitting project. Returns the spec or every problem found. A volume of
 // a name that is neither a region the server knows nor a datastore of the project is invalid

@@ -20,25 +20,13 @@ bool IsNotebookName(std::string_view name) {
   return true;
 }
 
-SpecError Finish(std::vector<FieldError> fields, base::StatusCode code) {
-  std::string summary;
-  for (const FieldError& f : fields) {
-    if (!summary.empty()) summary += "; ";
-    summary += f.field + ": " + f.message;
-  }
-  return SpecError{base::Status(code, summary), std::move(fields)};
-}
-
 }  // namespace
 
 std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const SpecContext& ctx) {
-  std::vector<FieldError> errors;
-  auto add = [&](std::string field, std::string message) {
-    errors.push_back({std::move(field), std::move(message)});
-  };
+  SpecErrorCollector errors;
   if (!body.is_object()) {
-    add("(body)", "must be a JSON object");
-    return Finish(std::move(errors), base::StatusCode::kInvalidArgument);
+    errors.Add("(body)", "must be a JSON object");
+    return errors.Finish();
   }
   static const std::set<std::string> kKnown = {"name",    "editor", "flavor", "units",
                                                "volumes", "labels", "env",    "idle_timeout_s"};
@@ -46,7 +34,7 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
   Json job = {{"image", std::string(kShellImage)}, {"command", {std::string(kJupyterProgram)}}};
   for (const auto& [key, value] : body.items()) {
     if (!kKnown.contains(key)) {
-      add(key, "is not a notebook spec field");
+      errors.Add(key, "is not a notebook spec field");
     } else if (key == "flavor" || key == "units" || key == "volumes" || key == "labels" ||
                key == "env") {
       job[key] = value;
@@ -55,25 +43,26 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
   NotebookSpec spec;
   if (auto it = body.find("name"); it != body.end() && !it->is_null()) {
     if (!it->is_string() || !IsNotebookName(it->get_ref<const std::string&>())) {
-      add("name", "must be 1 to 63 characters of a-z, 0-9 and '-', starting with a letter");
+      errors.Add("name", "must be 1 to 63 characters of a-z, 0-9 and '-', starting with a letter");
     } else {
       spec.name = it->get<std::string>();
     }
   }
   if (auto it = body.find("editor"); it != body.end() && !it->is_null()) {
     if (!it->is_string()) {
-      add("editor", "must be \"jupyter\"");
+      errors.Add("editor", "must be \"jupyter\"");
     } else if (it->get_ref<const std::string&>() == kVscodeEditor) {
-      add("editor", std::string(kVscodeRefusal));
+      errors.Add("editor", std::string(kVscodeRefusal));
     } else if (it->get_ref<const std::string&>() != kJupyterEditor) {
-      add("editor", "unknown editor '" + it->get<std::string>() + "'; use \"jupyter\"");
+      errors.Add("editor", "unknown editor '" + it->get<std::string>() + "'; use \"jupyter\"");
     }
   }
   if (auto it = body.find("idle_timeout_s"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
         it->get<int64_t>() > kMaxNotebookIdleTimeoutS) {
-      add("idle_timeout_s", "must be an integer in [0, " +
-                                std::to_string(kMaxNotebookIdleTimeoutS) + "] (0: never stop)");
+      errors.Add("idle_timeout_s", "must be an integer in [0, " +
+                                       std::to_string(kMaxNotebookIdleTimeoutS) +
+                                       "] (0: never stop)");
     } else {
       spec.idle_timeout_s = it->get<int64_t>();
     }
@@ -81,7 +70,7 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
   base::StatusCode code = base::StatusCode::kInvalidArgument;
   auto parsed = ParseJobSpec(job, ctx);
   if (auto* error = std::get_if<SpecError>(&parsed)) {
-    errors.insert(errors.end(), error->fields.begin(), error->fields.end());
+    errors.Append(*error);
     if (error->status.code() == base::StatusCode::kNotFound) code = base::StatusCode::kNotFound;
   } else {
     JobSpec& j = std::get<JobSpec>(parsed);
@@ -92,22 +81,22 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
     spec.env = std::move(j.env);
   }
   for (const auto& [key, value] : spec.labels) {
-    if (key.starts_with("sovai.")) add("labels." + key, "sovai.* labels are the platform's");
+    if (key.starts_with("sovai.")) errors.Add("labels." + key, "sovai.* labels are the platform's");
   }
   for (const auto& [name, value] : spec.env) {
     if (name == "PORT" || name.starts_with("JUPYTER")) {
-      add("env." + name, "is set by the platform");
+      errors.Add("env." + name, "is set by the platform");
     }
   }
   for (size_t i = 0; i < spec.volumes.size(); ++i) {
     auto volume = exec::ParseVolumeSpec(spec.volumes[i]);
     if (volume.ok() && volume->mount_path.starts_with("/tmp/")) {
-      add("volumes[" + std::to_string(i) + "]",
-          "mount notebook volumes under " + std::string(kNotebookWorkspace) +
-              " (/tmp is the notebook's private scratch space)");
+      errors.Add("volumes[" + std::to_string(i) + "]",
+                 "mount notebook volumes under " + std::string(kNotebookWorkspace) +
+                     " (/tmp is the notebook's private scratch space)");
     }
   }
-  if (!errors.empty()) return Finish(std::move(errors), code);
+  if (!errors.empty()) return errors.Finish(code);
   return spec;
 }
 

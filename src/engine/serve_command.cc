@@ -21,9 +21,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
   base::FlagSet flags(
       "sovai-engine serve",
       "Serves a Llama-family model (and LoRA adapters) with OpenAI's API: /v1/models,\n"
-      "/v1/chat/completions, /v1/completions; /health and /metrics. SIGTERM stops it.");
+      "/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/rerank; /health and\n"
+      "/metrics. SIGTERM stops it.");
   std::vector<std::string> loras;
-  std::string dtype = "q8_0", api_key_env, backend_name = "cpu";
+  std::string dtype = "q8_0", api_key_env, backend_name = "cpu", task = "auto";
   int64_t threads = 0, kv_cache_mb = serve::kDefaultKvCacheBytes >> 20;
   int64_t max_num_seqs = o.engine.max_num_seqs, max_batched = o.engine.max_num_batched_tokens;
   int64_t max_waiting = o.engine.max_waiting, max_model_len = 0, block_size = o.engine.block_size;
@@ -35,6 +36,15 @@ int RunServeCommand(const std::vector<std::string>& args) {
                "the model id clients use (default: the directory's name)", "NAME");
   flags.StringList("lora", &loras, "a PEFT adapter served as model NAME (repeatable)", "NAME=DIR");
   flags.String("listen", &o.listen, "address to listen on", "HOST:PORT");
+  flags.String("task", &task,
+               "auto, generate, embed (/v1/embeddings) or rerank (/v1/rerank); auto: embed for a "
+               "directory with a sentence-transformers pooling (modules.json), else generate",
+               "TASK");
+  std::string rerank_tokens = o.rerank_yes_token + "," + o.rerank_no_token;
+  flags.String("rerank-tokens", &rerank_tokens,
+               "with --task rerank: the vocabulary's tokens whose logits score relevant and not "
+               "relevant",
+               "YES,NO");
   flags.String("dtype", &dtype, "weights in memory: q8_0, bf16 or f32", "TYPE");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
   flags.String("backend", &backend_name,
@@ -79,6 +89,24 @@ int RunServeCommand(const std::vector<std::string>& args) {
     o.engine.weights = model::BaseWeights::kF32;
   } else {
     return UsageError("serve", "--dtype must be q8_0, bf16 or f32");
+  }
+  if (task == "auto") {
+    o.task = serve::ModelTask::kAuto;
+  } else if (task == "generate") {
+    o.task = serve::ModelTask::kGenerate;
+  } else if (task == "embed") {
+    o.task = serve::ModelTask::kEmbed;
+  } else if (task == "rerank") {
+    o.task = serve::ModelTask::kRerank;
+  } else {
+    return UsageError("serve", "--task must be auto, generate, embed or rerank");
+  }
+  if (const size_t comma = rerank_tokens.find(',');
+      comma == std::string::npos || comma == 0 || comma + 1 == rerank_tokens.size()) {
+    return UsageError("serve", "--rerank-tokens takes YES,NO, got '" + rerank_tokens + "'");
+  } else {
+    o.rerank_yes_token = rerank_tokens.substr(0, comma);
+    o.rerank_no_token = rerank_tokens.substr(comma + 1);
   }
   if (kv_cache_mb < 1 || response_cache_mb < 0) {
     return UsageError("serve",

@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "base/time.h"
+#include "base/utf8.h"
 
 namespace sovai::exec {
 namespace {
@@ -19,36 +20,6 @@ using base::Result;
 using base::Status;
 
 constexpr int kTimestampDigits = 6;  // microseconds, as the format promises
-
-bool IsUtf8Continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
-
-// How many bytes a UTF-8 sequence starting with `lead` has (0 for a byte that cannot start one).
-size_t Utf8SequenceBytes(char lead) {
-  unsigned char b = static_cast<unsigned char>(lead);
-  if (b < 0x80) return 1;
-  if ((b & 0xE0) == 0xC0) return 2;
-  if ((b & 0xF0) == 0xE0) return 3;
-  if ((b & 0xF8) == 0xF0) return 4;
-  return 0;
-}
-
-// Where to cut `data` into a first piece of at most `limit` bytes without splitting a UTF-8
-// character: `limit` itself, or up to 3 bytes earlier. Bytes that are not UTF-8 are cut anywhere.
-size_t Utf8SafeCut(std::string_view data, size_t limit) {
-  SOVAI_CHECK_LE(limit, data.size());
-  if (limit == 0) return 0;
-  // Look back from the cut for the lead byte of the character the cut falls in or after.
-  for (size_t back = 1; back <= 4 && back <= limit; ++back) {
-    char c = data[limit - back];
-    if (IsUtf8Continuation(c)) continue;
-    size_t length = Utf8SequenceBytes(c);
-    // A character that would run past the cut (and, at the end of the data, is incomplete) moves
-    // whole into the next piece, unless it is all this piece would have.
-    if (length > back && limit - back > 0) return limit - back;
-    return limit;
-  }
-  return limit;
-}
 
 }  // namespace
 
@@ -122,7 +93,7 @@ namespace {
 void AppendLineRecords(int64_t unix_micros, LogSource source, std::string_view line, bool ends_line,
                        std::string& out) {
   while (line.size() > kMaxLogLineBytes) {
-    size_t cut = Utf8SafeCut(line, kMaxLogLineBytes);
+    size_t cut = base::Utf8SafeCut(line, kMaxLogLineBytes);
     out += FormatLogRecord(unix_micros, source, /*continued=*/true, line.substr(0, cut));
     line.remove_prefix(cut);
   }
@@ -253,7 +224,7 @@ void LogCapture::Run() {
     }
     // An unfinished line longer than the limit: its full pieces go now.
     while (data.size() > kMaxLogLineBytes) {
-      size_t cut = Utf8SafeCut(data, kMaxLogLineBytes);
+      size_t cut = base::Utf8SafeCut(data, kMaxLogLineBytes);
       records += FormatLogRecord(now, kSources[i], /*continued=*/true, data.substr(0, cut));
       data.remove_prefix(cut);
     }
@@ -262,7 +233,7 @@ void LogCapture::Run() {
       last_line = data;
       data = {};
     } else if (!data.empty() && partial) {
-      size_t cut = Utf8SafeCut(data, data.size());
+      size_t cut = base::Utf8SafeCut(data, data.size());
       records += FormatLogRecord(now, kSources[i], /*continued=*/true, data.substr(0, cut));
       data.remove_prefix(cut);
     }

@@ -611,12 +611,8 @@ Result<Started> StartBwrap(const StartRequest& request) {
   base::UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   if (!dev_null.valid()) return base::ErrnoToStatus(errno, "open /dev/null");
 
-  std::vector<char*> argv_ptrs;
-  for (const std::string& s : request.argv) argv_ptrs.push_back(const_cast<char*>(s.c_str()));
-  argv_ptrs.push_back(nullptr);
-  std::vector<char*> env_ptrs;
-  for (const std::string& s : request.env) env_ptrs.push_back(const_cast<char*>(s.c_str()));
-  env_ptrs.push_back(nullptr);
+  std::vector<char*> argv_ptrs = base::ExecPointers(request.argv);
+  std::vector<char*> env_ptrs = base::ExecPointers(request.env);
   const size_t cpu_set_bytes = CPU_ALLOC_SIZE(kMaxCpus);
   std::unique_ptr<cpu_set_t, void (*)(cpu_set_t*)> cpu_set(CPU_ALLOC(kMaxCpus),
                                                            [](cpu_set_t* s) { CPU_FREE(s); });
@@ -625,19 +621,14 @@ Result<Started> StartBwrap(const StartRequest& request) {
   for (int cpu : request.cpus) CPU_SET_S(cpu, cpu_set_bytes, cpu_set.get());
   const rlimit address_space{request.memory_bytes, request.memory_bytes};
   // The sources of fds 0..3 in the child, and where the error report goes.
-  int sources[4] = {dev_null.get(), out_write.get(), err_write.get(), status_write.get()};
+  int sources[kStatusFd + 1] = {dev_null.get(), out_write.get(), err_write.get(),
+                                status_write.get()};
   const int error_fd = error_write.get();
 
   pid_t pid = ::fork();
   if (pid < 0) return base::ErrnoToStatus(errno, "fork for the sandbox");
   if (pid == 0) {
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);  // some fail: fine
+    base::ResetSignalsInChild();
     if (request.shield_bwrap) {
       struct sigaction ign;
       std::memset(&ign, 0, sizeof(ign));
@@ -646,20 +637,8 @@ Result<Started> StartBwrap(const StartRequest& request) {
     }
     // Its own process group: a Ctrl-C meant for the server's terminal does not reach workloads.
     ::setpgid(0, 0);
-    // Move every source above 3 first, so no dup2 overwrites a source still needed.
-    for (int& fd : sources) {
-      if (fd <= kStatusFd) {
-        fd = ::fcntl(fd, F_DUPFD_CLOEXEC, kStatusFd + 1);
-        if (fd < 0) ChildFail(error_fd, kStageDup);
-      }
-    }
-    for (int i = 0; i <= kStatusFd; ++i) {
-      if (::dup2(sources[i], i) < 0) ChildFail(error_fd, kStageDup);
-    }
-#if defined(SYS_close_range)
-    // Anything else inherited (a library's fd without O_CLOEXEC) must not reach the sandbox.
-    ::syscall(SYS_close_range, kStatusFd + 1, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-#endif
+    // stdin, stdout, stderr and bwrap's status stream; nothing else inherited reaches bwrap.
+    if (!base::InstallChildFds(sources)) ChildFail(error_fd, kStageDup);
     if (!request.cpus.empty() && ::sched_setaffinity(0, cpu_set_bytes, cpu_set.get()) != 0) {
       ChildFail(error_fd, kStageAffinity);
     }

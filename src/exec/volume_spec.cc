@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "base/utf8.h"
 #include "exec/volume_limits.h"
 #include "objstore/names.h"
 
@@ -77,7 +78,7 @@ Status CheckPrefix(std::string_view prefix) {
   if (HasControlCharacter(prefix)) {
     return InvalidArgumentError("prefix has a control character");
   }
-  if (!objstore::IsValidUtf8(prefix)) {
+  if (!base::IsValidUtf8(prefix)) {
     return InvalidArgumentError("prefix '" + std::string(prefix) + "' is not valid UTF-8");
   }
   // The prefix plus '/' plus at least one character must still be a valid key.
@@ -318,7 +319,7 @@ Result<std::string> RelativePathForKey(const VolumeSpec& spec, std::string_view 
 Result<std::string> KeyForRelativePath(const VolumeSpec& spec, std::string_view relative_path) {
   SOVAI_RETURN_IF_ERROR(CheckRelativePath(relative_path, kMaxPathComponentBytes));
   std::string key = spec.KeyPrefix() + std::string(relative_path);
-  if (!objstore::IsValidUtf8(key)) {
+  if (!base::IsValidUtf8(key)) {
     return InvalidArgumentError("path '" + std::string(relative_path) +
                                 "' is not valid UTF-8, which object keys must be");
   }

@@ -31,6 +31,8 @@ constexpr std::string_view kAppsPrefix = "/apps/";
 constexpr const char* kCatalogModels = "/v1/models";
 constexpr const char* kCatalogChat = "/v1/chat/completions";
 constexpr const char* kCatalogCompletions = "/v1/completions";
+constexpr const char* kCatalogEmbeddings = "/v1/embeddings";
+constexpr const char* kCatalogRerank = "/v1/rerank";
 
 AutoscalingPolicy PolicyOf(const control::AutoscalingSpec& spec) {
   AutoscalingPolicy p;
@@ -565,7 +567,7 @@ void AppGateway::Install(net::Router& router) {
     }
   }
   router.Get(kCatalogModels, [impl](net::Request& r) { return impl->CatalogModels(r); });
-  for (const char* path : {kCatalogChat, kCatalogCompletions}) {
+  for (const char* path : {kCatalogChat, kCatalogCompletions, kCatalogEmbeddings, kCatalogRerank}) {
     router.Post(
         path,
         [impl, path](net::Request& r) {
@@ -581,7 +583,9 @@ net::ErrorRenderer GatewayErrorRenderer(net::ErrorRenderer fallback) {
   return [fallback = std::move(fallback)](const net::Request* request, net::Response& response) {
     const std::string_view path = request != nullptr ? request->raw_path() : "";
     const bool ours = (path.starts_with(kAppsPrefix) && path.size() > kAppsPrefix.size()) ||
-                      path == kCatalogModels || path == kCatalogChat || path == kCatalogCompletions;
+                      path == kCatalogModels || path == kCatalogChat ||
+                      path == kCatalogCompletions || path == kCatalogEmbeddings ||
+                      path == kCatalogRerank;
     if (ours) {
       RenderOpenAiError(request, response);
     } else {

@@ -23,12 +23,17 @@ void AddPart(base::Sha256Hasher& hasher, std::string_view part) {
 std::optional<std::string> CacheKeyFor(std::string_view app_scope, std::string_view method,
                                        std::string_view path, std::string_view body) {
   if (method != "POST") return std::nullopt;
+  const std::string_view route = path.substr(0, path.find('?'));
   // "/completions" also covers "/chat/completions".
-  if (!path.substr(0, path.find('?')).ends_with("/completions")) return std::nullopt;
+  const bool completion = route.ends_with("/completions");
+  const bool pooling = route.ends_with("/embeddings") || route.ends_with("/rerank");
+  if (!completion && !pooling) return std::nullopt;
   base::Result<nlohmann::json> doc = base::ParseJson(body);
   if (!doc.ok()) return std::nullopt;
 
-  if (!base::CompletionCacheable(base::CompletionCacheFactsOf(*doc))) return std::nullopt;
+  const bool cacheable = completion ? base::CompletionCacheable(base::CompletionCacheFactsOf(*doc))
+                                    : base::PoolingCacheable() && doc->is_object();
+  if (!cacheable) return std::nullopt;
 
   base::Sha256Hasher hasher;
   AddPart(hasher, app_scope);

@@ -28,9 +28,10 @@
 namespace sovai::gateway {
 
 // The cache key of a request, or nullopt when the request must not be cached (bypass). Cacheable:
-// method POST; the path (before any '?') ends in "/chat/completions" or "/completions"; the body
-// is JSON (within base::ParseJson's default limits) that base::CompletionCacheable accepts: the
-// rule the engine applies too (base/response_cache_policy.h). The request's Cache-Control then
+// method POST; the path (before any '?') ends in "/chat/completions" or "/completions" and the body
+// is JSON (within base::ParseJson's default limits) that base::CompletionCacheable accepts, or it
+// ends in "/embeddings" or "/rerank" and the body is a JSON object (base::PoolingCacheable): the
+// rules the engine applies too (base/response_cache_policy.h). The request's Cache-Control then
 // decides, through base::DecideResponseCache, whether a keyed request is looked up and stored.
 // The key is the lowercase hex SHA-256 over `app_scope`, the path (query included) and the body's
 // canonical JSON (keys sorted, no whitespace), so key order and spacing do not matter.

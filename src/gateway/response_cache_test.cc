@@ -49,11 +49,20 @@ TEST(CacheKeyForTest, KeyIgnoresKeyOrderAndSpacingButNotContent) {
             *CacheKeyFor("ab", "POST", "/completions", "{\"seed\":1}"));
 }
 
+// Embeddings and rerank scores are deterministic: any request body (an object) is cacheable.
+TEST(CacheKeyForTest, PoolingRequestsAreCacheable) {
+  const char* body = R"({"model":"e","input":["a"],"temperature":0.7})";
+  ASSERT_TRUE(Key(body, "/v1/embeddings"));
+  ASSERT_TRUE(Key(body, "/apps/x/v1/rerank"));
+  EXPECT_NE(*Key(body, "/v1/embeddings"), *Key(body, "/v1/rerank"));
+  EXPECT_FALSE(Key(body, "/v1/embeddings", "GET"));
+}
+
 TEST(CacheKeyForTest, OthersBypass) {
   EXPECT_FALSE(Key(kGreedy, kChat, "GET"));
   EXPECT_FALSE(Key(kGreedy, kChat, "post"));
-  EXPECT_FALSE(Key(kGreedy, "/v1/embeddings"));
   EXPECT_FALSE(Key(kGreedy, "/v1/models"));
+  EXPECT_FALSE(Key("[1]", "/v1/embeddings"));
   EXPECT_FALSE(Key(kGreedy, "/v1/completions/x"));
   EXPECT_FALSE(Key(R"({"temperature":0,"stream":true})"));
   EXPECT_FALSE(Key(R"({"temperature":0,"stream":"no"})"));

@@ -5,6 +5,7 @@ add_library(sovai_model_formats STATIC
   ${CMAKE_CURRENT_LIST_DIR}/model_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_dir.cc
   ${CMAKE_CURRENT_LIST_DIR}/peft_adapter.cc
+  ${CMAKE_CURRENT_LIST_DIR}/pooling_config.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cc
 )
 target_include_directories(sovai_model_formats PUBLIC ${PROJECT_SOURCE_DIR}/src)
@@ -18,6 +19,7 @@ sovai_test(NAME model_formats_test LABELS unit DEPS sovai_model_formats SRCS
   ${CMAKE_CURRENT_LIST_DIR}/model_config_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/model_dir_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/peft_adapter_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/pooling_config_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cc
   SEPARATE ${CMAKE_CURRENT_LIST_DIR}/peft_adapter_test.cc ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cc
 )

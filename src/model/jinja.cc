@@ -695,7 +695,7 @@ base::Result<Value> Interpreter::GetItem(const Value& obj, const Value& key, uin
       if (i < 0) i += n;
       if (i < 0 || i >= n) return no_element();
       std::string ch;
-      AppendUtf8(cps[static_cast<size_t>(i)], &ch);
+      base::AppendUtf8(&ch, cps[static_cast<size_t>(i)]);
       return Value::String(std::move(ch));
     }
     default:
@@ -717,7 +717,7 @@ base::Result<ValueList> Interpreter::Iterate(const Value& v, uint32_t offset) {
       out.reserve(cps.size());
       for (char32_t cp : cps) {
         std::string ch;
-        AppendUtf8(cp, &ch);
+        base::AppendUtf8(&ch, cp);
         out.push_back(Value::String(std::move(ch)));
       }
       return out;

@@ -155,7 +155,7 @@ std::string Pad(std::string_view s, int64_t width, char32_t fill, int where /*-1
     left = total;
   }
   std::string fill_utf8;
-  AppendUtf8(fill, &fill_utf8);
+  base::AppendUtf8(&fill_utf8, fill);
   std::string out;
   for (int64_t i = 0; i < left; ++i) out += fill_utf8;
   out += s;

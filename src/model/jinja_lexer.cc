@@ -166,10 +166,9 @@ class Lexer {
       }
       // Non-ASCII whitespace (U+00A0, U+3000, ...) counts too, as in Python's `\s`.
       if (static_cast<unsigned char>(src_[i]) >= 0x80) {
-        size_t len = (src_[i] & 0xE0) == 0xC0 ? 2 : (src_[i] & 0xF0) == 0xE0 ? 3 : 4;
-        std::u32string cp = DecodeUtf8(src_.substr(i, len));
-        if (!cp.empty() && IsRegexSpace(cp[0])) {
-          i += len;
+        size_t next = i;
+        if (IsRegexSpace(base::NextUtf8CodePointOrReplacement(src_, &next))) {
+          i = next;
           continue;
         }
       }
@@ -348,8 +347,9 @@ class Lexer {
       }
       if (matched) continue;
       if (static_cast<unsigned char>(c) >= 0x80) {
-        size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-        return Error(i, "unexpected character '" + std::string(src_.substr(i, len)) + "'");
+        size_t next = i;
+        base::NextUtf8CodePoint(src_, &next);
+        return Error(i, "unexpected character '" + std::string(src_.substr(i, next - i)) + "'");
       }
       return Error(i, "unexpected character '" + std::string(1, c) + "'");
     }
@@ -500,7 +500,7 @@ class Lexer {
           if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
             return Error(i - 2, "escape in string literal is not a Unicode scalar value");
           }
-          AppendUtf8(static_cast<char32_t>(cp), &value);
+          base::AppendUtf8(&value, static_cast<char32_t>(cp));
           i += len;
           break;
         }
@@ -512,7 +512,7 @@ class Lexer {
             for (int k = 0; k < 2 && i < n && src_[i] >= '0' && src_[i] <= '7'; ++k) {
               cp = cp * 8 + static_cast<uint32_t>(src_[i++] - '0');
             }
-            AppendUtf8(static_cast<char32_t>(cp), &value);
+            base::AppendUtf8(&value, static_cast<char32_t>(cp));
           } else {
             // Python keeps unknown escapes as they are.
             value += '\\';

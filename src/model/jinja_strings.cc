@@ -9,117 +9,18 @@
 
 namespace sovai::model::jinja {
 
-bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
-  size_t i = 0;
-  const size_t n = s.size();
-  auto fail = [&](size_t at) {
-    if (bad_offset != nullptr) *bad_offset = at;
-    return false;
-  };
-  while (i < n) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    char32_t cp = 0;
-    char32_t min = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-      min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-      min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-      min = 0x10000;
-    } else {
-      return fail(i);
-    }
-    if (i + len > n) return fail(i);
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return fail(i);
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return fail(i);
-    i += len;
-  }
-  return true;
-}
-
-namespace {
-
-// Decodes one code point at s[*i] and advances *i. Invalid bytes decode as U+FFFD (one byte).
-char32_t NextCodePoint(std::string_view s, size_t* i) {
-  const auto c = static_cast<unsigned char>(s[*i]);
-  if (c < 0x80) {
-    ++*i;
-    return c;
-  }
-  size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-  if (len == 0 || *i + len > s.size()) {
-    ++*i;
-    return 0xFFFD;
-  }
-  char32_t cp = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t k = 1; k < len; ++k) {
-    const auto cc = static_cast<unsigned char>(s[*i + k]);
-    if ((cc & 0xC0) != 0x80) {
-      ++*i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  *i += len;
-  return cp;
-}
-
-}  // namespace
-
 std::u32string DecodeUtf8(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) out.push_back(NextCodePoint(s, &i));
+  for (size_t i = 0; i < s.size();) out.push_back(base::NextUtf8CodePointOrReplacement(s, &i));
   return out;
-}
-
-void AppendUtf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 std::string EncodeUtf8(std::u32string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char32_t cp : s) AppendUtf8(cp, &out);
+  for (char32_t cp : s) base::AppendUtf8(&out, cp);
   return out;
-}
-
-size_t CodePointCount(std::string_view s) {
-  size_t n = 0;
-  for (char c : s) {
-    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++n;
-  }
-  return n;
 }
 
 bool IsPySpace(char32_t cp) {
@@ -187,7 +88,7 @@ std::string MapCodePoints(std::string_view s, F f) {
   std::string out;
   out.reserve(s.size());
   size_t i = 0;
-  while (i < s.size()) AppendUtf8(f(NextCodePoint(s, &i)), &out);
+  while (i < s.size()) base::AppendUtf8(&out, f(base::NextUtf8CodePointOrReplacement(s, &i)));
   return out;
 }
 
@@ -209,8 +110,8 @@ std::string PyTitle(std::string_view s) {
   bool previous_is_cased = false;
   size_t i = 0;
   while (i < s.size()) {
-    char32_t cp = NextCodePoint(s, &i);
-    AppendUtf8(previous_is_cased ? ToLower(cp) : ToUpper(cp), &out);
+    char32_t cp = base::NextUtf8CodePointOrReplacement(s, &i);
+    base::AppendUtf8(&out, previous_is_cased ? ToLower(cp) : ToUpper(cp));
     previous_is_cased = IsCased(cp);
   }
   return out;
@@ -222,8 +123,8 @@ std::string PyCapitalize(std::string_view s) {
   size_t i = 0;
   bool first = true;
   while (i < s.size()) {
-    char32_t cp = NextCodePoint(s, &i);
-    AppendUtf8(first ? ToUpper(cp) : ToLower(cp), &out);
+    char32_t cp = base::NextUtf8CodePointOrReplacement(s, &i);
+    base::AppendUtf8(&out, first ? ToUpper(cp) : ToLower(cp));
     first = false;
   }
   return out;
@@ -348,7 +249,7 @@ std::string PyReplace(std::string_view s, std::string_view old_text, std::string
     }
     while (i < s.size()) {
       size_t start = i;
-      NextCodePoint(s, &i);
+      base::NextUtf8CodePointOrReplacement(s, &i);
       out.append(s.substr(start, i - start));
       if (remaining > 0) {
         out.append(new_text);
@@ -408,7 +309,7 @@ std::string PyRepr(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     size_t start = i;
-    char32_t cp = NextCodePoint(s, &i);
+    char32_t cp = base::NextUtf8CodePointOrReplacement(s, &i);
     char buf[16];
     if (cp == '\\') {
       out += "\\\\";

@@ -19,18 +19,19 @@
 #include <string_view>
 #include <vector>
 
+#include "base/utf8.h"
+
 namespace sovai::model::jinja {
 
-// True when `s` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF). On failure
-// `*bad_offset` (if given) is the byte offset of the first invalid sequence.
-bool IsValidUtf8(std::string_view s, size_t* bad_offset = nullptr);
+// UTF-8 is base/utf8.h's (validation, encoding, counting); the interpreter's own are the
+// conversions to and from code point strings and Python's len().
+using base::IsValidUtf8;
 
 // Decodes valid UTF-8 (an invalid byte decodes as U+FFFD, one byte at a time).
 std::u32string DecodeUtf8(std::string_view s);
-void AppendUtf8(char32_t cp, std::string* out);
 std::string EncodeUtf8(std::u32string_view s);
 // Number of code points (Python len()).
-size_t CodePointCount(std::string_view s);
+inline size_t CodePointCount(std::string_view s) { return base::Utf8Length(s); }
 
 // Python str.isspace() for one code point.
 bool IsPySpace(char32_t cp);

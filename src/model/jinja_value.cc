@@ -413,16 +413,12 @@ void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out) {
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      // Strings are valid UTF-8, so the lead byte gives the sequence length.
-      size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-      len = std::min(len, s.size() - i);
-      std::string_view seq = s.substr(i, len);
-      i += len;
+      size_t start = i;
+      char32_t cp = base::NextUtf8CodePointOrReplacement(s, &i);
       if (!ensure_ascii) {
-        out->append(seq);
+        out->append(s.substr(start, i - start));
         continue;
       }
-      char32_t cp = DecodeUtf8(seq)[0];
       if (cp >= 0x10000) {
         char32_t v = cp - 0x10000;
         std::snprintf(buf, sizeof(buf), "\\u%04x\\u%04x", static_cast<unsigned>(0xD800 + (v >> 10)),

@@ -165,6 +165,11 @@ class InferenceAdapter {
   std::vector<int32_t> index_;  // [layers * 7] -> modules_ index, -1 when absent
 };
 
+// Which final hidden states (after the final norm, the rows the head would read) an inference
+// step returns for a sequence: none, its last token's, or one per token of the step (pooling of
+// embedding models: last-token, mean, first-token).
+enum class HiddenOutput : uint8_t { kNone, kLast, kAll };
+
 // The new tokens of one sequence in an inference step.
 struct InferenceSequence {
   std::span<const int32_t> tokens;       // [T] the tokens to run (a prompt chunk or one token)
@@ -172,6 +177,7 @@ struct InferenceSequence {
   std::span<const int32_t> block_table;  // the blocks holding positions 0 .. start + T - 1
   const InferenceAdapter* adapter = nullptr;
   bool want_logits = false;  // return the logits after the last of `tokens`
+  HiddenOutput hidden = HiddenOutput::kNone;
 };
 
 class LlamaModel {
@@ -238,6 +244,12 @@ class LlamaModel {
   // FailedPrecondition for a cache or adapter of another backend. The logits are downloaded.
   base::Status Infer(kernels::Backend& backend, KvCache& cache,
                      std::span<const InferenceSequence> sequences, std::vector<float>& logits);
+  // The same step, also filling `hidden` with [H', C] final hidden states: for each sequence in
+  // order, none, its last token's row or every token's row, as its `hidden` asks. The rows are
+  // the ones the logits are computed from (one forward pass serves both). Downloaded.
+  base::Status Infer(kernels::Backend& backend, KvCache& cache,
+                     std::span<const InferenceSequence> sequences, std::vector<float>& logits,
+                     std::vector<float>& hidden);
 
  private:
   struct Layer;
@@ -272,6 +284,12 @@ class LlamaModel {
   std::vector<std::unique_ptr<Parameter>> lora_parameters_;
   std::unique_ptr<Activations> acts_;
   struct InferScratch;
+  // The end of an inference step: the final norm over the `kept` rows the last layer left in
+  // the scratch, the head over the last row of each sequence that wants logits, and the
+  // downloads of the logits and of the hidden states the sequences asked for.
+  void InferOutputs(kernels::Backend& backend, std::span<const InferenceSequence> sequences,
+                    int64_t kept, int64_t with_logits, std::vector<float>& logits,
+                    std::vector<float>& hidden);
   std::unique_ptr<InferScratch> infer_;
 };
 

@@ -141,6 +141,26 @@ Status LlamaModel::InferScratch::Prepare(Backend& backend, const ModelConfig& co
 
 Status LlamaModel::Infer(Backend& backend, KvCache& cache,
                          std::span<const InferenceSequence> sequences, std::vector<float>& logits) {
+  std::vector<float> hidden;
+  return Infer(backend, cache, sequences, logits, hidden);
+}
+
+namespace {
+
+// The rows of a sequence's tokens that the last layer must compute: those whose hidden state
+// leaves the step (as logits or as hidden states).
+int64_t KeptRows(const InferenceSequence& seq) {
+  const auto rows = static_cast<int64_t>(seq.tokens.size());
+  if (rows == 0) return 0;
+  if (seq.hidden == HiddenOutput::kAll) return rows;
+  return seq.want_logits || seq.hidden == HiddenOutput::kLast ? 1 : 0;
+}
+
+}  // namespace
+
+Status LlamaModel::Infer(Backend& backend, KvCache& cache,
+                         std::span<const InferenceSequence> sequences, std::vector<float>& logits,
+                         std::vector<float>& hidden) {
   const int64_t c = config_.hidden_size, f = config_.intermediate_size;
   const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
   const int64_t d = config_.head_dim, qd = config_.q_dim(), kvd = config_.kv_dim();
@@ -168,9 +188,16 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   // stored at cache slot slots[n].
   int64_t max_blocks = 1;
   int64_t with_logits = 0;
+  int64_t kept = 0;  // rows the last layer computes (logits and hidden states are read from)
+  int64_t hidden_rows = 0;
   for (const InferenceSequence& seq : sequences) {
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
     if (seq.want_logits && !seq.tokens.empty()) ++with_logits;
+    kept += KeptRows(seq);
+    if (seq.hidden != HiddenOutput::kNone) {
+      hidden_rows += seq.hidden == HiddenOutput::kAll ? static_cast<int64_t>(seq.tokens.size())
+                                                      : (seq.tokens.empty() ? 0 : 1);
+    }
   }
   s.tokens.clear();
   s.positions.clear();
@@ -217,6 +244,7 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   }
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   logits.resize(static_cast<size_t>(with_logits * vocab));
+  hidden.resize(static_cast<size_t>(hidden_rows * c));
   if (n == 0) return Status();
   int64_t max_xa = 0;  // the largest [rows, R] of any sequence's adapter
   for (const InferenceSequence& seq : sequences) {
@@ -276,30 +304,33 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
                          hkv, d);
     const int32_t* seq_of = I32(s.d_seq_of);
     const int32_t* positions = I32(s.d_positions);
-    if (l + 1 == layers_.size() && with_logits < n) {
-      // The last layer's output is only read for logits: the other rows have left what later
-      // steps need of them (their keys and values) in the cache, so the rest of the layer runs
-      // on the rows whose logits are wanted alone (a prefill chunk of 32 tokens skips 31/32 of
-      // the last layer's attention, output and MLP). Kept rows move up in order (a row's copy
-      // never overlaps another row); every op computes a row the same way in any batch, so their
-      // results do not change.
+    if (l + 1 == layers_.size() && kept < n) {
+      // The last layer's output is only read for logits and hidden states: the other rows have
+      // left what later steps need of them (their keys and values) in the cache, so the rest of
+      // the layer runs on the kept rows alone (a prefill chunk of 32 tokens that wants logits
+      // skips 31/32 of the last layer's attention, output and MLP). Kept rows move up in order (a
+      // row's copy never overlaps another row); every op computes a row the same way in any
+      // batch, so their results do not change.
       s.kept_seq_of.clear();
       s.kept_positions.clear();
       int64_t row = 0;
       for (size_t si = 0; si < sequences.size(); ++si) {
         const int64_t rows = s.seq_rows[si];
+        const int64_t keep = KeptRows(sequences[si]);
+        s.seq_rows[si] = keep;
+        for (int64_t k = rows - keep; k < rows; ++k) {
+          const auto from = static_cast<size_t>(row + k);
+          const auto to = s.kept_seq_of.size();
+          if (to != from) {
+            backend.Copy(F32(s.q) + to * qd, F32(s.q) + from * qd, qd * sizeof(float));
+            backend.Copy(F32(s.x) + to * c, F32(s.x) + from * c, c * sizeof(float));
+          }
+          s.kept_seq_of.push_back(s.seq_of[from]);
+          s.kept_positions.push_back(s.positions[from]);
+        }
         row += rows;
-        const bool keep = sequences[si].want_logits && rows > 0;
-        s.seq_rows[si] = keep ? 1 : 0;
-        if (!keep) continue;
-        const auto from = static_cast<size_t>(row - 1);
-        const auto to = s.kept_seq_of.size();
-        backend.Copy(F32(s.q) + to * qd, F32(s.q) + from * qd, qd * sizeof(float));
-        backend.Copy(F32(s.x) + to * c, F32(s.x) + from * c, c * sizeof(float));
-        s.kept_seq_of.push_back(s.seq_of[from]);
-        s.kept_positions.push_back(s.positions[from]);
       }
-      rows_now = with_logits;
+      rows_now = kept;
       if (rows_now == 0) break;  // a prefill chunk that produces no token
       SOVAI_RETURN_IF_ERROR(UploadInts(backend, s.d_kept_seq_of, s.kept_seq_of));
       SOVAI_RETURN_IF_ERROR(UploadInts(backend, s.d_kept_positions, s.kept_positions));
@@ -327,17 +358,51 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
     project(layer, li, 6, F32(s.hidden), F32(s.tmp));  // tmp[R, C]
     backend.Add(F32(s.x), F32(s.x), F32(s.tmp), r * c);
   }
-  if (with_logits == 0) return Status();
-  // x's first S' rows are now the last rows of the sequences that want logits, in order (the
-  // last layer kept only them, or every sequence brought one row and wants its logits).
-  SOVAI_CHECK_EQ(rows_now, with_logits);
-  backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), globals_->final_norm.data(), with_logits,
-                         c, eps);
-  const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
-  backend.LinearForward(F32(s.logits), F32(s.h), head.ref, nullptr, with_logits);  // [S', V]
-  // The sampler reads the logits on the host: the step's one download.
-  backend.Download(logits.data(), s.logits.data(), logits.size() * sizeof(float));
+  if (kept == 0) return Status();
+  // x's first `kept` rows are now the kept rows of the sequences, in order (the last layer kept
+  // only them, or every row was kept).
+  SOVAI_CHECK_EQ(rows_now, kept);
+  InferOutputs(backend, sequences, kept, with_logits, logits, hidden);
   return Status();
+}
+
+void LlamaModel::InferOutputs(Backend& backend, std::span<const InferenceSequence> sequences,
+                              int64_t kept, int64_t with_logits, std::vector<float>& logits,
+                              std::vector<float>& hidden) {
+  InferScratch& s = *infer_;
+  const int64_t c = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  backend.RmsNormForward(F32(s.h), F32(s.rstd), F32(s.x), globals_->final_norm.data(), kept, c,
+                         eps);  // h[K, C]
+  if (with_logits > 0) {
+    const float* head_input = F32(s.h);
+    if (with_logits < kept) {
+      // Some kept rows are hidden states only: the head reads each logits sequence's last row.
+      int64_t row = 0, gathered = 0;
+      for (size_t si = 0; si < sequences.size(); ++si) {
+        row += s.seq_rows[si];
+        if (!sequences[si].want_logits || s.seq_rows[si] == 0) continue;
+        backend.Copy(F32(s.tmp) + gathered * c, F32(s.h) + (row - 1) * c, c * sizeof(float));
+        ++gathered;
+      }
+      head_input = F32(s.tmp);  // tmp[S', C]
+    }
+    const Matrix& head = config_.tie_word_embeddings ? globals_->embed : globals_->head;
+    backend.LinearForward(F32(s.logits), head_input, head.ref, nullptr, with_logits);  // [S', V]
+    // The sampler reads the logits on the host: the step's one download.
+    backend.Download(logits.data(), s.logits.data(), logits.size() * sizeof(float));
+  }
+  // The hidden states a sequence asked for are its kept rows (all, or its last).
+  int64_t row = 0, out = 0;
+  for (size_t si = 0; si < sequences.size(); ++si) {
+    const int64_t rows = s.seq_rows[si];
+    row += rows;
+    if (sequences[si].hidden == HiddenOutput::kNone || rows == 0) continue;
+    const int64_t take = sequences[si].hidden == HiddenOutput::kAll ? rows : 1;
+    backend.Download(hidden.data() + out * c, F32(s.h) + (row - take) * c,
+                     static_cast<size_t>(take * c) * sizeof(float));
+    out += take;
+  }
 }
 
 }  // namespace sovai::model

@@ -350,5 +350,78 @@ TEST(LlamaInferErrorsTest, RefusesBadTokensPositionsAndBlocks) {
             base::StatusCode::kInvalidArgument);
 }
 
+// Hidden states (embedding models' pooling reads them) come from the same pass as the logits: in
+// one step with a sequence that wants logits only, one that wants every row's hidden state (in two
+// chunks) and one that wants its last row's and its logits, each returned row, through the tied
+// head, gives the whole-sequence forward's logits at its position.
+TEST(LlamaInferHiddenTest, HiddenStatesAreTheRowsTheHeadReads) {
+  const ModelConfig config = SmallConfig(true, true);
+  for (bool strict : {false, true}) {
+    SCOPED_TRACE(strict ? "strict:cpu" : "cpu");
+    auto backend =
+        strict ? kernels::NewStrictBackend(kernels::NewCpuBackend(2)) : kernels::NewCpuBackend(2);
+    auto model = FrozenModel(*backend, config, BaseWeights::kF32);
+    const std::vector<float> embed =
+        model->BaseTensorF32("model.embed_tokens.weight", false).value();
+    const int64_t c = config.hidden_size, v = config.vocab_size;
+    auto head = [&](const float* h) {
+      std::vector<float> out(static_cast<size_t>(v));
+      for (int64_t t = 0; t < v; ++t) {
+        double sum = 0;
+        for (int64_t k = 0; k < c; ++k) sum += double{h[k]} * embed[static_cast<size_t>(t * c + k)];
+        out[static_cast<size_t>(t)] = static_cast<float>(sum);
+      }
+      return out;
+    };
+    auto all_logits = [&](const std::vector<int32_t>& tokens) {
+      std::vector<int32_t> targets(tokens.size(), -100);
+      Batch batch{.batch = 1,
+                  .seq_len = static_cast<int64_t>(tokens.size()),
+                  .tokens = tokens,
+                  .targets = targets};
+      return model->Logits(*backend, batch).value();
+    };
+    KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
+    const std::vector<int32_t> a = RandomTokens(11, 31, 101), b = RandomTokens(6, 32, 101),
+                               cc = RandomTokens(9, 33, 101);
+    const std::vector<int32_t> a_table{0, 1, 2}, b_table{3, 4}, c_table{5, 6, 7};
+    std::vector<float> logits, hidden;
+    // Step 1: A's first 5 tokens (all rows), B whole (logits), C whole (last row and logits).
+    std::vector<InferenceSequence> step{
+        {.tokens = std::span(a).first(5), .block_table = a_table, .hidden = HiddenOutput::kAll},
+        {.tokens = b, .block_table = b_table, .want_logits = true},
+        {.tokens = cc, .block_table = c_table, .want_logits = true, .hidden = HiddenOutput::kLast}};
+    ASSERT_TRUE(model->Infer(*backend, cache, step, logits, hidden).ok());
+    ASSERT_EQ(logits.size(), static_cast<size_t>(2 * v));
+    ASSERT_EQ(hidden.size(), static_cast<size_t>(6 * c));
+    const std::vector<float> a_want = all_logits(a), b_want = all_logits(b),
+                             c_want = all_logits(cc);
+    auto row_of = [&](const std::vector<float>& all, int64_t t) {
+      return std::vector<float>(all.begin() + t * v, all.begin() + (t + 1) * v);
+    };
+    for (int64_t t = 0; t < 5; ++t) {
+      ExpectClose(head(hidden.data() + t * c), row_of(a_want, t), 2e-3,
+                  "A row " + std::to_string(t));
+    }
+    ExpectClose(std::vector<float>(logits.begin(), logits.begin() + v), row_of(b_want, 5), 2e-3,
+                "B logits");
+    ExpectClose(std::vector<float>(logits.begin() + v, logits.end()), row_of(c_want, 8), 2e-3,
+                "C logits");
+    ExpectClose(head(hidden.data() + 5 * c), row_of(c_want, 8), 2e-3, "C last row");
+    // Step 2: the rest of A, alone; every row again.
+    InferenceSequence rest{.tokens = std::span(a).subspan(5),
+                           .start = 5,
+                           .block_table = a_table,
+                           .hidden = HiddenOutput::kAll};
+    ASSERT_TRUE(model->Infer(*backend, cache, {&rest, 1}, logits, hidden).ok());
+    EXPECT_TRUE(logits.empty());
+    ASSERT_EQ(hidden.size(), static_cast<size_t>(6 * c));
+    for (int64_t t = 0; t < 6; ++t) {
+      ExpectClose(head(hidden.data() + t * c), row_of(a_want, 5 + t), 2e-3,
+                  "A row " + std::to_string(5 + t));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sovai::model

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "base/json.h"
+#include "base/utf8.h"
 #include "model/limits.h"
 
 namespace sovai::model {
@@ -56,45 +57,6 @@ const DTypeInfo& Info(SafetensorsDType dtype) {
 }
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-// Whether `s` is well-formed UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF):
-// what a JSON header must hold, and what the reference reader's str::from_utf8 accepts.
-bool IsValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-      cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (s.size() - i < len) return false;
-    for (size_t k = 1; k < len; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
 
 // The header's JSON, streamed through nlohmann's SAX interface into tensor entries, so that
 // duplicate keys are seen (a DOM parse keeps the last one silently), nothing but the schema's
@@ -927,7 +889,7 @@ Status SafetensorsWriter::SetMetadata(std::map<std::string, std::string> metadat
                                   " metadata entries (kMaxSafetensorsMetadataEntries)");
   }
   for (const auto& [key, value] : metadata) {
-    if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
+    if (!base::IsValidUtf8(key) || !base::IsValidUtf8(value)) {
       return InvalidArgumentError("metadata entry " + Quote(key) + " is not valid UTF-8");
     }
   }
@@ -943,7 +905,7 @@ Status SafetensorsWriter::Add(TensorToWrite tensor) {
                                 " bytes exceeds the limit of " +
                                 std::to_string(kMaxTensorNameBytes) + " (kMaxTensorNameBytes)");
   }
-  if (!IsValidUtf8(name)) return InvalidArgumentError("tensor name is not valid UTF-8");
+  if (!base::IsValidUtf8(name)) return InvalidArgumentError("tensor name is not valid UTF-8");
   if (name == kMetadataKey) {
     return InvalidArgumentError("a tensor may not be named " + std::string(kMetadataKey));
   }

@@ -17,19 +17,20 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "base/utf8.h"
 
 namespace sovai::model::unicode {
 
-// The code point starting at text[*pos] (valid UTF-8); advances *pos past it. At a malformed
-// sequence it returns U+FFFD and advances by one byte.
-char32_t NextCodePoint(std::string_view text, size_t* pos);
-
-// Appends the UTF-8 encoding of `cp` (U+FFFD for surrogates and values above U+10FFFF).
-void AppendUtf8(std::string* out, char32_t cp);
-
-// OK when `text` is well-formed UTF-8 (no overlongs, surrogates or values above U+10FFFF);
-// otherwise InvalidArgument "<what> is not valid UTF-8: <reason> at byte N".
-base::Status ValidateUtf8(std::string_view text, std::string_view what);
+// Decoding, encoding and validation are base/utf8.h's, under the names the tokenizer uses:
+//   NextCodePoint(text, &pos): the code point at text[pos], advancing past it; U+FFFD for a
+//     malformed sequence, advancing one byte.
+//   AppendUtf8(&out, cp): U+FFFD for surrogates and values above U+10FFFF.
+//   ValidateUtf8(text, what): InvalidArgument "<what> is not valid UTF-8: <reason> at byte N".
+inline char32_t NextCodePoint(std::string_view text, size_t* pos) {
+  return base::NextUtf8CodePointOrReplacement(text, pos);
+}
+using base::AppendUtf8;
+using base::ValidateUtf8;
 
 // JavaScript's WhiteSpace and LineTerminator: TAB, LF, VT, FF, CR, SPACE, U+00A0, U+1680,
 // U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF.

@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 
 #include "base/strings.h"
@@ -91,6 +93,13 @@ class EmptyBodyReader final : public BodyReader {
 };
 
 }  // namespace
+
+Result<size_t> StringBodyReader::Read(char* buf, size_t n) {
+  n = std::min({n, max_read_bytes_, data_.size() - pos_});
+  if (n > 0) std::memcpy(buf, data_.data() + pos_, n);  // `buf` may be null when n is 0
+  pos_ += n;
+  return n;
+}
 
 BodyReader& Request::body() {
   static EmptyBodyReader empty;  // stateless, so sharing it is safe

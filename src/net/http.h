@@ -100,6 +100,21 @@ class BodyReader {
   base::Result<uint64_t> Discard();
 };
 
+// A body read from a string held in memory, handed out in pieces of at most `max_read_bytes`
+// (to exercise a consumer's piecewise reads): an object staged by the server itself, or a
+// request body in a test. Never fails; 0 at the end.
+class StringBodyReader final : public BodyReader {
+ public:
+  explicit StringBodyReader(std::string data, size_t max_read_bytes = SIZE_MAX)
+      : data_(std::move(data)), max_read_bytes_(max_read_bytes) {}
+  base::Result<size_t> Read(char* buf, size_t n) override;
+
+ private:
+  std::string data_;
+  size_t max_read_bytes_;
+  size_t pos_ = 0;
+};
+
 // The response body as a blocking sink, handed to a streaming writer on a worker thread.
 class BodyWriter {
  public:

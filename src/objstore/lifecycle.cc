@@ -6,11 +6,11 @@
 
 #include "base/strings.h"
 #include "base/time.h"
-#include "objstore/internal/xml_parse.h"
+#include "objstore/internal/xml_dom.h"
 
 namespace sovai::objstore {
 
-using namespace xml_parse;  // NOLINT(google-build-using-namespace): the parsing vocabulary
+using namespace xml_dom;  // NOLINT(google-build-using-namespace): the parsing vocabulary
 
 namespace {
 

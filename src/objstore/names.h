@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.h"
 #include "objstore/s3_error.h"
 
 namespace sovai::objstore {
@@ -47,12 +48,10 @@ S3Status ValidateObjectKey(std::string_view key);
 S3Status ValidateUserMetadata(const std::vector<std::pair<std::string, std::string>>& metadata);
 
 // --- UTF-8 --------------------------------------------------------------------------------------
-// Decodes the code point starting at s[*pos] and advances *pos past it. Returns -1 for an invalid
-// sequence (a stray continuation byte, a truncated, overlong or surrogate encoding, or a value
-// above U+10FFFF) and then advances *pos by one byte. Requires *pos < s.size().
-int32_t NextUtf8CodePoint(std::string_view s, size_t* pos);
-bool IsValidUtf8(std::string_view s);
-// The number of code points in `s`, which must be valid UTF-8 (invalid bytes count one each).
-size_t Utf8Length(std::string_view s);
+// base/utf8.h's, named here for the S3 code: NextUtf8CodePoint (-1 for an invalid sequence, then
+// one byte on), IsValidUtf8, Utf8Length (code points; invalid bytes count one each).
+using base::IsValidUtf8;
+using base::NextUtf8CodePoint;
+using base::Utf8Length;
 
 }  // namespace sovai::objstore

@@ -3,12 +3,12 @@
 
 #include "base/strings.h"
 #include "base/time.h"
-#include "objstore/internal/xml_parse.h"
+#include "objstore/internal/xml_dom.h"
 #include "objstore/s3_xml.h"
 
 namespace sovai::objstore {
 
-using namespace xml_parse;  // NOLINT(google-build-using-namespace): the parsing vocabulary
+using namespace xml_dom;  // NOLINT(google-build-using-namespace): the parsing vocabulary
 
 namespace {
 

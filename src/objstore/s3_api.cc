@@ -12,7 +12,6 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/time.h"
-#include "objstore/bucket_policy.h"
 #include "objstore/cors.h"
 #include "objstore/internal/s3_call.h"
 #include "objstore/names.h"
@@ -176,22 +175,6 @@ S3Status S3Api::Call::Authenticate() {
   return std::nullopt;
 }
 
-S3Status S3Api::Call::Authorize(const BucketInfo& bucket, std::string_view action,
-                                bool object_action, const std::string& key) {
-  const auto& admins = api_.opts_.admin_users;
-  if (!auth_.anonymous) {
-    if (bucket.owner == user_) return std::nullopt;
-    if (std::find(admins.begin(), admins.end(), user_) != admins.end()) return std::nullopt;
-  }
-  auto policy = store_.GetBucketConfig(bucket.name, "policy");
-  if (policy.ok() && policy->has_value()) {
-    std::string resource = "arn:aws:s3:::" + bucket.name + (object_action ? "/" + key : "");
-    std::string verdict = EvaluatePolicy(**policy, user_, auth_.anonymous, action, resource);
-    if (verdict == "Allow") return std::nullopt;
-  }
-  return S3Error(S3Code::kAccessDenied, "Access Denied");
-}
-
 S3Result<BucketInfo> S3Api::Call::BucketFor(std::string_view action, bool object_action) {
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, store_.GetBucket(bucket_));
   SOVAI_S3_RETURN_IF_ERROR(Authorize(b, action, object_action, key_));
@@ -278,18 +261,12 @@ S3Result<Checksums> S3Api::Call::VerifyDigests(
   return out;
 }
 
-S3Status S3Api::Call::RefuseUnsupportedProtections(bool object) {
-  const std::string acl = Header("x-amz-acl");
-  if (!acl.empty() && acl != "private" && !(object && acl == "bucket-owner-full-control")) {
-    return S3Error(S3Code::kNotImplemented,
-                   "canned ACL '" + acl + "' is not supported: objects and buckets are private " +
-                       "to their owner here; use a bucket policy to share them");
-  }
+S3Status S3Api::Call::RefuseUnsupportedProtections(bool takes_acl) {
   for (const auto& [name, value] : req_.headers()) {
     const std::string lower = base::AsciiToLower(name);
-    if (lower.rfind("x-amz-grant-", 0) == 0) {
-      return S3Error(S3Code::kNotImplemented,
-                     lower + ": ACL grants are not supported; use a bucket policy");
+    if (!takes_acl && (lower == "x-amz-acl" || lower.rfind("x-amz-grant-", 0) == 0)) {
+      return S3Error(S3Code::kInvalidRequest,
+                     lower + ": this operation takes no ACL (set it when the object is created)");
     }
     if (lower.rfind("x-amz-server-side-encryption", 0) == 0 ||
         lower.rfind("x-amz-copy-source-server-side-encryption", 0) == 0) {
@@ -443,9 +420,15 @@ net::Response S3Api::Call::Dispatch() {
     case S3Op::kBucketPolicy:
       return BucketConfig("policy");
     case S3Op::kBucketAcl:
-      return Acl(false);
+      return AclOperation(false);
     case S3Op::kBucketLifecycle:
       return BucketLifecycle();
+    case S3Op::kBucketOwnershipControls:
+      return OwnershipControls();
+    case S3Op::kBucketPublicAccessBlock:
+      return PublicAccessBlockConfig();
+    case S3Op::kGetBucketPolicyStatus:
+      return PolicyStatus();
     case S3Op::kGetBucketEncryption:
       return NotConfigured("s3:GetEncryptionConfiguration",
                            S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
@@ -481,7 +464,7 @@ net::Response S3Api::Call::Dispatch() {
     case S3Op::kObjectTagging:
       return ObjectTagging();
     case S3Op::kObjectAcl:
-      return Acl(true);
+      return AclOperation(true);
     case S3Op::kCreateMultipartUpload:
       return CreateUpload();
     case S3Op::kUploadPart:
@@ -516,8 +499,7 @@ net::Response S3Api::Call::ListBuckets() {
   if (auth_.anonymous) return Error(S3Error(S3Code::kAccessDenied, "Access Denied"));
   auto all = store_.ListBuckets();
   if (!all.ok()) return Error(all.error());
-  const auto& admins = api_.opts_.admin_users;
-  bool admin = std::find(admins.begin(), admins.end(), user_) != admins.end();
+  const bool admin = IsAdmin();
   XmlWriter w;
   w.Open("ListAllMyBucketsResult", kS3Namespace);
   WriteIdentity(w, "Owner", user_);
@@ -551,16 +533,13 @@ net::Response S3Api::Call::CreateBucket() {
                              region + ").")
                      .With("LocationConstraint", config->location_constraint));
   }
-  if (S3Status st = RefuseUnsupportedProtections(false)) return Error(*st);
-  if (std::string ownership = Header("x-amz-object-ownership");
-      !ownership.empty() && ownership != "BucketOwnerEnforced") {
-    return Error(S3Error(S3Code::kNotImplemented,
-                         "x-amz-object-ownership " + ownership +
-                             " is not supported: the bucket owner owns every object "
-                             "(BucketOwnerEnforced)"));
-  }
-  // Object Lock: versioning on for good, and the lock, in the transaction that makes the bucket.
+  if (S3Status st = RefuseUnsupportedProtections(/*takes_acl=*/true)) return Error(*st);
+  auto access = AccessForNewBucket();
+  if (!access.ok()) return Error(access.error());
+  // Object Lock (versioning on for good, and the lock), the Object Ownership and the ACL are set
+  // in the transaction that makes the bucket: no request sees it without them.
   BucketSetup setup;
+  AddNewBucketAccess(*access, &setup);
   if (std::string lock = std::string(base::Trim(Header("x-amz-bucket-object-lock-enabled")));
       !lock.empty()) {
     if (!base::EqualsIgnoreCase(lock, "true") && !base::EqualsIgnoreCase(lock, "false")) {
@@ -585,6 +564,7 @@ net::Response S3Api::Call::CreateBucket() {
     }
     return Error(created.error());
   }
+  access_.reset();
   if (!config->tags.empty()) {
     (void)store_.SetBucketConfig(bucket_, "tagging", RenderTagging(config->tags));
   }
@@ -696,59 +676,11 @@ net::Response S3Api::Call::BucketConfig(const std::string& kind) {
     if (!t.ok()) return Error(t.error());
     stored = RenderTagging(*t);
   } else {
-    if (S3Status st = ValidatePolicy(*body)) return Error(*st);
+    if (S3Status st = CheckNewPolicy(*body)) return Error(*st);
     stored = *body;
   }
   if (S3Status st = store_.SetBucketConfig(bucket_, kind, stored)) return Error(*st);
   return Empty(kind == "policy" ? 204 : 200);
-}
-
-net::Response S3Api::Call::Acl(bool object) {
-  const bool put = req_.method() == "PUT";
-  auto b = BucketFor(put ? (object ? "s3:PutObjectAcl" : "s3:PutBucketAcl")
-                         : (object ? "s3:GetObjectAcl" : "s3:GetBucketAcl"),
-                     object);
-  if (!b.ok()) return Error(b.error());
-  if (object) {
-    auto v = store_.Head(bucket_, key_,
-                         Query("versionId")
-                             ? std::optional<std::string>(std::string(*Query("versionId")))
-                             : std::nullopt);
-    if (!v.ok()) return Error(v.error());
-  }
-  if (put) {
-    // Grants too (x-amz-grant-*); bucket-owner-full-control is what every bucket and object has.
-    if (S3Status st = RefuseUnsupportedProtections(/*object=*/true)) return Error(*st);
-    std::string acl = Header("x-amz-acl");
-    if ((acl.empty() && req_.has_body()) ||
-        (!acl.empty() && acl != "private" && acl != "bucket-owner-full-control")) {
-      return Error(S3Error(S3Code::kNotImplemented,
-                           "ACLs other than 'private' are not supported; use a bucket policy"));
-    }
-    return Empty(200);
-  }
-  XmlWriter w;
-  w.Open("AccessControlPolicy", kS3Namespace);
-  WriteIdentity(w, "Owner", b->owner);
-  w.Open("AccessControlList");
-  w.Open("Grant");
-  WriteIdentity(w, "Grantee", b->owner);
-  w.Element("Permission", "FULL_CONTROL");
-  w.Close();
-  w.Close();
-  w.Close();
-  std::string doc = w.Finish();
-  // S3 types every grantee with an attribute, and clients read it unconditionally: s3cmd's
-  // ACL parser (S3/ACL.py) raises KeyError without xsi:type, which broke `s3cmd info` and
-  // `s3cmd cp`/`mv` (they read the source's ACL). XmlWriter writes no attributes; the text in
-  // the document is escaped, so the one "<Grantee>" in it is the element opened above.
-  constexpr std::string_view kGrantee = "<Grantee>";
-  const size_t at = doc.find(kGrantee);
-  SOVAI_CHECK(at != std::string::npos);
-  doc.replace(at, kGrantee.size(),
-              "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-              "xsi:type=\"CanonicalUser\">");
-  return Xml(200, std::move(doc));
 }
 
 // --- Listings ------------------------------------------------------------------------------------

@@ -14,13 +14,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "base/env.h"
 #include "net/http.h"
-#include "objstore/bucket_config_cache.h"
 #include "objstore/lifecycle.h"
-#include "objstore/object_lock.h"
 #include "objstore/sigv4.h"
 #include "objstore/store.h"
 
@@ -34,6 +34,9 @@ struct S3ApiOptions {
   std::string domain;
   // Users whose requests may do anything on any bucket (the bootstrap admin).
   std::vector<std::string> admin_users;
+  // The user id an e-mail address names, for ACL grants by e-mail (emailAddress=...); unset or
+  // nullopt: UnresolvableGrantByEmailAddress.
+  std::function<std::optional<std::string>(std::string_view email)> user_by_email;
   base::Env* env = nullptr;  // clock; nullptr = Env::Default()
   // The length of a lifecycle "day" for x-amz-expiration (LifecycleSweeperOptions::day_micros).
   int64_t lifecycle_day_micros = kDayMicros;
@@ -71,11 +74,6 @@ class S3Api {
   Store& store_;
   S3ApiOptions opts_;
   S3ApiStats stats_;
-  // The documents consulted on every GET (x-amz-expiration) and every write (Object Lock).
-  BucketConfigCache<LifecycleConfiguration> lifecycle_cache_{std::string(kLifecycleConfigKind),
-                                                             &ParseLifecycleConfiguration};
-  BucketConfigCache<ObjectLockConfiguration> lock_cache_{std::string(kObjectLockConfigKind),
-                                                         &ParseObjectLockConfiguration};
 };
 
 }  // namespace sovai::objstore

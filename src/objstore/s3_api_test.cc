@@ -22,21 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class RequestBody final : public net::BodyReader {
- public:
-  explicit RequestBody(std::string data) : data_(std::move(data)) {}
-  base::Result<size_t> Read(char* buf, size_t n) override {
-    n = std::min(n, data_.size() - pos_);
-    std::memcpy(buf, data_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-
- private:
-  std::string data_;
-  size_t pos_ = 0;
-};
-
 constexpr char kRegion[] = "eu-west-local";
 constexpr char kHost[] = "127.0.0.1:9000";
 const Credential kKey{"AKS3APITEST000000001", "secret-of-the-s3-api-test", "project-a"};
@@ -74,7 +59,7 @@ class S3ApiTest : public ::testing::Test {
     request.set_method(method);
     EXPECT_TRUE(request.SetTarget(*target).ok()) << *target;
     request.mutable_headers().Add("Host", kHost);
-    RequestBody reader(body);
+    net::StringBodyReader reader(body);
     if (method == "PUT" || method == "POST") request.set_content_length(body.size());
     request.set_body_reader(&reader);
     return api_->Handle(request);
@@ -154,6 +139,13 @@ TEST_F(S3ApiTest, EverySubresourceWithEveryMethodLeavesTheObjectAlone) {
       "GET /kept?website",
       "GET /kept?versions",
       "GET /kept?uploads",
+      "GET /kept?ownershipControls",
+      "GET /kept?publicAccessBlock",
+      "GET /kept?policyStatus",
+      "PUT /kept?ownershipControls",
+      "PUT /kept?publicAccessBlock",
+      "DELETE /kept?ownershipControls",
+      "DELETE /kept?publicAccessBlock",
       "PUT /kept?versioning",
       "PUT /kept?cors",
       "PUT /kept?tagging",

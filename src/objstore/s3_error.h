@@ -80,9 +80,12 @@ namespace sovai::objstore {
   X(InvalidBucketState, 409)                             \
   X(NoSuchObjectLockConfiguration, 404)                  \
   X(InvalidRetentionPeriod, 400)                         \
-  X(InvalidPolicyDocument, 400)                          \
-  X(MaxPostPreDataLengthExceeded, 400)                   \
-  X(IncorrectNumberOfFilesInPostRequest, 400)
+  X(AccessControlListNotSupported, 400)                  \
+  X(InvalidBucketAclWithObjectOwnership, 400)            \
+  X(MalformedACLError, 400)                              \
+  X(NoSuchPublicAccessBlockConfiguration, 404)           \
+  X(OwnershipControlsNotFoundError, 404)                 \
+  X(UnresolvableGrantByEmailAddress, 400)
 
 enum class S3Code {
 #define SOVAI_S3_ENUM(name, status) k##name,

@@ -31,14 +31,14 @@ net::Response S3Api::Call::BucketLifecycle() {
     stored = RenderLifecycleConfiguration(*config);
   }
   S3Status st = store_.SetBucketConfig(bucket_, kind, stored);
-  api_.lifecycle_cache_.Invalidate(bucket_);
   if (st) return Error(*st);
   return Empty(m == "PUT" ? 200 : 204);
 }
 
 void S3Api::Call::AddExpirationHeader(net::Response& res, const ObjectVersion& v) {
   if (!bucket_info_) return;
-  auto config = api_.lifecycle_cache_.Get(store_, *bucket_info_);
+  auto config = store_.GetParsedBucketConfig(bucket_info_->name, std::string(kLifecycleConfigKind),
+                                             &ParseLifecycleConfiguration);
   if (!config.ok() || !*config) return;  // no header rather than a failed GET
   if (auto expiry = CurrentExpiry(**config, v, api_.opts_.lifecycle_day_micros)) {
     res.headers.Set("x-amz-expiration", FormatExpirationHeader(*expiry));

@@ -17,13 +17,9 @@ S3Error MissingLockConfiguration() {
 }  // namespace
 
 S3Result<std::optional<ObjectLockConfiguration>> S3Api::Call::BucketObjectLock() {
-  BucketInfo bucket;
-  if (bucket_info_) {
-    bucket = *bucket_info_;
-  } else {
-    SOVAI_S3_ASSIGN_OR_RETURN(bucket, store_.GetBucket(bucket_));
-  }
-  SOVAI_S3_ASSIGN_OR_RETURN(auto config, api_.lock_cache_.Get(store_, bucket));
+  SOVAI_S3_ASSIGN_OR_RETURN(
+      auto config, store_.GetParsedBucketConfig(bucket_, std::string(kObjectLockConfigKind),
+                                                &ParseObjectLockConfiguration));
   if (!config) return std::optional<ObjectLockConfiguration>();
   return std::optional<ObjectLockConfiguration>(*config);
 }
@@ -102,7 +98,6 @@ net::Response S3Api::Call::ObjectLockConfig() {
   }
   S3Status st = store_.SetBucketConfig(bucket_, std::string(kObjectLockConfigKind),
                                        RenderObjectLockConfiguration(*config));
-  api_.lock_cache_.Invalidate(bucket_);
   if (st) return Error(*st);
   return Empty(200);
 }

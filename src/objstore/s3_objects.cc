@@ -83,8 +83,8 @@ net::Response S3Api::Call::PutObject() {
   PutOptions o;
   o.bucket = bucket_;
   o.key = key_;
-  o.owner = b->owner;
   o.meta = std::move(*meta);
+  if (S3Status st = ApplyWriteAcl(*b, &o.owner, &o.meta)) return Error(*st);
   WriteConditions(&o);
   Checksums verified;
   auto staged = StageBody(true, kMaxPutBytes, &verified);
@@ -217,7 +217,6 @@ net::Response S3Api::Call::CopyObject() {
   PutOptions o;
   o.bucket = bucket_;
   o.key = key_;
-  o.owner = b->owner;
   if (directive == "REPLACE") {
     auto meta = MetaFromHeaders();
     if (!meta.ok()) return Error(meta.error());
@@ -239,6 +238,7 @@ net::Response S3Api::Call::CopyObject() {
   auto lock = LockForNewObject();
   if (!lock.ok()) return Error(lock.error());
   o.meta.lock = *lock;
+  if (S3Status st = ApplyWriteAcl(*b, &o.owner, &o.meta)) return Error(*st);
   WriteConditions(&o);
   auto staged = StageCopySource(*src, 0, src->size, true);
   if (!staged.ok()) return Error(staged.error());
@@ -529,7 +529,9 @@ net::Response S3Api::Call::CreateUpload() {
   auto lock = LockForNewObject();
   if (!lock.ok()) return Error(lock.error());
   meta->lock = *lock;
-  auto u = store_.CreateUpload(bucket_, key_, b->owner, std::move(*meta), algorithm, *type);
+  std::string owner;
+  if (S3Status st = ApplyWriteAcl(*b, &owner, &*meta)) return Error(*st);
+  auto u = store_.CreateUpload(bucket_, key_, owner, std::move(*meta), algorithm, *type);
   if (!u.ok()) return Error(u.error());
   XmlWriter w;
   w.Open("InitiateMultipartUploadResult", kS3Namespace);
@@ -548,7 +550,7 @@ net::Response S3Api::Call::CreateUpload() {
 net::Response S3Api::Call::UploadPart() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
-  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
+  if (S3Status st = RefuseUnsupportedProtections(/*takes_acl=*/false)) return Error(*st);
   auto id = Query("uploadId");
   auto pn = Query("partNumber");
   if (!id || !pn) {

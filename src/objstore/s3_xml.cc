@@ -940,9 +940,9 @@ std::string RenderCorsConfiguration(const CorsConfiguration& config) {
 }  // namespace sovai::objstore
 
 // ================================================================================================
-// The parsing helpers, for the bodies parsed in other files (internal/xml_parse.h).
+// The DOM walk for parsers in other files (internal/xml_dom.h).
 
-namespace sovai::objstore::xml_parse {
+namespace sovai::objstore::xml_dom {
 
 S3Error Malformed(std::string detail) { return objstore::Malformed(std::move(detail)); }
 S3Result<pugi::xml_node> Load(std::string_view xml, std::string_view root_name,
@@ -957,11 +957,14 @@ S3Status ForEachChild(pugi::xml_node parent, std::string_view path,
 S3Error Unexpected(pugi::xml_node child, std::string_view path) {
   return objstore::Unexpected(child, path);
 }
+S3Error Missing(std::string_view element, std::string_view path) {
+  return objstore::Missing(element, path);
+}
 S3Status ReadOnce(pugi::xml_node node, std::string_view path, std::optional<std::string>* slot) {
   return objstore::ReadOnce(node, path, slot);
 }
-S3Error Missing(std::string_view element, std::string_view path) {
-  return objstore::Missing(element, path);
+S3Result<bool> ParseBool(std::string_view text, std::string_view element) {
+  return objstore::ParseXmlBool(text, element);
 }
 std::string_view TrimXmlSpace(std::string_view s) { return objstore::TrimXmlSpace(s); }
 S3Result<std::vector<Tag>> ParseTagList(pugi::xml_node node, std::string_view path) {
@@ -971,4 +974,4 @@ S3Result<Tag> ParseTagElement(pugi::xml_node node, std::string_view path) {
   return objstore::ParseTagElement(node, path);
 }
 
-}  // namespace sovai::objstore::xml_parse
+}  // namespace sovai::objstore::xml_dom

@@ -19,24 +19,6 @@ namespace {
 
 // ---- Helpers ---------------------------------------------------------------------------------
 
-// A raw body handed out in pieces of at most `max_read` bytes.
-class StringBody : public net::BodyReader {
- public:
-  explicit StringBody(std::string data, size_t max_read = SIZE_MAX)
-      : data_(std::move(data)), max_read_(max_read) {}
-  base::Result<size_t> Read(char* buf, size_t n) override {
-    size_t k = std::min({n, max_read_, data_.size() - pos_});
-    std::memcpy(buf, data_.data() + pos_, k);
-    pos_ += k;
-    return k;
-  }
-
- private:
-  std::string data_;
-  size_t max_read_;
-  size_t pos_ = 0;
-};
-
 // A raw body that fails after `ok_bytes` bytes, like a client that disconnects.
 class FailingBody : public net::BodyReader {
  public:
@@ -90,7 +72,7 @@ base::Result<std::string> ReadAll(net::BodyReader& reader, size_t read_size = 40
 // The S3 error code a PayloadReader ends with ("" when it succeeds).
 std::string PayloadErrorCode(const AuthResult& auth, const std::string& raw_body,
                              size_t read_size = 4096, size_t raw_piece = SIZE_MAX) {
-  StringBody raw(raw_body, raw_piece);
+  net::StringBodyReader raw(raw_body, raw_piece);
   PayloadReader reader(raw, auth);
   base::Result<std::string> body = ReadAll(reader, read_size);
   if (body.ok()) return "";
@@ -289,7 +271,7 @@ TEST(AwsDocsV4, StreamingPutObject) {
   const std::string body = DocChunkedBody(signatures, "");
   ASSERT_EQ(body.size(), 66824u);  // the example's Content-Length
   for (size_t read_size : {size_t{1} << 20, size_t{4096}, size_t{1000}, size_t{7}}) {
-    StringBody raw(body, read_size == 7 ? 13 : SIZE_MAX);
+    net::StringBodyReader raw(body, read_size == 7 ? 13 : SIZE_MAX);
     PayloadReader reader(raw, *auth);
     base::Result<std::string> decoded = ReadAll(reader, read_size);
     ASSERT_TRUE(decoded.ok()) << read_size << ": " << decoded.status();
@@ -338,7 +320,7 @@ TEST(AwsDocsV4, StreamingPutObjectWithTrailer) {
            "\r\nx-amz-trailer-signature:" + std::string(signature) + "\r\n";
   };
   {
-    StringBody raw(DocChunkedBody(signatures, trailer("sOO8/Q==", trailer_signature)));
+    net::StringBodyReader raw(DocChunkedBody(signatures, trailer("sOO8/Q==", trailer_signature)));
     PayloadReader reader(raw, *auth);
     base::Result<std::string> decoded = ReadAll(reader);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -794,7 +776,7 @@ TEST(Botocore, EveryVectorAuthenticatesAndItsBodyVerifies) {
     EXPECT_FALSE(auth->anonymous);
     EXPECT_EQ(auth->credential.user_id, "botocore-user");
     for (size_t read_size : {size_t{7}, size_t{4096}}) {
-      StringBody raw(v.body, 5);
+      net::StringBodyReader raw(v.body, 5);
       PayloadReader reader(raw, *auth);
       base::Result<std::string> decoded = ReadAll(reader, read_size);
       ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -1294,7 +1276,7 @@ TEST(Authenticate, SigV2Errors) {
 
 TEST(PayloadReader, UnsignedPassesBytesThrough) {
   AuthResult auth;  // anonymous, kUnsigned
-  StringBody raw("raw bytes, not checked", 3);
+  net::StringBodyReader raw("raw bytes, not checked", 3);
   PayloadReader reader(raw, auth);
   char c;
   EXPECT_EQ(reader.Read(&c, 0).value(), 0u);  // a zero-byte read is not the end
@@ -1334,7 +1316,7 @@ TEST(PayloadReader, SignedSha256) {
     tampered[i] ^= 1;
     EXPECT_EQ(PayloadErrorCode(*auth, tampered), "XAmzContentSHA256Mismatch") << i;
   }
-  StringBody raw("short");
+  net::StringBodyReader raw("short");
   PayloadReader reader(raw, *auth);
   ASSERT_FALSE(ReadAll(reader).ok());
   ASSERT_TRUE(reader.s3_error().has_value());
@@ -1409,7 +1391,7 @@ TEST(PayloadReader, StreamingSigned) {
 
   for (auto [read_size, raw_piece] :
        std::vector<std::pair<size_t, size_t>>{{65536, SIZE_MAX}, {1, 1}, {100, 7}, {8192, 3}}) {
-    StringBody raw(body, raw_piece);
+    net::StringBodyReader raw(body, raw_piece);
     PayloadReader reader(raw, *auth);
     base::Result<std::string> decoded = ReadAll(reader, read_size);
     ASSERT_TRUE(decoded.ok()) << read_size << "/" << raw_piece << ": " << decoded.status();
@@ -1467,7 +1449,7 @@ TEST(PayloadReader, StreamingSignedTrailer) {
   const HeaderList trailers = {{"x-amz-checksum-crc32", crc}};
   const std::string body = client.Encode(chunks, trailers, true);
   {
-    StringBody raw(body, 11);
+    net::StringBodyReader raw(body, 11);
     PayloadReader reader(raw, *auth);
     base::Result<std::string> decoded = ReadAll(reader, 333);
     ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -1515,7 +1497,7 @@ TEST(PayloadReader, StreamingUnsignedTrailer) {
   ASSERT_EQ(auth->payload, PayloadMode::kStreamingUnsignedTrailer);
   const std::string body = "a\r\n" + data.substr(0, 10) + "\r\n15\r\n" + data.substr(10) +
                            "\r\n0\r\nx-amz-checksum-crc32:" + crc + "\r\n\r\n";
-  StringBody raw(body, 4);
+  net::StringBodyReader raw(body, 4);
   PayloadReader reader(raw, *auth);
   base::Result<std::string> decoded = ReadAll(reader, 3);
   ASSERT_TRUE(decoded.ok()) << decoded.status();

@@ -204,6 +204,7 @@ std::string MetaToJson(const ObjectMeta& m, const Checksums& checksums,
   put("cache_control", m.cache_control);
   put("expires", m.expires);
   put("storage_class", m.storage_class);
+  put("acl", m.acl);
   if (!m.user.empty()) j["user"] = PairsToJson(m.user);
   if (!m.tags.empty()) j["tags"] = PairsToJson(m.tags);
   if (!checksums.empty()) j["checksums"] = ChecksumsToJson(checksums);
@@ -233,6 +234,7 @@ void MetaFromJson(std::string_view text, ObjectMeta& m, Checksums& checksums,
   m.cache_control = get("cache_control");
   m.expires = get("expires");
   m.storage_class = get("storage_class");
+  m.acl = get("acl");
   if (auto it = j.find("user"); it != j.end()) m.user = PairsFromJson(*it);
   if (auto it = j.find("tags"); it != j.end()) m.tags = PairsFromJson(*it);
   if (auto it = j.find("checksums"); it != j.end()) checksums = ChecksumsFromJson(*it);
@@ -413,6 +415,19 @@ struct Tx {
   if (!tmp.ok()) return S3ErrorFromStatus(tmp.status()); \
   lhs = std::move(*tmp)
 
+// The first column of every row `st` yields, as text (the data ids a query selects), leaving
+// `st` reset for its next use.
+base::Result<std::vector<std::string>> FirstColumnOfEachRow(base::Statement& st) {
+  std::vector<std::string> values;
+  for (;;) {
+    SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    values.push_back(st.ColumnText(0));
+  }
+  st.Reset();
+  return values;
+}
+
 ObjectVersion VersionFromRow(const base::Statement& st) {
   ObjectVersion v;
   v.row_id = st.ColumnInt(0);
@@ -526,6 +541,11 @@ class StoreImpl final : public Store {
                                                        const std::string& kind) override;
   S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                            std::optional<std::string> value) override;
+  S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
+      const std::string& bucket) override;
+  using Store::GetParsedBucketConfig;
+  S3Result<ParsedConfig> GetParsedBucketConfig(const std::string& bucket, const std::string& kind,
+                                               const ConfigParser& parse) override;
 
   S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) override;
   void Discard(StagedData& staged) override;
@@ -546,6 +566,14 @@ class StoreImpl final : public Store {
                                   std::vector<std::pair<std::string, std::string>> tags) override {
     return UpdateVersion(bucket, key, version_id, [&](ObjectVersion& v) -> S3Status {
       v.meta.tags = tags;
+      return std::nullopt;
+    });
+  }
+  S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
+                                       const std::optional<std::string>& version_id,
+                                       std::string acl) override {
+    return UpdateVersion(bucket, key, version_id, [&](ObjectVersion& v) -> S3Status {
+      v.meta.acl = acl;
       return std::nullopt;
     });
   }
@@ -662,6 +690,19 @@ class StoreImpl final : public Store {
   std::mutex buckets_mu_;  // guards buckets_
   std::map<std::string, BucketInfo> buckets_;
 
+  // Per-bucket documents, loaded on first use and forgotten after each commit that changes a
+  // bucket's or makes or deletes the bucket (the access documents are read on every request's
+  // path; the lifecycle and Object Lock ones on every GET and write, parsed). A read that
+  // overlapped such a commit is not cached: `configs_generation_` changed under it.
+  struct CachedConfigs {
+    std::vector<std::pair<std::string, std::string>> docs;  // kind → value
+    std::map<std::string, ParsedConfig> parsed;             // kind → GetParsedBucketConfig's
+  };
+  void ForgetBucketConfigs(const std::string& name);
+  std::mutex configs_mu_;  // guards configs_, configs_generation_
+  std::map<std::string, CachedConfigs> configs_;
+  uint64_t configs_generation_ = 0;
+
   std::mutex keys_mu_;  // guards keys_
   std::map<std::string, Credential> keys_;
 
@@ -723,13 +764,7 @@ Status StoreImpl::Init() {
   // Unlink what the last run had released but not yet deleted.
   {
     SOVAI_ASSIGN_OR_RETURN(base::Statement * st, writer_->Prep("SELECT data_id FROM garbage"));
-    std::vector<std::string> ids;
-    for (;;) {
-      SOVAI_ASSIGN_OR_RETURN(bool row, st->Step());
-      if (!row) break;
-      ids.push_back(st->ColumnText(0));
-    }
-    st->Reset();
+    SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> ids, FirstColumnOfEachRow(*st));
     for (const auto& id : ids) {
       (void)env.DeleteFile(DataPath(id));
       (void)env.DeleteFile(TmpPath(id));
@@ -1062,7 +1097,14 @@ S3Result<BucketInfo> StoreImpl::GetBucket(const std::string& name) {
   return it->second;
 }
 
+void StoreImpl::ForgetBucketConfigs(const std::string& name) {
+  std::lock_guard lock(configs_mu_);
+  configs_.erase(name);
+  ++configs_generation_;
+}
+
 void StoreImpl::CacheBucket(const std::string& name, std::optional<BucketInfo> info) {
+  ForgetBucketConfigs(name);  // a bucket made or deleted has none
   std::lock_guard lock(buckets_mu_);
   if (info) {
     buckets_[name] = std::move(*info);
@@ -1105,13 +1147,7 @@ S3Status StoreImpl::DeleteBucket(const std::string& name) {
                     tx.conn.Prep("SELECT data_id FROM parts WHERE upload_id IN (SELECT upload_id "
                                  "FROM uploads WHERE bucket = ?)"));
     parts->Bind(1, name);
-    std::vector<std::string> files;
-    for (;;) {
-      SOVAI_DB_ASSIGN(bool part, parts->Step());
-      if (!part) break;
-      files.push_back(parts->ColumnText(0));
-    }
-    parts->Reset();
+    SOVAI_DB_ASSIGN(std::vector<std::string> files, FirstColumnOfEachRow(*parts));
     for (const auto& id : files) SOVAI_S3_RETURN_IF_ERROR(DropFile(tx, id));
     for (const char* sql :
          {"DELETE FROM parts WHERE upload_id IN (SELECT upload_id FROM uploads WHERE bucket = ?)",
@@ -1146,16 +1182,66 @@ S3Status StoreImpl::SetVersioning(const std::string& bucket, Versioning state) {
 
 S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::string& bucket,
                                                                 const std::string& kind) {
-  return Read([&](Conn& c) -> S3Result<std::optional<std::string>> {
+  SOVAI_S3_ASSIGN_OR_RETURN(auto docs, GetBucketConfigs(bucket));  // cached
+  for (auto& [k, value] : docs) {
+    if (k == kind) return std::optional<std::string>(std::move(value));
+  }
+  return std::optional<std::string>();
+}
+
+S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketConfigs(
+    const std::string& bucket) {
+  using Configs = std::vector<std::pair<std::string, std::string>>;
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(configs_mu_);
+    if (auto it = configs_.find(bucket); it != configs_.end()) return it->second.docs;
+    generation = configs_generation_;
+  }
+  S3Result<Configs> read = Read([&](Conn& c) -> S3Result<Configs> {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
     (void)b;
     SOVAI_DB_ASSIGN(base::Statement * st,
-                    c.Prep("SELECT value FROM bucket_config WHERE bucket = ? AND kind = ?"));
-    st->Bind(1, bucket).Bind(2, kind);
-    SOVAI_DB_ASSIGN(bool row, st->Step());
-    if (!row) return std::optional<std::string>();
-    return std::optional<std::string>(st->ColumnText(0));
+                    c.Prep("SELECT kind, value FROM bucket_config WHERE bucket = ?"));
+    st->Bind(1, bucket);
+    Configs out;
+    for (;;) {
+      SOVAI_DB_ASSIGN(bool row, st->Step());
+      if (!row) break;
+      out.emplace_back(st->ColumnText(0), st->ColumnText(1));
+    }
+    return out;
   });
+  if (read.ok()) {
+    std::lock_guard lock(configs_mu_);
+    if (configs_generation_ == generation) configs_[bucket] = CachedConfigs{.docs = *read};
+  }
+  return read;
+}
+
+S3Result<Store::ParsedConfig> StoreImpl::GetParsedBucketConfig(const std::string& bucket,
+                                                               const std::string& kind,
+                                                               const ConfigParser& parse) {
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(configs_mu_);
+    if (auto it = configs_.find(bucket); it != configs_.end()) {
+      if (auto p = it->second.parsed.find(kind); p != it->second.parsed.end()) return p->second;
+    }
+    generation = configs_generation_;
+  }
+  SOVAI_S3_ASSIGN_OR_RETURN(auto docs, GetBucketConfigs(bucket));
+  ParsedConfig parsed;
+  for (const auto& [k, value] : docs) {
+    if (k != kind) continue;
+    SOVAI_S3_ASSIGN_OR_RETURN(parsed, parse(value));
+    break;
+  }
+  std::lock_guard lock(configs_mu_);
+  if (auto it = configs_.find(bucket); it != configs_.end() && configs_generation_ == generation) {
+    it->second.parsed[kind] = parsed;
+  }
+  return parsed;
 }
 
 S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string& kind,
@@ -1175,6 +1261,7 @@ S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string
       st->Bind(1, bucket).Bind(2, kind);
       SOVAI_DB(st->Run());
     }
+    tx.after_commit.push_back([this, bucket] { ForgetBucketConfigs(bucket); });
     return std::nullopt;
   });
 }
@@ -1856,13 +1943,7 @@ S3Status StoreImpl::AbortUpload(const UploadInfo& upload) {
     SOVAI_DB_ASSIGN(base::Statement * sel,
                     tx.conn.Prep("SELECT data_id FROM parts WHERE upload_id = ?"));
     sel->Bind(1, upload.upload_id);
-    std::vector<std::string> ids;
-    for (;;) {
-      SOVAI_DB_ASSIGN(bool row, sel->Step());
-      if (!row) break;
-      ids.push_back(sel->ColumnText(0));
-    }
-    sel->Reset();
+    SOVAI_DB_ASSIGN(std::vector<std::string> ids, FirstColumnOfEachRow(*sel));
     SOVAI_DB_ASSIGN(base::Statement * del, tx.conn.Prep("DELETE FROM uploads WHERE upload_id = ?"));
     del->Bind(1, upload.upload_id);
     SOVAI_DB(del->Run());
@@ -1969,13 +2050,13 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
             .With("PartNumber", std::to_string(r.part_number))
             .With("ETag", r.etag);
       }
-      if (i + 1 < requested.size() && it->second.size < kMinPartSize) {
+      if (i + 1 < requested.size() && it->second.size < conditions.min_part_size) {
         return S3Error(S3Code::kEntityTooSmall,
                        "Your proposed upload is smaller than the minimum allowed object size: "
                        "every part but the last must be at least 5 MiB.")
             .With("PartNumber", std::to_string(r.part_number))
             .With("ProposedSize", std::to_string(it->second.size))
-            .With("MinSizeAllowed", std::to_string(kMinPartSize));
+            .With("MinSizeAllowed", std::to_string(conditions.min_part_size));
       }
       chosen.push_back(it->second);
       stored.erase(it);

@@ -81,6 +81,8 @@ struct ObjectMeta {
   std::vector<std::pair<std::string, std::string>> tags;
   std::string storage_class;  // "" = STANDARD
   ObjectLock lock;
+  // The object's ACL as acl.h's AclToJson; "" = its owner's FULL_CONTROL and nothing else.
+  std::string acl;
 };
 
 struct ObjectVersion {
@@ -127,6 +129,8 @@ struct StageOptions {
   bool allow_inline = true;
 };
 
+constexpr uint64_t kMinPartSize = 5ull << 20;
+
 struct PutOptions {
   std::string bucket;
   std::string key;
@@ -147,6 +151,9 @@ struct PutOptions {
   // (x-amz-mp-object-size) must be the sum of the parts: InvalidRequest.
   Checksums expected_checksums;
   std::optional<uint64_t> expected_size;
+  // CompleteUpload only: every part but the last must be at least this large (EntityTooSmall).
+  // S3's rule by default; the registry's chunked blob uploads take chunks of any size.
+  uint64_t min_part_size = kMinPartSize;
 };
 
 // Called inside a write's transaction with the version it would remove or replace; an error
@@ -257,7 +264,6 @@ struct StoreStats {
   uint64_t deleted_temp_files = 0;
 };
 
-constexpr uint64_t kMinPartSize = 5ull << 20;
 // How long a completed upload's answer is kept for retries (S3 keeps it for a while; clients
 // retry a CompleteMultipartUpload whose answer was lost within seconds or minutes).
 constexpr int64_t kCompletedUploadRetentionMicros = 24ll * 3600 * 1000 * 1000;
@@ -285,9 +291,34 @@ class Store {
   // Per-bucket documents (kind: "cors", "tagging", "policy"); nullopt when not set.
   virtual S3Result<std::optional<std::string>> GetBucketConfig(const std::string& bucket,
                                                                const std::string& kind) = 0;
+  // Every per-bucket document at once (one read for the authorization of a request).
+  virtual S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
+      const std::string& bucket) = 0;
   // nullopt deletes.
   virtual S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                                    std::optional<std::string> value) = 0;
+  // The parsed form of one per-bucket document, made by `parse` on first use and kept beside the
+  // cached documents, so it is forgotten with them on every change (the lifecycle rules are
+  // consulted on every GET, the Object Lock default on every write). nullptr when the bucket has
+  // no document of that kind. Parse errors are returned, never kept.
+  using ParsedConfig = std::shared_ptr<const void>;
+  using ConfigParser = std::function<S3Result<ParsedConfig>(std::string_view)>;
+  virtual S3Result<ParsedConfig> GetParsedBucketConfig(const std::string& bucket,
+                                                       const std::string& kind,
+                                                       const ConfigParser& parse) = 0;
+  template <class T>
+  S3Result<std::shared_ptr<const T>> GetParsedBucketConfig(const std::string& bucket,
+                                                           const std::string& kind,
+                                                           S3Result<T> (*parse)(std::string_view)) {
+    SOVAI_S3_ASSIGN_OR_RETURN(
+        ParsedConfig parsed,
+        GetParsedBucketConfig(bucket, kind,
+                              [parse](std::string_view doc) -> S3Result<ParsedConfig> {
+                                SOVAI_S3_ASSIGN_OR_RETURN(T value, parse(doc));
+                                return ParsedConfig(std::make_shared<const T>(std::move(value)));
+                              }));
+    return std::static_pointer_cast<const T>(parsed);
+  }
 
   // --- Objects ---
   virtual S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) = 0;
@@ -316,6 +347,10 @@ class Store {
       const std::string& bucket, const std::string& key,
       const std::optional<std::string>& version_id,
       std::vector<std::pair<std::string, std::string>> tags) = 0;
+  // Replaces the ACL (ObjectMeta::acl) of a version (latest when version_id is nullopt).
+  virtual S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
+                                               const std::optional<std::string>& version_id,
+                                               std::string acl) = 0;
   virtual S3Result<ListResult> List(const std::string& bucket, const ListOptions& options) = 0;
   virtual S3Result<ListVersionsResult> ListVersions(const std::string& bucket,
                                                     const ListVersionsOptions& options) = 0;

@@ -17,22 +17,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class StringBody final : public net::BodyReader {
- public:
-  explicit StringBody(std::string data, size_t piece = 7919)
-      : data_(std::move(data)), piece_(piece) {}
-  base::Result<size_t> Read(char* buf, size_t n) override {
-    n = std::min({n, piece_, data_.size() - pos_});
-    std::memcpy(buf, data_.data() + pos_, n);
-    pos_ += n;
-    return n;
-  }
-
- private:
-  std::string data_;
-  size_t piece_;
-  size_t pos_ = 0;
-};
+// Bodies are read in pieces of an odd size, so that reads straddle every boundary.
+constexpr size_t kBodyPieceBytes = 7919;
 
 // A body that fails after some bytes, like a client that disconnects.
 class FailingBody final : public net::BodyReader {
@@ -84,7 +70,7 @@ class StoreTest : public ::testing::Test {
 
   S3Result<ObjectVersion> PutBytes(const std::string& key, const std::string& data,
                                    PutOptions o = {}, uint32_t checksums = 0) {
-    StringBody body(data);
+    net::StringBodyReader body(data, kBodyPieceBytes);
     auto staged = store_->Stage(body, {.checksums = checksums});
     if (!staged.ok()) return staged.error();
     o.bucket = o.bucket.empty() ? "b" : o.bucket;
@@ -183,6 +169,34 @@ TEST_F(StoreTest, MetadataRoundTrips) {
   auto t = store_->SetTags("b", "k", std::nullopt, {{"a", "1"}});
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(store_->Head("b", "k", std::nullopt)->meta.tags.size(), 1u);
+}
+
+// The access documents are read from memory after the first read; every change, a deleted and
+// re-created bucket, and a reopened store see the database's value.
+TEST_F(StoreTest, BucketConfigsAndObjectAclsPersist) {
+  using Configs = std::vector<std::pair<std::string, std::string>>;
+  ASSERT_EQ(*store_->GetBucketConfigs("b"), Configs{});
+  ASSERT_FALSE(store_->SetBucketConfig("b", "acl", "{\"owner\":\"alice\"}").has_value());
+  ASSERT_FALSE(store_->SetBucketConfig("b", "policy", "{}").has_value());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"),
+            (Configs{{"acl", "{\"owner\":\"alice\"}"}, {"policy", "{}"}}));
+  ASSERT_FALSE(store_->SetBucketConfig("b", "policy", std::nullopt).has_value());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), (Configs{{"acl", "{\"owner\":\"alice\"}"}}));
+  EXPECT_EQ(store_->GetBucketConfigs("nope").error().code, S3Code::kNoSuchBucket);
+
+  ASSERT_TRUE(PutBytes("k", "x").ok());
+  auto set = store_->SetObjectAcl("b", "k", std::nullopt, "{\"grants\":[]}");
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->meta.acl, "{\"grants\":[]}");
+  Reopen();
+  EXPECT_EQ(store_->Head("b", "k", std::nullopt)->meta.acl, "{\"grants\":[]}");
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), (Configs{{"acl", "{\"owner\":\"alice\"}"}}));
+  EXPECT_EQ(store_->SetObjectAcl("b", "missing", std::nullopt, "").error().code,
+            S3Code::kNoSuchKey);
+  ASSERT_TRUE(store_->Delete("b", "k", std::nullopt).ok());
+  ASSERT_FALSE(store_->DeleteBucket("b").has_value());
+  ASSERT_TRUE(store_->CreateBucket("b", "bob").ok());
+  EXPECT_EQ(*store_->GetBucketConfigs("b"), Configs{}) << "a new bucket inherits nothing";
 }
 
 TEST_F(StoreTest, OverwriteReleasesTheOldFile) {
@@ -371,7 +385,7 @@ TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
   int n = 0;
   for (const std::string* p : {&p1, &p2, &p3}) {
     ++n;
-    StringBody body(*p, 1 << 20);
+    net::StringBodyReader body(*p, 1 << 20);
     auto staged = store_->Stage(body, {.checksums = kCrc32, .allow_inline = false});
     ASSERT_TRUE(staged.ok());
     Checksums c = staged->checksums;
@@ -404,7 +418,7 @@ TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
   n = 0;
   for (const std::string* p : {&p1, &p3, &p2}) {  // a small part in the middle
     ++n;
-    StringBody body(*p);
+    net::StringBodyReader body(*p, kBodyPieceBytes);
     auto staged = store_->Stage(body, {.allow_inline = false});
     auto part = store_->UploadPart(*up2, n, std::move(*staged), {});
     complete.push_back({n, part->etag});
@@ -412,7 +426,7 @@ TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
   }
   EXPECT_EQ(store_->CompleteUpload(*up2, complete, {}).error().code, S3Code::kEntityTooSmall);
   // Re-upload part 2 with a big body: the old part file is released.
-  StringBody body(p2);
+  net::StringBodyReader body(p2, kBodyPieceBytes);
   auto staged = store_->Stage(body, {.allow_inline = false});
   auto part2 = store_->UploadPart(*up2, 2, std::move(*staged), {});
   ASSERT_TRUE(part2.ok());
@@ -432,7 +446,7 @@ TEST_F(StoreTest, MultipartUploadAssemblesPartsWithoutCopying) {
 
 TEST_F(StoreTest, AbortReleasesParts) {
   auto up = store_->CreateUpload("b", "k", "alice", {}, "");
-  StringBody body(Pattern(1000, 3));
+  net::StringBodyReader body(Pattern(1000, 3), kBodyPieceBytes);
   auto staged = store_->Stage(body, {.allow_inline = false});
   ASSERT_TRUE(store_->UploadPart(*up, 1, std::move(*staged), {}).ok());
   EXPECT_EQ(FilesUnder("data"), 1u);
@@ -447,7 +461,7 @@ TEST_F(StoreTest, AbortReleasesParts) {
 TEST_F(StoreTest, DeleteBucketAbortsItsUploadsAndReleasesTheirParts) {
   auto up = store_->CreateUpload("b", "k", "alice", {}, "");
   ASSERT_TRUE(up.ok());
-  StringBody body(Pattern(1000, 3));
+  net::StringBodyReader body(Pattern(1000, 3), kBodyPieceBytes);
   auto staged = store_->Stage(body, {.allow_inline = false});
   ASSERT_TRUE(store_->UploadPart(*up, 1, std::move(*staged), {}).ok());
   EXPECT_EQ(FilesUnder("data"), 1u);
@@ -465,7 +479,7 @@ TEST_F(StoreTest, DeleteBucketAbortsItsUploadsAndReleasesTheirParts) {
 TEST_F(StoreTest, CompletedUploadsAreRememberedAndDeclarationsChecked) {
   auto up = store_->CreateUpload("b", "k", "alice", {}, "SHA256");
   ASSERT_TRUE(up.ok());
-  StringBody body(Pattern(1000, 3));
+  net::StringBodyReader body(Pattern(1000, 3), kBodyPieceBytes);
   auto staged = store_->Stage(body, {.checksums = kSha256, .allow_inline = false});
   ASSERT_TRUE(staged.ok());
   Checksums part_sums = staged->checksums;
@@ -509,7 +523,7 @@ TEST_F(StoreTest, FailedBodyLeavesNothingBehind) {
   auto staged = store_->Stage(body, {});
   ASSERT_FALSE(staged.ok());
   EXPECT_EQ(staged.error().code, S3Code::kIncompleteBody);
-  StringBody big(Pattern(300, 1));
+  net::StringBodyReader big(Pattern(300, 1), kBodyPieceBytes);
   auto too_big = store_->Stage(big, {.max_size = 100});
   EXPECT_EQ(too_big.error().code, S3Code::kEntityTooLarge);
   EXPECT_EQ(FilesUnder("tmp"), 0u);

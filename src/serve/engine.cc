@@ -1,6 +1,7 @@
 #include "serve/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <set>
@@ -78,6 +79,18 @@ struct Engine::Sequence {
   int64_t min_tokens = 0;  // until then, stop_tokens cannot be drawn
   int64_t max_tokens = 0;
   bool first_chunk = true;
+
+  // A prompt of a pooling request (then generation, sampler and decoder are unset).
+  std::shared_ptr<PoolingJob> pooling_job;
+  size_t prompt_index = 0;
+  PoolingRequest::Output output = PoolingRequest::Output::kEmbedding;
+  int32_t yes_token = -1, no_token = -1;
+  std::vector<double> pool_sum;  // mean: the sum of the rows so far; cls: the first row
+  int64_t pooled_rows = 0;
+
+  bool cancelled() const {
+    return pooling_job ? pooling_job->cancelled_.load() : generation->cancelled_.load();
+  }
 };
 
 bool Generation::Wait(std::vector<ChoiceDelta>& deltas, std::chrono::milliseconds timeout) {
@@ -124,6 +137,23 @@ GenerationUsage Generation::usage() const {
 Status Generation::error() const {
   std::lock_guard lock(mu_);
   return error_;
+}
+
+bool PoolingJob::Wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return remaining_ == 0 || !error_.ok(); });
+}
+
+void PoolingJob::Cancel() { cancelled_.store(true); }
+
+Status PoolingJob::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+std::vector<std::vector<float>> PoolingJob::outputs() const {
+  std::lock_guard lock(mu_);
+  return outputs_;
 }
 
 Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
@@ -176,6 +206,8 @@ Result<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& options) {
     if (auto id = engine->tokenizer_->TokenToId(*eos_text)) eos.insert(*id);
   }
   engine->eos_token_ids_.assign(eos.begin(), eos.end());
+  SOVAI_ASSIGN_OR_RETURN(engine->pooling_,
+                         model::ReadPoolingConfig(env, options.model_dir, dir.config.hidden_size));
 
   // The backend first: the model, the cache and the adapters live in its memory.
   if (options.make_backend) {
@@ -300,6 +332,15 @@ bool Engine::WaitIdle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return sequences_.empty(); });
 }
 
+Result<std::shared_ptr<Engine::LoadedAdapter>> Engine::FindAdapter(const std::string& name) const {
+  if (name.empty()) return std::shared_ptr<LoadedAdapter>();
+  auto it = adapters_.find(name);
+  if (it == adapters_.end()) {
+    return Status(StatusCode::kNotFound, "no adapter named '" + name + "'");
+  }
+  return it->second;
+}
+
 Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   if (request.n < 1) return Status(StatusCode::kInvalidArgument, "n must be at least 1");
   if (request.prompts.empty()) return Status(StatusCode::kInvalidArgument, "no prompt");
@@ -331,14 +372,7 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   }
 
   std::lock_guard lock(mu_);
-  std::shared_ptr<LoadedAdapter> adapter;
-  if (!request.adapter.empty()) {
-    auto it = adapters_.find(request.adapter);
-    if (it == adapters_.end()) {
-      return Status(StatusCode::kNotFound, "no adapter named '" + request.adapter + "'");
-    }
-    adapter = it->second;
-  }
+  SOVAI_ASSIGN_OR_RETURN(std::shared_ptr<LoadedAdapter> adapter, FindAdapter(request.adapter));
   std::vector<std::unique_ptr<Sequence>> created;
   for (int32_t choice = 0; choice < num_prompts * request.n; ++choice) {
     const int32_t i = choice % request.n;  // of its prompt
@@ -385,6 +419,56 @@ Result<std::shared_ptr<Generation>> Engine::Submit(GenerationRequest request) {
   return generation;
 }
 
+Result<std::shared_ptr<PoolingJob>> Engine::SubmitPooling(PoolingRequest request) {
+  if (request.prompts.empty()) return Status(StatusCode::kInvalidArgument, "no prompt");
+  const bool score = request.output == PoolingRequest::Output::kYesNoScore;
+  if (!score && !pooling_) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "the model has no pooling (modules.json): it is not an embedding model");
+  }
+  if (score) {
+    for (int32_t t : {request.yes_token, request.no_token}) {
+      if (t < 0 || t >= config_.vocab_size) {
+        return Status(StatusCode::kInvalidArgument,
+                      "the yes/no token " + std::to_string(t) + " is outside the vocabulary");
+      }
+    }
+  }
+  auto job = std::make_shared<PoolingJob>();
+  job->outputs_.resize(request.prompts.size());
+  job->remaining_ = request.prompts.size();
+  for (const std::vector<int32_t>& prompt : request.prompts) {
+    job->prompt_tokens_ += static_cast<int64_t>(prompt.size());
+  }
+  // Mean and first-token pooling read every prompt token's hidden state: no cached prefix.
+  const bool every_row = !score && pooling_->pooling != model::Pooling::kLastToken;
+
+  std::lock_guard lock(mu_);
+  SOVAI_ASSIGN_OR_RETURN(std::shared_ptr<LoadedAdapter> adapter, FindAdapter(request.adapter));
+  const uint64_t adapter_key = adapter ? adapter->info.content_hash : 0;
+  std::vector<std::unique_ptr<Sequence>> created;
+  for (size_t p = 0; p < request.prompts.size(); ++p) {
+    auto seq = std::make_unique<Sequence>();
+    seq->id = next_id_++;
+    seq->adapter = adapter;
+    seq->pooling_job = job;
+    seq->prompt_index = p;
+    seq->output = request.output;
+    seq->yes_token = request.yes_token;
+    seq->no_token = request.no_token;
+    Status added = scheduler_->Add(seq->id, request.prompts[p], 0, adapter_key,
+                                   {.prefill_only = true, .reuse_prefix = !every_row});
+    if (!added.ok()) {
+      for (const auto& done : created) scheduler_->Remove(done->id);
+      return added;
+    }
+    created.push_back(std::move(seq));
+  }
+  for (auto& seq : created) sequences_[seq->id] = std::move(seq);
+  work_cv_.notify_one();
+  return job;
+}
+
 void Engine::Loop() {
   for (;;) {
     {
@@ -399,7 +483,71 @@ void Engine::Loop() {
   }
 }
 
+void Engine::FinishPooling(Sequence& seq, std::optional<std::vector<float>> output) {
+  PoolingJob& job = *seq.pooling_job;
+  {
+    std::lock_guard jlock(job.mu_);
+    if (output) {
+      job.outputs_[seq.prompt_index] = std::move(*output);
+      --job.remaining_;
+    } else if (job.error_.ok()) {
+      job.error_ = Status(StatusCode::kAborted, "the request was cancelled");
+    }
+  }
+  job.cv_.notify_all();
+  scheduler_->Remove(seq.id);
+  (output ? stats_.pooled_prompts : stats_.finished_abort) += 1;
+  sequences_.erase(seq.id);  // destroys seq
+  if (sequences_.empty()) idle_cv_.notify_all();
+}
+
+void Engine::PoolChunk(Sequence& seq, const ScheduledChunk& chunk, std::span<const float> hidden,
+                       std::span<const float> logits) {
+  const auto c = static_cast<size_t>(config_.hidden_size);
+  stats_.prompt_tokens += static_cast<int64_t>(chunk.tokens.size());
+  if (seq.output == PoolingRequest::Output::kYesNoScore) {
+    if (!chunk.produces_token) return;
+    // Qwen3-Reranker's score: softmax over the pair (no, yes), the probability of "yes".
+    const double yes = logits[static_cast<size_t>(seq.yes_token)];
+    const double no = logits[static_cast<size_t>(seq.no_token)];
+    FinishPooling(seq, std::vector<float>{static_cast<float>(1.0 / (1.0 + std::exp(no - yes)))});
+    return;
+  }
+  switch (pooling_->pooling) {
+    case model::Pooling::kLastToken:
+      break;
+    case model::Pooling::kMean:
+      // A preempted sequence starts again from position 0: so does its sum.
+      if (chunk.start_position == 0) {
+        seq.pool_sum.assign(c, 0.0);
+        seq.pooled_rows = 0;
+      }
+      for (size_t r = 0; r < hidden.size() / c; ++r) {
+        for (size_t k = 0; k < c; ++k) seq.pool_sum[k] += hidden[r * c + k];
+      }
+      seq.pooled_rows += static_cast<int64_t>(hidden.size() / c);
+      break;
+    case model::Pooling::kCls:
+      if (chunk.start_position == 0) seq.pool_sum.assign(hidden.begin(), hidden.begin() + c);
+      break;
+  }
+  if (!chunk.produces_token) return;
+  std::vector<float> pooled(c);
+  if (pooling_->pooling == model::Pooling::kLastToken) {
+    std::copy(hidden.end() - static_cast<std::ptrdiff_t>(c), hidden.end(), pooled.begin());
+  } else {
+    const double divisor =
+        pooling_->pooling == model::Pooling::kMean ? static_cast<double>(seq.pooled_rows) : 1.0;
+    for (size_t k = 0; k < c; ++k) pooled[k] = static_cast<float>(seq.pool_sum[k] / divisor);
+  }
+  FinishPooling(seq, std::move(pooled));
+}
+
 void Engine::Finish(Sequence& seq, FinishReason reason) {
+  if (seq.pooling_job) {
+    FinishPooling(seq, std::nullopt);
+    return;
+  }
   Generation& g = *seq.generation;
   {
     std::lock_guard glock(g.mu_);
@@ -419,6 +567,24 @@ void Engine::Finish(Sequence& seq, FinishReason reason) {
   if (sequences_.empty()) idle_cv_.notify_all();
 }
 
+model::InferenceSequence Engine::InputOf(const Sequence& seq, const ScheduledChunk& chunk) const {
+  model::InferenceSequence input{.tokens = chunk.tokens,
+                                 .start = chunk.start_position,
+                                 .block_table = chunk.block_table,
+                                 .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
+                                 .want_logits = chunk.produces_token};
+  if (seq.pooling_job && seq.output == PoolingRequest::Output::kEmbedding) {
+    // An embedding reads hidden states, never logits: the last one, or every one.
+    input.want_logits = false;
+    if (pooling_->pooling == model::Pooling::kLastToken) {
+      input.hidden = chunk.produces_token ? model::HiddenOutput::kLast : model::HiddenOutput::kNone;
+    } else if (pooling_->pooling == model::Pooling::kMean || chunk.start_position == 0) {
+      input.hidden = model::HiddenOutput::kAll;
+    }
+  }
+  return input;
+}
+
 bool Engine::Step() {
   StepPlan plan;
   std::vector<model::InferenceSequence> inputs;
@@ -426,19 +592,13 @@ bool Engine::Step() {
     std::lock_guard lock(mu_);
     std::vector<Sequence*> cancelled;
     for (auto& [id, seq] : sequences_) {
-      if (seq->generation->cancelled_.load()) cancelled.push_back(seq.get());
+      if (seq->cancelled()) cancelled.push_back(seq.get());
     }
     for (Sequence* seq : cancelled) Finish(*seq, FinishReason::kAbort);
     plan = scheduler_->Schedule();
     if (plan.empty()) return false;
     for (const ScheduledChunk& chunk : plan.chunks) {
-      const Sequence& seq = *sequences_.at(chunk.id);
-      inputs.push_back(
-          model::InferenceSequence{.tokens = chunk.tokens,
-                                   .start = chunk.start_position,
-                                   .block_table = chunk.block_table,
-                                   .adapter = seq.adapter ? seq.adapter->weights.get() : nullptr,
-                                   .want_logits = chunk.produces_token});
+      inputs.push_back(InputOf(*sequences_.at(chunk.id), chunk));
     }
   }
   // Partial prefix-cache hits: the reused slots first (their sources are held until Complete).
@@ -448,7 +608,7 @@ bool Engine::Step() {
     cache_->CopyLeadingSlots(chunk.reuse_source, chunk.block_table[target], chunk.reused_positions);
   }
   // The forward pass runs without the lock: Submit and the API threads go on meanwhile.
-  const Status ran = model_->Infer(*backend_, *cache_, inputs, logits_);
+  const Status ran = model_->Infer(*backend_, *cache_, inputs, logits_, hidden_);
 
   std::lock_guard lock(mu_);
   if (ran.ok()) {
@@ -460,11 +620,39 @@ bool Engine::Step() {
   }
   ++stats_.steps;
   const int64_t vocab = config_.vocab_size;
-  int64_t row = 0;
-  for (const ScheduledChunk& chunk : plan.chunks) {
+  const auto c = static_cast<size_t>(config_.hidden_size);
+  int64_t next_logits_row = 0;
+  size_t next_hidden_row = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = plan.chunks[i];
+    // This chunk's rows of the step's logits and hidden states (model::LlamaModel::Infer).
+    const int64_t row = next_logits_row;
+    if (inputs[i].want_logits) ++next_logits_row;
+    const size_t hidden_row = next_hidden_row;
+    next_hidden_row += inputs[i].hidden == model::HiddenOutput::kAll    ? chunk.tokens.size()
+                       : inputs[i].hidden == model::HiddenOutput::kLast ? 1
+                                                                        : 0;
     auto it = sequences_.find(chunk.id);
     if (it == sequences_.end()) continue;
     Sequence& seq = *it->second;
+    if (seq.pooling_job) {
+      if (!ran.ok()) {
+        {
+          std::lock_guard jlock(seq.pooling_job->mu_);
+          seq.pooling_job->error_ = ran;
+        }
+        FinishPooling(seq, std::nullopt);
+        continue;
+      }
+      const std::span<const float> hidden = std::span<const float>(hidden_).subspan(
+          hidden_row * c, (next_hidden_row - hidden_row) * c);
+      const std::span<const float> logits =
+          inputs[i].want_logits ? std::span<const float>(logits_).subspan(
+                                      static_cast<size_t>(row * vocab), static_cast<size_t>(vocab))
+                                : std::span<const float>();
+      PoolChunk(seq, chunk, hidden, logits);
+      continue;
+    }
     Generation& g = *seq.generation;
     if (!chunk.produces_token || chunk.tokens.size() > 1) {
       stats_.prompt_tokens += static_cast<int64_t>(chunk.tokens.size());
@@ -486,7 +674,6 @@ bool Engine::Step() {
     }
     if (!chunk.produces_token) continue;
     std::span<float> logits(logits_.data() + row * vocab, static_cast<size_t>(vocab));
-    ++row;
     std::span<const uint8_t> allowed;
     if (seq.constraint) {
       seq.constraint->AllowedTokens(mask_);

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "model/chat_template.h"
 #include "model/llama.h"
 #include "model/model_config.h"
+#include "model/pooling_config.h"
 #include "model/tokenizer.h"
 #include "serve/json_constraint.h"
 #include "serve/request.h"
@@ -126,6 +128,31 @@ class Generation {
   std::atomic<bool> cancelled_{false};
 };
 
+// The outputs of one PoolingRequest, as the engine produces them.
+class PoolingJob {
+ public:
+  // Waits up to `timeout`; true once every prompt has its output or the job failed.
+  bool Wait(std::chrono::milliseconds timeout);
+  // Stops the prompts still running (the client went away) and frees their KV blocks.
+  void Cancel();
+  // Set when the engine failed the job after it was accepted.
+  base::Status error() const;
+  // Per prompt, in order: the pooled hidden state [hidden_size] (kEmbedding, not normalized) or
+  // {score} (kYesNoScore). Valid once Wait returned true without an error.
+  std::vector<std::vector<float>> outputs() const;
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  friend class Engine;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::vector<float>> outputs_;
+  size_t remaining_ = 0;  // prompts without an output yet
+  base::Status error_;
+  std::atomic<bool> cancelled_{false};
+  int64_t prompt_tokens_ = 0;
+};
+
 struct AdapterInfo {
   std::string name;
   std::string path;
@@ -140,13 +167,15 @@ struct EngineStats {
   int64_t finished_stop = 0;
   int64_t finished_length = 0;
   int64_t finished_abort = 0;  // cancelled (client gone) or failed
+  int64_t pooled_prompts = 0;  // prompts of pooling requests that produced their output
   int64_t steps = 0;
 };
 
 class Engine {
  public:
   // Loads the model directory (config.json, safetensors, tokenizer.json, tokenizer_config.json,
-  // generation_config.json) and the adapters, sizes the KV cache, and starts the loop thread.
+  // generation_config.json, and an embedding model's modules.json) and the adapters, sizes the KV
+  // cache, and starts the loop thread.
   static base::Result<std::unique_ptr<Engine>> Start(const EngineOptions& options);
   ~Engine();
 
@@ -157,10 +186,16 @@ class Engine {
   int64_t max_model_len() const { return max_model_len_; }
   // The end-of-sequence tokens (generation_config.json, config.json, the tokenizer's eos).
   const std::vector<int32_t>& eos_token_ids() const { return eos_token_ids_; }
+  // The pooling of an embedding model (modules.json); nullopt for other models.
+  const std::optional<model::PoolingConfig>& pooling() const { return pooling_; }
 
   // Queues a request. Errors: NotFound (unknown adapter), InvalidArgument (prompt too long for
   // the cache, bad schema), ResourceExhausted (the waiting queue is full: retry later).
   base::Result<std::shared_ptr<Generation>> Submit(GenerationRequest request);
+  // Queues a pooling request: each prompt a prefill-only sequence, batched with the other work.
+  // Errors: those of Submit, and FailedPrecondition for embeddings of a model without pooling,
+  // InvalidArgument for yes/no tokens outside the vocabulary.
+  base::Result<std::shared_ptr<PoolingJob>> SubmitPooling(PoolingRequest request);
 
   // Loads (or replaces) an adapter at run time. Errors: those of reading the adapter;
   // ResourceExhausted past kMaxAdapters; InvalidArgument for a name that is the base model's.
@@ -182,6 +217,17 @@ class Engine {
   // One scheduler step; false when there was nothing to do.
   bool Step();
   void Finish(Sequence& seq, FinishReason reason);
+  // What the model runs for `chunk` of `seq`: its tokens, and the logits or hidden states it
+  // needs (a generation's logits; an embedding's last or every hidden state; a score's logits).
+  model::InferenceSequence InputOf(const Sequence& seq, const ScheduledChunk& chunk) const;
+  // The loaded adapter `name` (nullptr for "": the base model); NotFound. Under the lock.
+  base::Result<std::shared_ptr<LoadedAdapter>> FindAdapter(const std::string& name) const;
+  // A pooling sequence's end: its output (nullopt: cancelled or failed) goes to its job.
+  void FinishPooling(Sequence& seq, std::optional<std::vector<float>> output);
+  // The step's outputs for a pooling sequence's chunk (`hidden`: its rows of the step's hidden
+  // states; `logits`: its logits row, when it asked for one). Under the lock.
+  void PoolChunk(Sequence& seq, const ScheduledChunk& chunk, std::span<const float> hidden,
+                 std::span<const float> logits);
 
   // Declared first, so destroyed last: every buffer of the model, the cache and the adapters
   // below is freed by it.
@@ -192,9 +238,11 @@ class Engine {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::ChatTemplate> chat_template_;
   std::vector<int32_t> eos_token_ids_;
+  std::optional<model::PoolingConfig> pooling_;
   std::unique_ptr<model::LlamaModel> model_;  // in backend_'s memory, as cache_ and the adapters
   std::unique_ptr<model::KvCache> cache_;
   std::vector<float> logits_;       // [S', V] of the latest step (loop thread only)
+  std::vector<float> hidden_;       // [H', C] of the latest step (loop thread only)
   std::vector<uint8_t> mask_;       // allowed tokens of a constrained sequence (loop thread only)
   SamplerScratch sampler_scratch_;  // loop thread only
   std::unique_ptr<TokenTable> token_table_;

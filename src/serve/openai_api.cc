@@ -345,45 +345,52 @@ std::optional<std::vector<int32_t>> ParseTokenIds(const Json& ids, std::string_v
   return out;
 }
 
-// `prompt`: a string, a list of token ids, or a batch: a list of strings or a list of token-id
-// lists (not mixed), at most kMaxPrompts.
-void ParsePrompt(const Json& body, OpenAiRequest& out, Reader& r) {
-  const Json* prompt = Find(body, "prompt");
-  if (prompt == nullptr) return r.Missing("prompt");
+// `prompt` (`param`): a string, a list of token ids, or a batch: a list of strings or a list of
+// token-id lists (not mixed), at most `max_prompts`.
+void ParsePromptValue(const Json* prompt, std::string_view param, size_t max_prompts,
+                      std::vector<CompletionPrompt>& out, Reader& r) {
+  if (prompt == nullptr) return r.Missing(param);
   constexpr std::string_view kExpected =
       "a string, a list of strings, a list of token ids, or a list of token-id lists";
   if (prompt->is_string()) {
-    out.prompts.push_back({.text = prompt->get<std::string>()});
+    out.push_back({.text = prompt->get<std::string>()});
     return;
   }
-  if (!prompt->is_array()) return r.WrongType("prompt", kExpected, *prompt);
-  if (prompt->empty()) return r.Fail("prompt", "'prompt' must not be an empty list.");
+  if (!prompt->is_array()) return r.WrongType(param, kExpected, *prompt);
+  if (prompt->empty())
+    return r.Fail(std::string(param), Quote(param) + " must not be an empty list.");
   const Json& first = prompt->front();
   if (first.is_number()) {
-    if (auto ids = ParseTokenIds(*prompt, "prompt", r)) out.prompts.push_back({.token_ids = ids});
+    if (auto ids = ParseTokenIds(*prompt, param, r)) out.push_back({.token_ids = ids});
     return;
   }
   if (!first.is_string() && !first.is_array()) {
-    return r.WrongType("prompt[0]", "a string, a token id or a list of token ids", first);
+    return r.WrongType(Indexed(param, 0), "a string, a token id or a list of token ids", first);
   }
-  if (prompt->size() > kMaxPrompts) {
-    return r.Fail("prompt", "'prompt' holds " + std::to_string(prompt->size()) +
-                                " prompts; at most " + std::to_string(kMaxPrompts) +
-                                " may be sent in one request.");
+  if (prompt->size() > max_prompts) {
+    return r.Fail(std::string(param), Quote(param) + " holds " + std::to_string(prompt->size()) +
+                                          " prompts; at most " + std::to_string(max_prompts) +
+                                          " may be sent in one request.");
   }
   for (size_t i = 0; i < prompt->size(); ++i) {
     const Json& item = (*prompt)[i];
-    const std::string param = Indexed("prompt", i);
+    const std::string item_param = Indexed(param, i);
     if (first.is_string()) {
-      if (!item.is_string()) return r.WrongType(param, "a string, as prompt[0]", item);
-      out.prompts.push_back({.text = item.get<std::string>()});
+      if (!item.is_string()) return r.WrongType(item_param, "a string, as the first item", item);
+      out.push_back({.text = item.get<std::string>()});
     } else {
-      if (!item.is_array()) return r.WrongType(param, "a list of token ids, as prompt[0]", item);
-      std::optional<std::vector<int32_t>> ids = ParseTokenIds(item, param, r);
+      if (!item.is_array()) {
+        return r.WrongType(item_param, "a list of token ids, as the first item", item);
+      }
+      std::optional<std::vector<int32_t>> ids = ParseTokenIds(item, item_param, r);
       if (!ids) return;
-      out.prompts.push_back({.token_ids = std::move(ids)});
+      out.push_back({.token_ids = std::move(ids)});
     }
   }
+}
+
+void ParsePrompt(const Json& body, OpenAiRequest& out, Reader& r) {
+  ParsePromptValue(Find(body, "prompt"), "prompt", kMaxPrompts, out.prompts, r);
 }
 
 // --- Generation fields ---
@@ -998,6 +1005,17 @@ ApiResult<std::string> RenderChatPrompt(const model::ChatTemplate& chat_template
   return std::move(text).value();
 }
 
+ApiResult<std::vector<CompletionPrompt>> ParsePromptBatch(const nlohmann::json* value,
+                                                          std::string_view param,
+                                                          size_t max_prompts) {
+  Reader r;
+  std::vector<CompletionPrompt> out;
+  ParsePromptValue(value != nullptr && value->is_null() ? nullptr : value, param, max_prompts, out,
+                   r);
+  if (r.failed()) return r.error();
+  return out;
+}
+
 std::optional<ApiError> TokenOutsideVocabulary(std::span<const int32_t> ids, int64_t vocab_size,
                                                const std::string& param) {
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -1252,6 +1270,8 @@ nlohmann::ordered_json ModelList(const std::vector<ModelCard>& models) {
                     {"root", m.root},
                     {"parent", m.parent.empty() ? OJson(nullptr) : OJson(m.parent)},
                     {"max_model_len", m.max_model_len}});
+    if (!m.kind.empty()) data.back()["kind"] = m.kind;
+    if (m.embedding_dimension > 0) data.back()["embedding_dimension"] = m.embedding_dimension;
   }
   return OJson{{"object", "list"}, {"data", std::move(data)}};
 }

@@ -269,6 +269,14 @@ struct ModelContext {
   int32_t vocab_size = 0;     // token ids must be below this
 };
 
+// A prompt field that may be a batch (completions' `prompt`, embeddings' `input`): a string, a
+// list of token ids, a list of strings or a list of token-id lists (not mixed), at most
+// `max_prompts`, each token-id list non-empty and at most kMaxPromptTokenIds. `value` nullptr or
+// null: missing. Errors are 400s naming `param` ("input[3]").
+ApiResult<std::vector<CompletionPrompt>> ParsePromptBatch(const nlohmann::json* value,
+                                                          std::string_view param,
+                                                          size_t max_prompts);
+
 // The first of `ids` outside [0, vocab_size), as a 400 on `param` that gives its position; nullopt
 // when they are all inside.
 std::optional<ApiError> TokenOutsideVocabulary(std::span<const int32_t> ids, int64_t vocab_size,
@@ -389,9 +397,11 @@ struct ModelCard {
   std::string root;    // base model: its path or repository; adapter: its path
   std::string parent;  // empty: null
   int64_t max_model_len = 0;
+  std::string kind;                 // "generate", "embedding", "reranker"; empty: left out
+  int64_t embedding_dimension = 0;  // embedding models; 0: left out
 };
 // {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "sovai", "root",
-// "parent", "max_model_len"}]}.
+// "parent", "max_model_len", "kind", "embedding_dimension"}]}.
 nlohmann::ordered_json ModelList(const std::vector<ModelCard>& models);
 
 // Serializes a response, chunk or error body without throwing: invalid UTF-8 (a token that ends

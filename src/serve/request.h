@@ -70,6 +70,21 @@ struct GenerationRequest {
   bool echo = false;  // completions: include the prompt text in the output
 };
 
+// A request whose prompts are only prefilled, one output each (POST /v1/embeddings, /v1/rerank):
+// no token is generated and no KV is kept for it afterwards (its full blocks stay in the prefix
+// cache, as any finished sequence's).
+struct PoolingRequest {
+  enum class Output : uint8_t {
+    kEmbedding,   // the model's pooling (model/pooling_config.h) of the final hidden states
+    kYesNoScore,  // P("yes") of the last token's logits over the pair {yes, no} (rerankers)
+  };
+  std::string adapter;  // empty: the base model
+  std::vector<std::vector<int32_t>> prompts;
+  Output output = Output::kEmbedding;
+  int32_t yes_token = -1;  // kYesNoScore: token ids inside the vocabulary
+  int32_t no_token = -1;
+};
+
 // Why a choice ended, as OpenAI spells it.
 enum class FinishReason : uint8_t {
   kNone,    // still running

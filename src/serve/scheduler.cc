@@ -39,6 +39,7 @@ struct Scheduler::Sequence {
   int64_t in_flight_tokens = 0;       // the chunk in the current plan; 0: not in it
   bool awaiting_token = false;        // its last chunk produced logits; AppendToken pending
   bool scheduled_before = false;      // cached_prompt_tokens already reported
+  bool reuse_prefix = true;           // SequenceOptions::reuse_prefix
 
   int64_t known() const { return static_cast<int64_t>(tokens.size()); }
   int64_t generated() const { return known() - prompt_len; }
@@ -77,12 +78,15 @@ base::Status Scheduler::ValidateOptions(const SchedulerOptions& o) {
 }
 
 base::Status Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t max_new_tokens,
-                            uint64_t adapter_key) {
+                            uint64_t adapter_key, SequenceOptions sequence_options) {
   const auto prompt_len = static_cast<int64_t>(prompt.size());
   if (prompt_len == 0) {
     return base::InvalidArgumentError("the prompt is empty: at least one token is needed");
   }
-  if (max_new_tokens < 1) {
+  if (sequence_options.prefill_only && max_new_tokens != 0) {
+    return base::InvalidArgumentError("a prefill-only sequence generates no tokens");
+  }
+  if (!sequence_options.prefill_only && max_new_tokens < 1) {
     return base::InvalidArgumentError("max_tokens is " + std::to_string(max_new_tokens) +
                                       ", must be at least 1");
   }
@@ -114,6 +118,7 @@ base::Status Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t 
   seq->tokens = std::move(prompt);
   seq->prompt_len = prompt_len;
   seq->max_new_tokens = max_new_tokens;
+  seq->reuse_prefix = sequence_options.reuse_prefix;
   seq->state = State::kWaiting;
   seq->waiting_pos = waiting_.insert(waiting_.end(), seq.get());
   sequences_.emplace(id, std::move(seq));
@@ -366,10 +371,11 @@ void Scheduler::Preempt(Sequence& seq) {
 
 bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
   const int64_t bs = options_.block_size;
+  const bool reuse = options_.enable_prefix_caching && seq.reuse_prefix;
   // The longest chain of cached blocks, leaving at least the last known token to compute.
   std::vector<BlockId> hits;
   int64_t hits_evictable = 0;  // hits that Acquire takes out of the allocatable pool
-  if (options_.enable_prefix_caching) {
+  if (reuse) {
     const int64_t max_hit_blocks = (seq.known() - 1) / bs;
     if (max_hit_blocks > 0) HashFullBlocks(seq);
     for (int64_t j = 0; j < max_hit_blocks; ++j) {
@@ -383,7 +389,7 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
     }
   }
   const auto num_hits = static_cast<int64_t>(hits.size());
-  if (options_.enable_prefix_caching && num_hits < (seq.known() - 1) / bs &&
+  if (reuse && num_hits < (seq.known() - 1) / bs &&
       BeingComputed(seq.block_hashes[num_hits], num_hits, seq.adapter_key)) {
     // A running sequence is computing the next block of this prefix (another choice of the same
     // request, a request with the same system prompt that came just before): wait for it and
@@ -395,7 +401,7 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
   // unless that cap stopped it).
   std::optional<PartialMatch> partial;
   const int64_t partial_limit = std::min(bs - 1, seq.known() - 1 - num_hits * bs);
-  if (options_.enable_prefix_caching && options_.reuse_partial_blocks && partial_limit > 0) {
+  if (reuse && options_.reuse_partial_blocks && partial_limit > 0) {
     const uint64_t prev = num_hits == 0 ? kRootHash : seq.block_hashes[num_hits - 1];
     partial = blocks_.LongestPartialMatch(
         prev, seq.adapter_key,
@@ -421,7 +427,7 @@ bool Scheduler::TryAdmit(Sequence& seq, int64_t budget, StepPlan& plan) {
   waiting_.erase(seq.waiting_pos);
   seq.state = State::kRunning;
   InsertRunning(seq);
-  if (options_.enable_prefix_caching) {
+  if (reuse) {
     prefix_queried_tokens_ += seq.known();
     prefix_hit_tokens_ += computed;
   }

@@ -112,6 +112,17 @@ struct SchedulerOptions {
 
 using SequenceId = uint64_t;
 
+// How a sequence is run (Add).
+struct SequenceOptions {
+  // A prompt that is only prefilled (embeddings, rerank scores): max_new_tokens is 0, its last
+  // chunk has produces_token set (the engine reads that step's outputs) and the engine Removes
+  // it then instead of calling AppendToken. Its KV blocks are released (full ones stay cached).
+  bool prefill_only = false;
+  // Reuse cached prefix blocks at admission. False when the engine needs every prompt token's
+  // output (mean pooling reads every hidden state): the whole prompt is computed.
+  bool reuse_prefix = true;
+};
+
 // What to feed the model for one sequence in one step.
 struct ScheduledChunk {
   SequenceId id = 0;
@@ -176,8 +187,10 @@ class Scheduler {
   //     run, waiting would not help);
   //   AlreadyExists: the id is in use (until Remove);
   //   ResourceExhausted: max_waiting sequences are already waiting (try again later: HTTP 429).
+  // With options.prefill_only, max_new_tokens must be 0 and the prompt alone is checked
+  // against the context and the cache.
   base::Status Add(SequenceId id, std::vector<int32_t> prompt, int64_t max_new_tokens,
-                   uint64_t adapter_key);
+                   uint64_t adapter_key, SequenceOptions options = {});
 
   // Forgets a sequence in any state (waiting, running, finished; mid-prefill or mid-step),
   // releasing its blocks (cached full blocks stay cached). Unknown ids are ignored.

@@ -1012,5 +1012,53 @@ TEST(SchedulerStressTest, RandomWorkloadKeepsInvariantsAndKvContent) {
   EXPECT_GT(total_finished, 100);
 }
 
+// Embedding and rerank prompts are prefilled only: the last chunk produces the outputs, the
+// engine removes the sequence, and its full blocks stay cached for later prompts. A sequence that
+// needs every token's output (mean pooling) reuses no cached prefix.
+TEST(SchedulerTest, PrefillOnlySequences) {
+  Scheduler s(Opts(16, 4, /*budget=*/6));
+  EXPECT_EQ(s.Add(1, Range(0, 9), 1, 0, {.prefill_only = true}).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.Add(1, Range(0, 9), 0, 0, {.prefill_only = true}).ok());
+  StepPlan first = s.Schedule();
+  ASSERT_EQ(first.chunks.size(), 1u);
+  EXPECT_EQ(first.chunks[0].tokens.size(), 6u);
+  EXPECT_FALSE(first.chunks[0].produces_token);
+  s.Complete(first);
+  StepPlan last = s.Schedule();
+  ASSERT_EQ(last.chunks.size(), 1u);
+  EXPECT_EQ(last.chunks[0].start_position, 6);
+  EXPECT_TRUE(last.chunks[0].produces_token);
+  s.Complete(last);
+  s.Remove(1);
+  s.CheckInvariants();
+  EXPECT_TRUE(s.Schedule().empty());
+
+  // The same prompt again reuses the two cached full blocks...
+  ASSERT_TRUE(s.Add(2, Range(0, 9), 0, 0, {.prefill_only = true}).ok());
+  StepPlan reused = s.Schedule();
+  ASSERT_EQ(reused.chunks.size(), 1u);
+  EXPECT_EQ(reused.chunks[0].cached_prompt_tokens, 8);
+  s.Complete(reused);
+  s.Remove(2);
+  // ...unless it must compute every token.
+  ASSERT_TRUE(s.Add(3, Range(0, 9), 0, 0, {.prefill_only = true, .reuse_prefix = false}).ok());
+  StepPlan whole = s.Schedule();
+  ASSERT_EQ(whole.chunks.size(), 1u);
+  EXPECT_EQ(whole.chunks[0].start_position, 0);
+  EXPECT_EQ(whole.chunks[0].cached_prompt_tokens, 0);
+  s.Complete(whole);
+  s.Remove(3);
+  s.CheckInvariants();
+
+  // A prompt of the whole context fits: nothing is generated after it.
+  SchedulerOptions small = Opts(16, 4);
+  small.max_model_len = 8;
+  Scheduler t(small);
+  EXPECT_TRUE(t.Add(1, Range(0, 8), 0, 0, {.prefill_only = true}).ok());
+  EXPECT_EQ(t.Add(2, Range(0, 9), 0, 0, {.prefill_only = true}).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace sovai::serve

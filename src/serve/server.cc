@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/time.h"
+#include "serve/internal/server_util.h"
 #include "serve/openai_api.h"
 
 namespace sovai::serve {
@@ -18,13 +19,8 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-net::Response ErrorResponse(const ApiError& error) {
-  net::Response response = net::Response::Json(error.status, SerializeJson(error.ToJson()));
-  if (error.status == 429) {
-    response.headers.Set("Retry-After", std::to_string(kRetryAfterSeconds));
-  }
-  return response;
-}
+using internal::ErrorResponse;
+using internal::Hex;
 
 // The server's error renderer: what net answers itself (an unknown route, a body over its limit,
 // a malformed head) reads like every other error of this API.
@@ -40,12 +36,6 @@ void RenderApiError(const net::Request*, net::Response& response) {
 struct Collected {
   std::vector<ChoiceResult> choices;
 };
-
-std::string Hex(uint64_t value) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
-  return buf;
-}
 
 }  // namespace
 
@@ -71,6 +61,11 @@ Result<std::unique_ptr<InferenceServer>> InferenceServer::Start(const ServeOptio
     std::lock_guard lock(self->load_mu_);
     if (engine.ok()) {
       self->engine_ = std::move(*engine);
+      // The task: as asked, or what the directory says (a pooling config: an embedding model).
+      self->task_ = self->options_.task;
+      if (self->task_ == ModelTask::kAuto) {
+        self->task_ = self->engine_->pooling() ? ModelTask::kEmbed : ModelTask::kGenerate;
+      }
       self->engine_ready_.store(true);
     } else {
       self->load_status_ = engine.status();
@@ -143,6 +138,20 @@ net::Router InferenceServer::MakeRouter() {
       },
       body_limit);
   router.Post(
+      "/v1/embeddings",
+      [this](net::Request& r) {
+        if (auto denied = Unauthorized(r)) return std::move(*denied);
+        return Embeddings(r);
+      },
+      body_limit);
+  router.Post(
+      "/v1/rerank",
+      [this](net::Request& r) {
+        if (auto denied = Unauthorized(r)) return std::move(*denied);
+        return Rerank(r);
+      },
+      body_limit);
+  router.Post(
       "/tokenize",
       [this](net::Request& r) {
         if (auto denied = Unauthorized(r)) return std::move(*denied);
@@ -169,21 +178,40 @@ net::Router InferenceServer::MakeRouter() {
   return router;
 }
 
+std::optional<ApiError> InferenceServer::ResolveModel(const Engine& engine,
+                                                      const std::string& model,
+                                                      std::string& adapter,
+                                                      std::string& adapter_hash) const {
+  adapter.clear();
+  adapter_hash = "base";
+  if (model == engine.served_model_name()) return std::nullopt;
+  std::optional<AdapterInfo> info = engine.Adapter(model);
+  if (!info) return ModelNotFoundError(model);
+  adapter = info->name;
+  adapter_hash = Hex(info->content_hash);
+  return std::nullopt;
+}
+
 net::Response InferenceServer::Models() {
   Engine* e = engine();
   if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
   std::vector<ModelCard> cards;
+  const int64_t dimension = task_ == ModelTask::kEmbed ? e->config().hidden_size : 0;
   cards.push_back(ModelCard{.id = e->served_model_name(),
                             .created = started_,
                             .root = options_.engine.model_dir,
                             .parent = "",
-                            .max_model_len = e->max_model_len()});
+                            .max_model_len = e->max_model_len(),
+                            .kind = ModelTaskKind(task_),
+                            .embedding_dimension = dimension});
   for (const AdapterInfo& adapter : e->Adapters()) {
     cards.push_back(ModelCard{.id = adapter.name,
                               .created = started_,
                               .root = adapter.path,
                               .parent = e->served_model_name(),
-                              .max_model_len = e->max_model_len()});
+                              .max_model_len = e->max_model_len(),
+                              .kind = ModelTaskKind(task_),
+                              .embedding_dimension = dimension});
   }
   return net::Response::Json(200, SerializeJson(ModelList(cards)));
 }
@@ -318,6 +346,9 @@ net::Response InferenceServer::Metrics() {
     RenderMetric("sovai_serve_request_success_length_total", "counter",
                  "Choices that ended with finish_reason length.",
                  static_cast<double>(s.finished_length), out);
+    RenderMetric("sovai_serve_pooled_prompts_total", "counter",
+                 "Embedding inputs and rerank documents that produced their output.",
+                 static_cast<double>(s.pooled_prompts), out);
     RenderMetric("sovai_serve_request_aborted_total", "counter",
                  "Choices cancelled (the client went away) or failed.",
                  static_cast<double>(s.finished_abort), out);
@@ -331,6 +362,12 @@ net::Response InferenceServer::Metrics() {
     RenderMetric("sovai_serve_response_cache_bytes", "gauge", "Bytes held by the response cache.",
                  static_cast<double>(c.bytes), out);
   }
+  RenderMetric("sovai_serve_embedding_requests_total", "counter",
+               "POST /v1/embeddings requests answered 200.",
+               static_cast<double>(embedding_requests_.load()), out);
+  RenderMetric("sovai_serve_rerank_requests_total", "counter",
+               "POST /v1/rerank requests answered 200.",
+               static_cast<double>(rerank_requests_.load()), out);
   RenderMetric("sovai_serve_requests_rejected_total", "counter",
                "Requests refused because the queue was full.",
                static_cast<double>(rejected_.load()), out);
@@ -410,13 +447,15 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
                                          : ParseCompletionRequest(*body, parse_options);
   if (!parsed.ok()) return ErrorResponse(parsed.error());
 
-  std::string adapter;
-  std::string adapter_hash = "base";
-  if (parsed->model != e->served_model_name()) {
-    std::optional<AdapterInfo> info = e->Adapter(parsed->model);
-    if (!info) return ErrorResponse(ModelNotFoundError(parsed->model));
-    adapter = info->name;
-    adapter_hash = Hex(info->content_hash);
+  if (task_ == ModelTask::kEmbed) {
+    return ErrorResponse(InvalidRequestError(
+        "model", "The model `" + parsed->model +
+                     "` is an embedding model: it answers POST /v1/embeddings, not " +
+                     (chat ? "/v1/chat/completions." : "/v1/completions.")));
+  }
+  std::string adapter, adapter_hash;
+  if (auto unknown = ResolveModel(*e, parsed->model, adapter, adapter_hash)) {
+    return ErrorResponse(*unknown);
   }
 
   // The cache is keyed on the request itself, so a hit skips the template and the tokenizer.
@@ -467,14 +506,9 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
 
   auto submitted = e->Submit(std::move(*generation_request));
   if (!submitted.ok()) {
-    if (submitted.status().code() == StatusCode::kResourceExhausted) {
-      rejected_.fetch_add(1);
-      return ErrorResponse(QueueFullError(static_cast<size_t>(options_.engine.max_waiting)));
-    }
-    if (submitted.status().code() == StatusCode::kNotFound) {
-      return ErrorResponse(ModelNotFoundError(parsed->model));
-    }
-    return ErrorResponse(ApiErrorFromStatus(submitted.status()));
+    if (submitted.status().code() == StatusCode::kResourceExhausted) rejected_.fetch_add(1);
+    return ErrorResponse(
+        internal::SubmitError(submitted.status(), parsed->model, options_.engine.max_waiting));
   }
   std::shared_ptr<Generation> generation = std::move(*submitted);
 

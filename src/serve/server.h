@@ -16,8 +16,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,6 +27,7 @@
 #include "net/http.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
+#include "serve/openai_api.h"
 #include "serve/response_cache.h"
 
 namespace sovai::serve {
@@ -38,8 +41,24 @@ inline constexpr int kRetryAfterSeconds = 1;
 // Largest body of POST /v1/adapters ({"name", "path"}).
 inline constexpr uint64_t kMaxAdapterRequestBytes = 64 << 10;
 
+// What the served model answers (`--task`). kAuto: kEmbed when the model directory has a
+// sentence-transformers pooling (modules.json), else kGenerate.
+enum class ModelTask : uint8_t {
+  kAuto,
+  kGenerate,  // /v1/chat/completions, /v1/completions
+  kEmbed,     // /v1/embeddings (the model's pooling)
+  kRerank,    // /v1/rerank (yes/no logits, Qwen3-Reranker), and the completion routes
+};
+// "generate", "embedding", "reranker" (the `kind` of /v1/models); "auto" for kAuto.
+const char* ModelTaskKind(ModelTask task);
+
 struct ServeOptions {
   EngineOptions engine;
+  ModelTask task = ModelTask::kAuto;
+  // kRerank: the vocabulary's tokens whose logits answer "relevant" and "not relevant"
+  // (Qwen3-Reranker's "yes" and "no"; a byte-level vocabulary may hold only "Ġyes").
+  std::string rerank_yes_token = "yes";
+  std::string rerank_no_token = "no";
   std::string listen = "127.0.0.1:8000";
   size_t response_cache_bytes = kDefaultResponseCacheBytes;  // 0 disables the cache
   // When set, every /v1 request needs "Authorization: Bearer <api_key>" (401 otherwise).
@@ -65,6 +84,23 @@ class InferenceServer {
   net::Router MakeRouter();
   net::Response Generate(net::Request& request, bool chat);
   net::Response Models();
+  // POST /v1/embeddings and /v1/rerank (server_pooling.cc).
+  net::Response Embeddings(net::Request& request);
+  net::Response Rerank(net::Request& request);
+  // Runs a pooling request to its end and answers `render(outputs, prompt_tokens)`, through the
+  // response cache under `cache_key` when `cache_use` says so.
+  net::Response RunPooling(
+      Engine& engine, PoolingRequest request, const std::string& model,
+      base::ResponseCacheUse cache_use, std::string cache_key,
+      std::function<std::string(const std::vector<std::vector<float>>&, int64_t)> render);
+  // What the response cache may do for a pooling request (always cacheable, then its
+  // Cache-Control), and its answer from the cache when it may look up and holds one.
+  base::ResponseCacheUse PoolingCacheUse(base::CacheControl cache_control) const;
+  std::optional<net::Response> CachedAnswer(base::ResponseCacheUse use, const std::string& key);
+  // nullopt when `model` is served (the base model, or a loaded adapter: then `adapter` is its
+  // name and `adapter_hash` its content hash in hex; "base" for the base model), else the 404.
+  std::optional<ApiError> ResolveModel(const Engine& engine, const std::string& model,
+                                       std::string& adapter, std::string& adapter_hash) const;
   // vLLM's /tokenize and /detokenize, with the served model's tokenizer and chat template.
   net::Response Tokenize(net::Request& request);
   net::Response Detokenize(net::Request& request);
@@ -79,6 +115,7 @@ class InferenceServer {
   std::unique_ptr<net::Server> http_;
   std::unique_ptr<Engine> engine_;
   std::atomic<bool> engine_ready_{false};
+  ModelTask task_ = ModelTask::kGenerate;  // resolved before engine_ready_ is set
   std::mutex load_mu_;
   base::Status load_status_;
   bool load_done_ = false;
@@ -93,6 +130,8 @@ class InferenceServer {
       {0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}};
   Histogram e2e_{{0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 20, 40, 60}};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> embedding_requests_{0};
+  std::atomic<uint64_t> rerank_requests_{0};
 };
 
 }  // namespace sovai::serve

@@ -79,16 +79,23 @@ TEST_F(InferenceServerErrorsTest, BodyOverTheLimitByContentLengthIsAnOpenAiError
 
 TEST_F(InferenceServerErrorsTest, UnknownRoutesAndMethodsAreOpenAiErrors) {
   net::HttpClient client(Client());
-  auto missing = client.Post("/v1/embeddings", "{}");
+  auto missing = client.Post("/v1/audio/speech", "{}");
   ASSERT_TRUE(missing.ok()) << missing.status();
   nlohmann::json error = ExpectOpenAiError(*missing, 404, "invalid_request_error");
-  EXPECT_NE(error["message"].get<std::string>().find("/v1/embeddings"), std::string::npos);
+  EXPECT_NE(error["message"].get<std::string>().find("/v1/audio/speech"), std::string::npos);
   EXPECT_EQ(error["code"], nullptr);
 
   auto wrong_method = client.Get("/v1/chat/completions");
   ASSERT_TRUE(wrong_method.ok()) << wrong_method.status();
   ExpectOpenAiError(*wrong_method, 405, "invalid_request_error");
   EXPECT_EQ(wrong_method->headers.Get("Allow").value_or(""), "POST");
+
+  // The pooling routes exist, and answer 503 like the others while the model loads.
+  for (const char* path : {"/v1/embeddings", "/v1/rerank"}) {
+    auto loading = client.Post(path, R"({"model": "m", "input": "x"})");
+    ASSERT_TRUE(loading.ok()) << loading.status();
+    EXPECT_NE(loading->status, 404) << path;
+  }
 }
 
 TEST_F(InferenceServerErrorsTest, ALoadFailureIsA503OpenAiError) {

@@ -6,73 +6,9 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/utf8.h"
 
 namespace sovai::serve {
-namespace {
-
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// Decodes `bytes` as the WHATWG UTF-8 decoder does (invalid bytes become U+FFFD, one per maximal
-// subpart of an invalid sequence), appending the text to `out`. A trailing sequence that is
-// valid so far but incomplete is, unless `final`, left undecoded: returns how many bytes were
-// consumed. Decoding resumes at a lead byte, where the WHATWG decoder always starts afresh, so
-// decoding in pieces gives the same text as decoding the whole.
-size_t DecodeUtf8(std::string_view bytes, bool final, std::string* out) {
-  size_t i = 0;
-  while (i < bytes.size()) {
-    auto b = static_cast<uint8_t>(bytes[i]);
-    if (b < 0x80) {
-      out->push_back(static_cast<char>(b));
-      ++i;
-      continue;
-    }
-    // The number of continuation bytes, and the range of the first (which excludes overlongs,
-    // surrogates and code points above U+10FFFF).
-    size_t need = 0;
-    uint8_t lower = 0x80;
-    uint8_t upper = 0xBF;
-    if (b >= 0xC2 && b <= 0xDF) {
-      need = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      need = 2;
-      if (b == 0xE0) lower = 0xA0;
-      if (b == 0xED) upper = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      need = 3;
-      if (b == 0xF0) lower = 0x90;
-      if (b == 0xF4) upper = 0x8F;
-    } else {
-      out->append(kReplacement);
-      ++i;
-      continue;
-    }
-    size_t k = 1;
-    for (; k <= need && i + k < bytes.size(); ++k) {
-      auto c = static_cast<uint8_t>(bytes[i + k]);
-      if (c < (k == 1 ? lower : 0x80) || c > (k == 1 ? upper : 0xBF)) break;
-    }
-    if (k > need) {
-      out->append(bytes.substr(i, need + 1));
-      i += need + 1;
-    } else if (i + k == bytes.size()) {
-      // Valid so far, cut by the end of the bytes.
-      if (!final) return i;
-      out->append(kReplacement);
-      return bytes.size();
-    } else {
-      out->append(kReplacement);  // the byte at i + k starts over
-      i += k;
-    }
-  }
-  return i;
-}
-
-bool IsValidUtf8(std::string_view text) {
-  std::string decoded;
-  return DecodeUtf8(text, /*final=*/true, &decoded) == text.size() && decoded == text;
-}
-
-}  // namespace
 
 TokenTable::TokenTable(const model::Tokenizer& tokenizer) {
   size_t n = tokenizer.vocab_size();
@@ -104,7 +40,7 @@ std::string_view TokenTable::Bytes(int32_t id) const {
 
 std::string TokenTable::TokenText(int32_t id) const {
   std::string text;
-  DecodeUtf8(Bytes(id), /*final=*/true, &text);
+  base::AppendUtf8Lossy(Bytes(id), /*final=*/true, &text);
   return text;
 }
 
@@ -122,7 +58,8 @@ base::Status ValidateStopStrings(std::span<const std::string> stop) {
                                         " bytes; the limit is " +
                                         std::to_string(kMaxStopStringBytes));
     }
-    if (!IsValidUtf8(stop[i])) return base::InvalidArgumentError(where + " is not valid UTF-8");
+    if (!base::IsValidUtf8(stop[i]))
+      return base::InvalidArgumentError(where + " is not valid UTF-8");
   }
   return base::Status::Ok();
 }
@@ -145,7 +82,7 @@ TextDelta IncrementalDecoder::Add(int32_t token) {
   }
   pending_bytes_ += table_->Bytes(token);
   std::string text;
-  size_t used = DecodeUtf8(pending_bytes_, /*final=*/false, &text);
+  size_t used = base::AppendUtf8Lossy(pending_bytes_, /*final=*/false, &text);
   pending_bytes_.erase(0, used);
   if (added_ <= options_.min_tokens) {
     delta.text = std::move(text);  // before min_tokens: no stop string can start here
@@ -160,7 +97,7 @@ TextDelta IncrementalDecoder::Finish() {
   finished_ = true;
   TextDelta delta;
   std::string text;
-  DecodeUtf8(pending_bytes_, /*final=*/true, &text);
+  base::AppendUtf8Lossy(pending_bytes_, /*final=*/true, &text);
   pending_bytes_.clear();
   Release(text, /*final=*/true, &delta);
   return delta;

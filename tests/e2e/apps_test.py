@@ -200,6 +200,37 @@ class AppsTest(unittest.TestCase):
         self.assertEqual(self.server.api("DELETE", "/v1/endpoints/tiny-chat")[0], 204)
         self.assertEqual(self.server.api("DELETE", "/v1/endpoints/tiny-chat")[0], 404)
 
+    def test_catalog_serves_an_embedding_model(self):
+        s3 = self.server.boto3_client()
+        embed_dir = os.path.join(REPO_ROOT, "models", "sovai-tiny-embed")
+        for root, _, files in os.walk(embed_dir):
+            for name in files:
+                path = os.path.join(root, name)
+                s3.upload_file(path, "apps", "embed/" + os.path.relpath(path, embed_dir))
+        out = self.sovai("endpoint", "add", "--name", "tiny-embed", "--model", LOC + "/embed",
+                         "--task", "embed", "--flavor", "ai1-1-cpu")
+        endpoint = self.server.api("GET", "/v1/endpoints")[1]["items"][0]
+        self.assertEqual(endpoint["name"], "tiny-embed", out.stdout)
+        self.addCleanup(self.wait_app_gone, endpoint["app"])
+        self.addCleanup(self.server.api, "DELETE", "/v1/endpoints/tiny-embed")
+        deadline = time.time() + 180
+        while self.server.api("GET", "/v1/endpoints")[1]["items"][0].get("ready_replicas", 0) < 1:
+            self.assertLess(time.time(), deadline, self.server.server_log())
+            time.sleep(0.25)
+        body = {"model": "tiny-embed", "input": ["the quick brown fox", "a lazy dog"]}
+        status, first = self.server.api("POST", "/v1/embeddings", body, token=self.token())
+        self.assertEqual(status, 200, first)
+        self.assertEqual([len(d["embedding"]) for d in first["data"]], [256, 256])
+        self.assertGreater(first["usage"]["prompt_tokens"], 2)
+        status, again = self.server.api("POST", "/v1/embeddings", body, token=self.token())
+        self.assertEqual((status, again), (200, first))
+        status, error = self.server.api("POST", "/v1/rerank", {
+            "model": "tiny-embed", "query": "q", "documents": ["d"]}, token=self.token())
+        self.assertEqual((status, error["error"]["param"]), (400, "model"), error)
+        status, error = self.server.api("POST", "/v1/embeddings", {"model": "nope", "input": "x"},
+                                        token=self.token())
+        self.assertEqual(status, 404, error)
+
     def load(self, app, token, **kwargs):
         args = dict(base_url=app["url"] + "v1", model=app["name"], token=token, concurrency=4,
                     duration_ms=5000, max_tokens=16, stream=True)

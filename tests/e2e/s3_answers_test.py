@@ -181,11 +181,19 @@ class S3AnswersTest(unittest.TestCase):
                          ["ObjectLockConfiguration"]["ObjectLockEnabled"], "Enabled")
         self.s3.delete_bucket(Bucket=name)
 
-    def test_public_acls_grants_encryption_and_locks_are_refused_by_every_write(self):
+    def test_encryption_and_locks_are_refused_and_acls_disabled_by_every_write(self):
         copy = {"Bucket": self.bucket, "Key": "k"}
+        # A new bucket has ACLs disabled (BucketOwnerEnforced): exposures are refused, not ignored.
         for extra in [{"ACL": "public-read"}, {"GrantRead": 'uri="http://acs.amazonaws.com/'
-                                                            'groups/global/AllUsers"'},
-                      {"ServerSideEncryption": "AES256"}]:
+                                                            'groups/global/AllUsers"'}]:
+            for call, kwargs in [(self.s3.put_object, {"Body": b"x"}),
+                                 (self.s3.copy_object, {"CopySource": copy}),
+                                 (self.s3.create_multipart_upload, {})]:
+                with self.assertRaises(ClientError) as e:
+                    call(Bucket=self.bucket, Key="new", **kwargs, **extra)
+                self.assertEqual((status_of(e.exception), error_code(e.exception)),
+                                 (400, "AccessControlListNotSupported"))
+        for extra in [{"ServerSideEncryption": "AES256"}]:
             self.assert_not_implemented(self.s3.put_object, Bucket=self.bucket, Key="new",
                                         Body=b"x", **extra)
             self.assert_not_implemented(self.s3.copy_object, Bucket=self.bucket, Key="new",

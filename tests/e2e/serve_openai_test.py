@@ -60,10 +60,10 @@ def write_random_adapter(directory, seed, rank=8, scale=0.5):
 
 
 class ServeProcess:
-    def __init__(self, *extra):
+    def __init__(self, *extra, model_dir=MODEL_DIR):
         self.engine = os.environ["SOVAI_ENGINE"]
         self.proc = subprocess.Popen(
-            [self.engine, "serve", "--model", MODEL_DIR, "--listen", "127.0.0.1:0",
+            [self.engine, "serve", "--model", model_dir, "--listen", "127.0.0.1:0",
              "--threads", "2", *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()

@@ -98,6 +98,7 @@ class SovaiServer:
     def start(self):
         args = [SOVAI_BINARY, "server", "--data-dir", self.data_dir,
                 "--listen-api", "127.0.0.1:0", "--listen-s3", "127.0.0.1:0",
+                "--listen-registry", "127.0.0.1:0",
                 "--log-level", "warning"] + self.extra_args
         if self.tls:
             args += ["--s3-tls-cert", self.cert, "--s3-tls-key", self.key]
@@ -118,6 +119,7 @@ class SovaiServer:
             raise RuntimeError("sovai server did not start: " + self.server_log())
         self.api_url = info["api_url"]
         self.s3_url = info["s3_url"]
+        self.registry_url = info.get("registry_url", "")
         with open(os.path.join(self.data_dir, "admin.json")) as f:
             admin = json.load(f)
         self.access_key = admin["access_key_id"]

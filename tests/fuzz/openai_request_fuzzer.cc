@@ -1,5 +1,6 @@
-// libFuzzer target for the OpenAI request parser (src/serve/openai_api.h): the input is a request
-// body. Both endpoints' parsers must accept it or refuse it with a 400 naming what was wrong,
+// libFuzzer target for the OpenAI request parsers (src/serve/openai_api.h, pooling_api.h): the
+// input is a request body. Every endpoint's parser (chat, completions, embeddings, rerank) must
+// accept it or refuse it with a 400 naming what was wrong,
 // never crash; an accepted request must survive the steps that follow it on the server (the
 // canonical cache key and its JSON, the sampler's preconditions) and keep the documented bounds.
 //
@@ -8,10 +9,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/check.h"
 #include "base/json.h"
 #include "serve/openai_api.h"
+#include "serve/pooling_api.h"
 #include "serve/sampler.h"
 
 namespace {
@@ -64,6 +67,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (detokenize.ok()) {
     SOVAI_CHECK(detokenize->tokens.size() <= sovai::serve::kMaxPromptTokenIds);
     for (int32_t id : detokenize->tokens) SOVAI_CHECK(id >= 0) << id;
+  }
+  auto embedding = sovai::serve::ParseEmbeddingRequest(body);
+  CheckOther(embedding);
+  if (embedding.ok()) {
+    SOVAI_CHECK(!embedding->inputs.empty() &&
+                embedding->inputs.size() <= sovai::serve::kMaxEmbeddingInputs);
+    SOVAI_CHECK(!embedding->dimensions || *embedding->dimensions >= 1);
+    SOVAI_CHECK(sovai::serve::EmbeddingCacheKey(*embedding, "fuzz").size() == 64);
+  }
+  auto rerank = sovai::serve::ParseRerankRequest(body);
+  CheckOther(rerank);
+  if (rerank.ok()) {
+    SOVAI_CHECK(!rerank->documents.empty() &&
+                rerank->documents.size() <= sovai::serve::kMaxRerankDocuments);
+    SOVAI_CHECK(!rerank->top_n || *rerank->top_n >= 1);
+    SOVAI_CHECK(sovai::serve::RerankCacheKey(*rerank, "fuzz").size() == 64);
+    // The answer for any scores serializes and holds at most top_n results.
+    std::vector<float> scores(rerank->documents.size(), 0.5f);
+    const auto answer = sovai::serve::RerankResponse(*rerank, scores, 1);
+    SOVAI_CHECK(!sovai::serve::SerializeJson(answer).empty());
   }
   return 0;
 }

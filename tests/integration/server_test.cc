@@ -38,8 +38,9 @@ class ServerProcessTest : public ::testing::Test {
   base::Subprocess* StartServer(std::vector<std::string> extra = {},
                                 std::map<std::string, std::string> environment = {}) {
     base::SpawnOptions options;
-    options.argv = {SOVAI_BINARY,   "server",      "--data-dir",  data_dir_,
-                    "--listen-api", "127.0.0.1:0", "--listen-s3", "127.0.0.1:0"};
+    options.argv = {SOVAI_BINARY,        "server",      "--data-dir",  data_dir_,
+                    "--listen-api",      "127.0.0.1:0", "--listen-s3", "127.0.0.1:0",
+                    "--listen-registry", "127.0.0.1:0"};
     options.argv.insert(options.argv.end(), extra.begin(), extra.end());
     log_path_ = dir_ + "/server-" + std::to_string(servers_.size()) + ".log";
     options.stdout_spec = base::StdioSpec::File(log_path_);

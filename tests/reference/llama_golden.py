@@ -73,6 +73,15 @@ def rotate_half(x):
 
 
 def forward(cfg, W, lora, scale, batch):
+    """Logits [B*T, V]."""
+    x = hidden_states(cfg, W, lora, scale, batch)
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return (x @ head.T).view(batch["batch"] * batch["seq_len"], -1)
+
+
+def hidden_states(cfg, W, lora, scale, batch):
+    """The final hidden states [B, T, C], after the final norm (what the head and an embedding
+    model's pooling read)."""
     B, T = batch["batch"], batch["seq_len"]
     H, KV, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps = cfg["rms_norm_eps"]
@@ -121,9 +130,7 @@ def forward(cfg, W, lora, scale, batch):
         g = proj(p + "mlp.", "gate_proj", h)
         u = proj(p + "mlp.", "up_proj", h)
         x = x + proj(p + "mlp.", "down_proj", F.silu(g) * u)
-    x = rmsnorm(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
-    return (x @ head.T).view(B * T, -1)
+    return rmsnorm(x, W["model.norm.weight"], eps)
 
 
 def make_case(name, seed, model_type="llama", layers=2, hidden=32, heads=4, kv=2, ffn=48, vocab=61,

@@ -199,6 +199,22 @@ base::Result<Json> BuildScaleBody(const ScalingArgs& args) {
   return body;
 }
 
+namespace {
+
+// --task: what a model app's server serves the model for (docs/engine.md).
+base::Status AddTask(const std::string& task, bool has_model, Json& spec) {
+  if (task.empty()) return base::Status::Ok();
+  if (!has_model)
+    return InvalidArgumentError("--task needs --model (an image runs its own server)");
+  if (task != "generate" && task != "embed" && task != "rerank") {
+    return InvalidArgumentError("--task must be generate, embed or rerank, not '" + task + "'");
+  }
+  spec["task"] = task;
+  return base::Status::Ok();
+}
+
+}  // namespace
+
 base::Result<Json> BuildAppSpec(const AppRunArgs& args, const EnvVars& local_env) {
   Json spec = Json::object();
   SOVAI_RETURN_IF_ERROR(CheckAppName(args.name, "--name"));
@@ -215,6 +231,7 @@ base::Result<Json> BuildAppSpec(const AppRunArgs& args, const EnvVars& local_env
     return InvalidArgumentError("--base-model needs --model (the adapter trained on it)");
   }
   SOVAI_RETURN_IF_ERROR(AddModel(args.model, args.base_model, spec));
+  SOVAI_RETURN_IF_ERROR(AddTask(args.task, !args.model.empty(), spec));
   if (args.image.empty()) {
     if (args.port) return InvalidArgumentError("--port needs --image");
     if (!args.command.empty()) {
@@ -287,6 +304,7 @@ base::Result<Json> BuildEndpointBody(const EndpointAddArgs& args) {
     return InvalidArgumentError("missing --model bucket@REGION/prefix (the model to publish)");
   }
   SOVAI_RETURN_IF_ERROR(AddModel(args.model, args.base_model, body));
+  SOVAI_RETURN_IF_ERROR(AddTask(args.task, true, body));
 
   JobRunArgs shared;
   shared.flavor = args.flavor;

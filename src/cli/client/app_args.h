@@ -43,6 +43,7 @@ struct AppRunArgs {
   std::string name;
   std::string model;                 // --model bucket@REGION/prefix
   std::string base_model;            // --base-model bucket@REGION/prefix
+  std::string task;                  // --task generate|embed|rerank, with --model only
   std::string image;                 // --image
   std::vector<std::string> command;  // after '--', with --image only
   std::optional<int64_t> port;       // --port, with --image only
@@ -71,6 +72,7 @@ struct EndpointAddArgs {
   std::string name;
   std::string model;
   std::string base_model;
+  std::string task;    // --task generate|embed|rerank; "" = the engine decides
   std::string flavor;  // "" = kDefaultCpuFlavor (not allowed with --gpu)
   std::optional<int64_t> gpu_units;
   std::optional<int64_t> cpu_units;

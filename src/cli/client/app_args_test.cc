@@ -34,6 +34,23 @@ TEST(BuildAppSpecTest, AModelAppWithDefaults) {
   })"));
 }
 
+TEST(BuildAppSpecTest, TaskForEmbeddingAndRerankerModels) {
+  AppRunArgs args = ModelApp();
+  args.task = "embed";
+  auto spec = BuildAppSpec(args, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ((*spec)["task"], "embed");
+  args.task = "classify";
+  EXPECT_NE(RunError(args).find("--task must be"), std::string::npos);
+  EndpointAddArgs add;
+  add.name = "rerank";
+  add.model = "models@EU-WEST-LOCAL/qwen3-reranker";
+  add.task = "rerank";
+  auto body = BuildEndpointBody(add);
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ((*body)["task"], "rerank");
+}
+
 TEST(BuildAppSpecTest, EveryFlagLandsInItsField) {
   AppRunArgs args = ModelApp();
   args.model = "models@EU-WEST-LOCAL/adapters/support";

@@ -170,6 +170,10 @@ int RunAppRun(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("name", &run.name, "the app's name (a-z 0-9 -); clients send it as \"model\"", "NAME");
   f.String("model", &run.model, "model directory or PEFT adapter: bucket@REGION/prefix", "SOURCE");
   f.String("base-model", &run.base_model, "with an adapter --model: its base model", "SOURCE");
+  f.String("task", &run.task,
+           "with --model: generate, embed (/v1/embeddings) or rerank (/v1/rerank); default: "
+           "embed for an embedding model, else generate",
+           "TASK");
   f.String("image", &run.image, "instead of --model: oci:bucket@REGION/image.tar or sovai/shell",
            "IMAGE");
   f.Int("port", &port, "with --image: the port the app documents (default 8080)");
@@ -273,6 +277,7 @@ int RunAppGet(CommandContext& ctx, const std::vector<std::string>& args) {
   rows.emplace_back("URL", Str(*app, "url"));
   if (!Str(spec, "model").empty()) rows.emplace_back("Model", Str(spec, "model"));
   if (!Str(spec, "base_model").empty()) rows.emplace_back("Base model", Str(spec, "base_model"));
+  if (!Str(spec, "task").empty()) rows.emplace_back("Task", Str(spec, "task"));
   if (!Str(spec, "image").empty()) rows.emplace_back("Image", Str(spec, "image"));
   const Json& command = At(spec, "command");
   if (command.is_array() && !command.empty()) {
@@ -493,6 +498,10 @@ int RunEndpointAdd(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("name", &add.name, "the model name clients send (a-z 0-9 -)", "NAME");
   f.String("model", &add.model, "model directory or PEFT adapter: bucket@REGION/prefix", "SOURCE");
   f.String("base-model", &add.base_model, "with an adapter --model: its base model", "SOURCE");
+  f.String("task", &add.task,
+           "generate, embed (/v1/embeddings) or rerank (/v1/rerank); default: embed for an "
+           "embedding model, else generate",
+           "TASK");
   f.String("flavor", &add.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",
            "FLAVOR");
   f.Int("gpu", &gpu, "GPU flavor units per replica (needs --flavor)");

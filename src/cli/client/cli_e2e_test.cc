@@ -65,8 +65,9 @@ class CliE2eTest : public ::testing::Test {
     ASSERT_EQ(chmod(tmpl, 0711), 0);
     server_->dir = tmpl;
     base::SpawnOptions options;
-    options.argv = {SOVAI_BINARY,   "server",      "--data-dir",  Path("data"),
-                    "--listen-api", "127.0.0.1:0", "--listen-s3", "127.0.0.1:0"};
+    options.argv = {SOVAI_BINARY,        "server",      "--data-dir",  Path("data"),
+                    "--listen-api",      "127.0.0.1:0", "--listen-s3", "127.0.0.1:0",
+                    "--listen-registry", "127.0.0.1:0"};
     options.stdout_spec = base::StdioSpec::File(Path("server.log"));
     options.stderr_spec = base::StdioSpec::MergeWithStdout();
     auto process = base::Env::Default().Spawn(options);

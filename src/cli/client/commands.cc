@@ -8,6 +8,9 @@ namespace sovai::cli::client {
 
 // audit_commands.cc (outside the anonymous namespace: it is defined there, with external linkage)
 int RunAuditCommand(CommandContext& ctx, const std::vector<std::string>& args);
+// registry_commands.cc
+int RunRegistryCommand(CommandContext& ctx, const std::vector<std::string>& args);
+int RunImageCommand(CommandContext& ctx, const std::vector<std::string>& args);
 
 namespace {
 
@@ -27,6 +30,8 @@ constexpr TopCommand kCommands[] = {
     {"endpoint", "publish models in the OpenAI-compatible catalog", &RunEndpointCommand},
     {"notebook", "Jupyter notebooks with buckets mounted, behind the gateway", &RunNotebookCommand},
     {"bucket", "object storage: ls, mb, rb, cp, sync, rm", &RunBucketCommand},
+    {"image", "images in the server's registry: list, tags, delete", &RunImageCommand},
+    {"registry", "the OCI registry: login for podman/skopeo, gc", &RunRegistryCommand},
     {"datastore", "external S3 services the project's volumes mount", &RunDatastoreCommand},
     {"s3", "the S3 key for other clients: aws, rclone, s3cmd, boto3", &RunS3Command},
     {"billing", "what the project was billed: usage and monthly statements", &RunBillingCommand},

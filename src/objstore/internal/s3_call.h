@@ -11,6 +11,8 @@
 
 #include "base/status.h"
 #include "net/http.h"
+#include "objstore/acl.h"
+#include "objstore/iam_policy.h"
 #include "objstore/lifecycle.h"
 #include "objstore/object_lock.h"
 #include "objstore/s3_api.h"
@@ -70,6 +72,15 @@ void AddChecksumHeaders(net::Response& res, const Checksums& c);
 // <Owner><ID>user</ID><DisplayName>user</DisplayName></Owner> (or Initiator, Grantee).
 void WriteIdentity(XmlWriter& w, const char* element, const std::string& user);
 
+// A bucket's access documents (policy, ACL, Object Ownership, Public Access Block) as stored,
+// read in one go for a request's authorization.
+struct BucketAccess {
+  std::optional<std::string> policy;
+  std::optional<std::string> acl;
+  std::optional<std::string> ownership;
+  std::optional<std::string> public_access_block;
+};
+
 }  // namespace s3_call
 
 // --- One request ---------------------------------------------------------------------------------
@@ -91,9 +102,37 @@ class S3Api::Call {
   }
   S3Status ParseAddress();
   S3Status Authenticate();
-  // Authorizes `action` on the current bucket (and key, for object actions).
+  // --- Access control (s3_access.cc) ---
+  // Authorizes `action` on `bucket` (and `key`, for object actions): the admin; else the bucket
+  // policy's Deny; the bucket owner; the policy's Allow; the bucket's or object's ACL (unless
+  // BucketOwnerEnforced); with the Public Access Block applied to the last two.
   S3Status Authorize(const BucketInfo& bucket, std::string_view action, bool object_action,
                      const std::string& key);
+  bool IsAdmin() const;
+  S3Result<s3_call::BucketAccess> AccessOf(const std::string& bucket);
+  PolicyRequest PolicyRequestFor(const BucketInfo& bucket, std::string_view action,
+                                 bool object_action, const std::string& key,
+                                 std::string_view policy_text);
+  AclResolver Resolver();
+  // The ACL a write asks for (x-amz-acl or x-amz-grant-*) for a resource owned by `owner`,
+  // checked against the bucket's Object Ownership (AccessControlListNotSupported) and Public
+  // Access Block (AccessDenied); nullopt when it asks for none or ACLs are disabled.
+  S3Result<std::optional<Acl>> RequestedAcl(const BucketInfo& bucket, const std::string& owner,
+                                            bool object);
+  // Sets the owner of an object this request writes (the writer under ObjectWriter, else the
+  // bucket owner) and its ACL in `meta` (none copied from a source).
+  S3Status ApplyWriteAcl(const BucketInfo& bucket, std::string* owner, ObjectMeta* meta);
+  // CreateBucket: Object Ownership and ACL of the new bucket, checked before it is made.
+  struct NewBucketAccess {
+    std::string ownership;
+    std::optional<Acl> acl;
+  };
+  S3Result<NewBucketAccess> AccessForNewBucket();
+  // The bucket's first Object Ownership and ACL, stored by CreateBucket with the bucket itself.
+  void AddNewBucketAccess(const NewBucketAccess& access, BucketSetup* setup);
+  // PutBucketPolicy: the policy parses for this bucket and, under BlockPublicPolicy, is not
+  // public.
+  S3Status CheckNewPolicy(std::string_view text);
   S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
   // Whether the listing asks for encoding-type=url; InvalidArgument for any other value.
   S3Result<bool> UrlEncodingRequested() const;
@@ -109,10 +148,9 @@ class S3Api::Call {
       std::string_view md5, const Checksums& computed,
       const std::vector<std::pair<std::string, std::string>>& trailers, bool headers = true);
   // Refuses what asks for a protection or an exposure this server does not give, rather than
-  // ignore it: canned ACLs but private (and, on objects, bucket-owner-full-control, the same
-  // thing here), ACL grants, server-side encryption. NotImplemented. (Object Lock headers are
-  // applied, or refused on a bucket without it: LockForNewObject.)
-  S3Status RefuseUnsupportedProtections(bool object);
+  // ignore it: server-side encryption, Object Lock (NotImplemented); ACL headers on an operation
+  // that does not take them (`takes_acl` false: InvalidRequest).
+  S3Status RefuseUnsupportedProtections(bool takes_acl);
   // x-amz-checksum-* headers, trailers and announced algorithms this server cannot compute are
   // refused (InvalidRequest) instead of being left unverified.
   S3Status RefuseUnknownChecksums();
@@ -141,7 +179,10 @@ class S3Api::Call {
   net::Response GetObject(bool head);
   net::Response DeleteObject();
   net::Response ObjectTagging();
-  net::Response Acl(bool object);
+  net::Response AclOperation(bool object);  // Get/Put Bucket/Object Acl
+  net::Response OwnershipControls();
+  net::Response PublicAccessBlockConfig();
+  net::Response PolicyStatus();
   net::Response CreateUpload();
   net::Response UploadPart();
   net::Response CompleteUpload();
@@ -202,6 +243,8 @@ class S3Api::Call {
   AuthResult auth_;
   std::string user_;  // "" when anonymous
   std::optional<BucketInfo> bucket_info_;
+  // AccessOf(bucket_), read once.
+  std::optional<s3_call::BucketAccess> access_;
 };
 
 }  // namespace sovai::objstore
