@@ -100,6 +100,49 @@ uint64_t Crc64Nvme(std::string_view data, uint64_t crc) {
   return ~Update<uint64_t>(kCrc64NvmeTables, ~crc, Bytes(data), data.size());
 }
 
+namespace {
+
+// Polynomial arithmetic mod P in the reflected representation (the top bit is x^0), as zlib's
+// crc32_combine: crc(A+B) = crc(A) * x^(8 * len(B)) mod P, xor crc(B), with the pre/post
+// inversions cancelling out.
+template <typename T>
+T MultiplyModP(T a, T b, T reflected_poly) {
+  constexpr T kTop = T{1} << (sizeof(T) * 8 - 1);
+  T product = 0;
+  for (T m = kTop; m != 0; m >>= 1) {
+    if (a & m) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ reflected_poly : b >> 1;
+  }
+  return product;
+}
+
+template <typename T>
+T CombineCrc(T crc_a, T crc_b, uint64_t length_b, T reflected_poly) {
+  constexpr T kOne = T{1} << (sizeof(T) * 8 - 1);  // x^0
+  // x^(8 * length_b) by squaring: power holds x^(8 * 2^k).
+  T power = MultiplyModP<T>(kOne >> 8, kOne, reflected_poly);  // x^8
+  T shift = kOne;
+  for (uint64_t n = length_b; n != 0; n >>= 1) {
+    if (n & 1) shift = MultiplyModP<T>(power, shift, reflected_poly);
+    power = MultiplyModP<T>(power, power, reflected_poly);
+  }
+  return MultiplyModP<T>(shift, crc_a, reflected_poly) ^ crc_b;
+}
+
+}  // namespace
+
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return CombineCrc<uint32_t>(crc_a, crc_b, length_b, 0xEDB88320u);
+}
+
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return CombineCrc<uint32_t>(crc_a, crc_b, length_b, 0x82F63B78u);
+}
+
+uint64_t Crc64NvmeCombine(uint64_t crc_a, uint64_t crc_b, uint64_t length_b) {
+  return CombineCrc<uint64_t>(crc_a, crc_b, length_b, 0x9A6C9329AC4BC9B5ull);
+}
+
 std::string ToBigEndianBytes(uint32_t value) {
   std::string out(4, '\0');
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(value >> (24 - 8 * i));

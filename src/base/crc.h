@@ -25,6 +25,13 @@ uint32_t Crc32(std::string_view data, uint32_t crc = 0);
 uint32_t Crc32c(std::string_view data, uint32_t crc = 0);
 uint64_t Crc64Nvme(std::string_view data, uint64_t crc = 0);
 
+// The CRC of A followed by B, from CRC(A), CRC(B) and B's length in bytes (zlib's crc32_combine):
+// S3's full-object checksum of a multipart upload is made from its parts' CRCs this way, without
+// reading the parts again. O(log length_b).
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
+uint64_t Crc64NvmeCombine(uint64_t crc_a, uint64_t crc_b, uint64_t length_b);
+
 // The value as big-endian bytes (4 or 8), the form S3's x-amz-checksum-* headers base64-encode.
 std::string ToBigEndianBytes(uint32_t value);
 std::string ToBigEndianBytes(uint64_t value);

@@ -84,6 +84,20 @@ TEST(CrcTest, IncrementalEqualsOneShotOverRandomSplits) {
   }
 }
 
+TEST(CrcTest, CombineEqualsCrcOfTheConcatenation) {
+  std::mt19937 rng(7);
+  for (size_t len_a : {0u, 1u, 7u, 100u, 4096u}) {
+    for (size_t len_b : {0u, 1u, 8u, 33u, 70000u}) {
+      std::string a(len_a, '\0'), b(len_b, '\0');
+      for (char& c : a) c = static_cast<char>(rng());
+      for (char& c : b) c = static_cast<char>(rng());
+      EXPECT_EQ(Crc32Combine(Crc32(a), Crc32(b), b.size()), Crc32(a + b));
+      EXPECT_EQ(Crc32cCombine(Crc32c(a), Crc32c(b), b.size()), Crc32c(a + b));
+      EXPECT_EQ(Crc64NvmeCombine(Crc64Nvme(a), Crc64Nvme(b), b.size()), Crc64Nvme(a + b));
+    }
+  }
+}
+
 TEST(CrcTest, BigEndianBytes) {
   EXPECT_EQ(ToBigEndianBytes(uint32_t{0xE3069283}), std::string("\xE3\x06\x92\x83", 4));
   EXPECT_EQ(ToBigEndianBytes(uint64_t{0xAE8B14860A799888}),

@@ -84,12 +84,20 @@ std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
   return out;
 }
 
+namespace {
+
+void AppendCounter(std::string& out, const char* name, const char* help, uint64_t value) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+         " " + std::to_string(value) + "\n";
+}
+
+}  // namespace
+
 std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
                                      const objstore::S3ApiStats& api) {
   std::string out;
   auto counter = [&](const char* name, const char* help, uint64_t value) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
-           " " + std::to_string(value) + "\n";
+    AppendCounter(out, name, help, value);
   };
   counter("sovai_objstore_commit_batches_total", "Metadata transactions committed (group commits).",
           store.commit_batches);
@@ -116,6 +124,28 @@ std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
            objstore::PayloadModeName(mode) + "\"} " +
            std::to_string(api.payload_modes[mode].load()) + "\n";
   }
+  return out;
+}
+
+std::string RenderLifecycleMetrics(const objstore::LifecycleStats& s) {
+  std::string out;
+  auto counter = [&](const char* name, const char* help, uint64_t value) {
+    AppendCounter(out, name, help, value);
+  };
+  counter("sovai_s3_lifecycle_sweeps_total", "Applications of every bucket's lifecycle rules.",
+          s.sweeps.load());
+  counter("sovai_s3_lifecycle_expired_current_total",
+          "Current object versions expired by lifecycle rules.", s.expired_current.load());
+  counter("sovai_s3_lifecycle_expired_noncurrent_total",
+          "Noncurrent object versions removed by lifecycle rules.", s.expired_noncurrent.load());
+  counter("sovai_s3_lifecycle_removed_delete_markers_total",
+          "Expired delete markers removed by lifecycle rules.", s.removed_delete_markers.load());
+  counter("sovai_s3_lifecycle_aborted_uploads_total",
+          "Incomplete multipart uploads aborted by lifecycle rules.", s.aborted_uploads.load());
+  counter("sovai_s3_lifecycle_skipped_locked_total",
+          "Versions a lifecycle rule would remove, kept by Object Lock.", s.skipped_locked.load());
+  counter("sovai_s3_lifecycle_errors_total", "Lifecycle sweeps of a bucket that failed.",
+          s.errors.load());
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/http.h"
+#include "objstore/lifecycle_sweeper.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
 
@@ -23,6 +24,8 @@ std::string RenderPrometheusMetrics(std::string_view version, double uptime_s,
 // The object store's counters (commit batches, corruptions, recovery, auth failures, bytes).
 std::string RenderObjectStoreMetrics(const objstore::StoreStats& store,
                                      const objstore::S3ApiStats& api);
+// The lifecycle sweeper's counters (sovai_s3_lifecycle_*).
+std::string RenderLifecycleMetrics(const objstore::LifecycleStats& stats);
 
 // Escapes a label value: backslash, double quote and newline, as the format requires.
 std::string EscapeLabelValue(std::string_view value);

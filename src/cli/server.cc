@@ -41,6 +41,7 @@
 #include "gateway/notebook_gateway.h"
 #include "net/client.h"
 #include "net/http.h"
+#include "objstore/lifecycle_sweeper.h"
 #include "objstore/s3_api.h"
 #include "objstore/store.h"
 #include "panel/panel.h"
@@ -129,6 +130,8 @@ struct PlatformServer::Impl {
   // The store and its front end outlive the S3 listener that calls them.
   std::unique_ptr<objstore::Store> store;
   std::unique_ptr<objstore::S3Api> s3_api;
+  // Applies the buckets' lifecycle rules; stops before the store goes.
+  std::unique_ptr<objstore::LifecycleSweeper> lifecycle;
   // The control plane and the jobs outlive the API listener; jobs need the S3 listener.
   std::unique_ptr<StoreS3KeyIssuer> s3_key_issuer;
   std::unique_ptr<control::ControlPlane> control;
@@ -201,6 +204,7 @@ struct PlatformServer::Impl {
                  if (s3) stats.emplace_back("s3", s3->Stats());
                  std::string text = RenderPrometheusMetrics(Version(), UptimeSeconds(), stats);
                  if (store) text += RenderObjectStoreMetrics(store->Stats(), s3_api->stats());
+                 if (lifecycle) text += RenderLifecycleMetrics(lifecycle->stats());
                  if (app_gateway) text += app_gateway->RenderMetrics();
                  if (notebook_gateway) text += notebook_gateway->RenderMetrics();
                  if (audit_export) text += audit_export->RenderMetrics();
@@ -223,6 +227,21 @@ struct PlatformServer::Impl {
                             {"access_key_id", key->access_key},
                             {"secret_access_key", key->secret_key}};
       return net::Response::Json(201, base::DumpJson(out) + "\n");
+    });
+    // One application of every bucket's lifecycle rules, now (tests, operators).
+    router.Post("/internal/objstore/lifecycle/sweep", [this](net::Request& req) {
+      if (!IsAdmin(req)) return net::Response::Error(401, "admin bearer token required");
+      if (!lifecycle) return net::Response::Error(503, "the object store is not running");
+      lifecycle->SweepNow();
+      const objstore::LifecycleStats& s = lifecycle->stats();
+      nlohmann::json out = {{"sweeps", s.sweeps.load()},
+                            {"expired_current", s.expired_current.load()},
+                            {"expired_noncurrent", s.expired_noncurrent.load()},
+                            {"removed_delete_markers", s.removed_delete_markers.load()},
+                            {"aborted_uploads", s.aborted_uploads.load()},
+                            {"skipped_locked", s.skipped_locked.load()},
+                            {"errors", s.errors.load()}};
+      return net::Response::Json(200, base::DumpJson(out) + "\n");
     });
     // The log of a job this server runs, for another server of the same database.
     router.Get("/internal/jobs/{id}/log", [this](net::Request& req) {
@@ -860,11 +879,20 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
           {impl->admin.access_key_id, impl->admin.secret_access_key, impl->admin.user})) {
     return base::InternalError("registering the admin access key: " + st->ToString());
   }
+  const int64_t lifecycle_day_micros =
+      std::max<int64_t>(1, impl->config.s3_lifecycle_day_s) * 1'000'000;
   impl->s3_api = std::make_unique<objstore::S3Api>(
       *impl->store, objstore::S3ApiOptions{.region = store_options.region,
                                            .domain = impl->config.s3_domain,
                                            .admin_users = {impl->admin.user},
-                                           .env = &env});
+                                           .env = &env,
+                                           .lifecycle_day_micros = lifecycle_day_micros});
+  impl->lifecycle = std::make_unique<objstore::LifecycleSweeper>(
+      *impl->store,
+      objstore::LifecycleSweeperOptions{.env = &env,
+                                        .interval_s = impl->config.s3_lifecycle_interval_s,
+                                        .day_micros = lifecycle_day_micros});
+  impl->lifecycle->Start();
   net::ServerOptions s3_options = impl->Options(impl->config.listen_s3);
   s3_options.error_renderer = objstore::S3Api::RenderServerError;
   if (!impl->config.s3_tls_cert_file.empty()) {
@@ -1018,6 +1046,10 @@ int RunServerCommand(const std::vector<std::string>& args) {
                "PEM private key for --registry-tls-cert");
   flags.String("s3-domain", &config.s3_domain,
                "virtual-hosted-style S3: Host <bucket>.<domain> names the bucket");
+  flags.Int("s3-lifecycle-interval", &config.s3_lifecycle_interval_s,
+            "seconds between two applications of the buckets' lifecycle rules");
+  flags.Int("s3-lifecycle-day-seconds", &config.s3_lifecycle_day_s,
+            "length of a lifecycle day in seconds (shorten only to test lifecycle rules)");
   flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");
   flags.String("flavors", &config.flavors_file,
                "flavor catalog JSON (docs/formats/flavors.md); empty = the built-in one");

@@ -46,6 +46,10 @@ struct ServerConfig {
   std::string registry_tls_key_file;
   // Virtual-hosted-style S3 addressing: "<bucket>.<s3_domain>" ("" = path-style only).
   std::string s3_domain = "s3.localhost";
+  // Lifecycle rules are applied every this many seconds; a lifecycle "day" lasts
+  // s3_lifecycle_day_s (shortened only to test rules, as RGW's rgw_lc_debug_interval).
+  int64_t s3_lifecycle_interval_s = 3600;
+  int64_t s3_lifecycle_day_s = 86400;
   int io_threads = 0;  // 0: one per core
   // The flavor catalog (docs/formats/flavors.md); "" = the built-in one.
   std::string flavors_file;

@@ -330,13 +330,9 @@ S3Result<S3Api::Call::NewBucketAccess> S3Api::Call::AccessForNewBucket() {
   return out;
 }
 
-S3Status S3Api::Call::SaveNewBucketAccess(const NewBucketAccess& access) {
-  SOVAI_S3_RETURN_IF_ERROR(
-      store_.SetBucketConfig(bucket_, std::string(kOwnershipConfigKind), access.ownership));
-  if (access.acl)
-    SOVAI_S3_RETURN_IF_ERROR(store_.SetBucketConfig(bucket_, "acl", AclToJson(*access.acl)));
-  access_.reset();
-  return std::nullopt;
+void S3Api::Call::AddNewBucketAccess(const NewBucketAccess& access, BucketSetup* setup) {
+  setup->configs.emplace_back(std::string(kOwnershipConfigKind), access.ownership);
+  if (access.acl) setup->configs.emplace_back("acl", AclToJson(*access.acl));
 }
 
 S3Status S3Api::Call::CheckNewPolicy(std::string_view text) {

@@ -275,13 +275,6 @@ S3Status S3Api::Call::RefuseUnsupportedProtections(bool takes_acl) {
                          ": server-side encryption is not supported; this server stores "
                          "objects as sent (encrypt the disk of its data directory)");
     }
-    if (lower.rfind("x-amz-object-lock-", 0) == 0 ||
-        (lower == "x-amz-bucket-object-lock-enabled" && !base::EqualsIgnoreCase(value, "false"))) {
-      return S3Error(S3Code::kNotImplemented,
-                     lower +
-                         ": Object Lock (retention, legal holds) is not supported; nothing "
-                         "would protect the object from deletion");
-    }
   }
   return std::nullopt;
 }
@@ -428,24 +421,26 @@ net::Response S3Api::Call::Dispatch() {
       return BucketConfig("policy");
     case S3Op::kBucketAcl:
       return AclOperation(false);
+    case S3Op::kBucketLifecycle:
+      return BucketLifecycle();
     case S3Op::kBucketOwnershipControls:
       return OwnershipControls();
     case S3Op::kBucketPublicAccessBlock:
       return PublicAccessBlockConfig();
     case S3Op::kGetBucketPolicyStatus:
       return PolicyStatus();
-    case S3Op::kGetBucketLifecycle:
-      return NotConfigured("s3:GetLifecycleConfiguration",
-                           S3Error(S3Code::kNoSuchLifecycleConfiguration,
-                                   "The lifecycle configuration does not exist"));
     case S3Op::kGetBucketEncryption:
       return NotConfigured("s3:GetEncryptionConfiguration",
                            S3Error(S3Code::kServerSideEncryptionConfigurationNotFoundError,
                                    "The server side encryption configuration was not found"));
-    case S3Op::kGetObjectLockConfiguration:
-      return NotConfigured("s3:GetBucketObjectLockConfiguration",
-                           S3Error(S3Code::kObjectLockConfigurationNotFoundError,
-                                   "Object Lock configuration does not exist for this bucket"));
+    case S3Op::kObjectLockConfiguration:
+      return ObjectLockConfig();
+    case S3Op::kObjectRetention:
+      return ObjectRetention();
+    case S3Op::kObjectLegalHold:
+      return ObjectLegalHold();
+    case S3Op::kGetObjectAttributes:
+      return GetObjectAttributes();
     case S3Op::kGetBucketWebsite:
       return NotConfigured("s3:GetBucketWebsite",
                            S3Error(S3Code::kNoSuchWebsiteConfiguration,
@@ -541,7 +536,24 @@ net::Response S3Api::Call::CreateBucket() {
   if (S3Status st = RefuseUnsupportedProtections(/*takes_acl=*/true)) return Error(*st);
   auto access = AccessForNewBucket();
   if (!access.ok()) return Error(access.error());
-  auto created = store_.CreateBucket(bucket_, user_);
+  // Object Lock (versioning on for good, and the lock), the Object Ownership and the ACL are set
+  // in the transaction that makes the bucket: no request sees it without them.
+  BucketSetup setup;
+  AddNewBucketAccess(*access, &setup);
+  if (std::string lock = std::string(base::Trim(Header("x-amz-bucket-object-lock-enabled")));
+      !lock.empty()) {
+    if (!base::EqualsIgnoreCase(lock, "true") && !base::EqualsIgnoreCase(lock, "false")) {
+      return Error(S3Error(S3Code::kInvalidArgument,
+                           "x-amz-bucket-object-lock-enabled must be true or false")
+                       .With("ArgumentName", "x-amz-bucket-object-lock-enabled"));
+    }
+    if (base::EqualsIgnoreCase(lock, "true")) {
+      setup.versioning = Versioning::kEnabled;
+      setup.configs.emplace_back(std::string(kObjectLockConfigKind),
+                                 RenderObjectLockConfiguration({.enabled = true}));
+    }
+  }
+  auto created = store_.CreateBucket(bucket_, user_, setup);
   if (!created.ok()) {
     // S3's rule: in us-east-1 creating a bucket you already own succeeds (and changes nothing);
     // in every other region it is BucketAlreadyOwnedByYou (409).
@@ -552,7 +564,7 @@ net::Response S3Api::Call::CreateBucket() {
     }
     return Error(created.error());
   }
-  if (S3Status st = SaveNewBucketAccess(*access)) return Error(*st);
+  access_.reset();
   if (!config->tags.empty()) {
     (void)store_.SetBucketConfig(bucket_, "tagging", RenderTagging(config->tags));
   }
@@ -606,6 +618,16 @@ net::Response S3Api::Call::BucketVersioning() {
   // reports Suspended, as S3's does.
   Versioning state =
       config->status == VersioningStatus::kEnabled ? Versioning::kEnabled : Versioning::kSuspended;
+  if (state == Versioning::kSuspended) {
+    auto lock = BucketObjectLock();
+    if (!lock.ok()) return Error(lock.error());
+    if (*lock) {
+      return Error(S3Error(S3Code::kInvalidBucketState,
+                           "An Object Lock configuration is present on this bucket, so the "
+                           "versioning state cannot be changed.")
+                       .With("BucketName", bucket_));
+    }
+  }
   if (S3Status st = store_.SetVersioning(bucket_, state)) return Error(*st);
   return Empty(200);
 }
@@ -894,7 +916,8 @@ net::Response S3Api::Call::DeleteObjects() {
       if (version && !IsPlausibleVersionId(*version)) {
         problem = S3Error(S3Code::kNoSuchVersion, "The specified version does not exist.");
       } else {
-        auto r = store_.Delete(bucket_, o.key, version);
+        key_ = o.key;  // what LockGuard authorizes the bypass for
+        auto r = store_.Delete(bucket_, o.key, version, LockGuard(version.has_value()));
         if (r.ok()) {
           done = *r;
         } else {

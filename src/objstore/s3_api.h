@@ -20,6 +20,7 @@
 
 #include "base/env.h"
 #include "net/http.h"
+#include "objstore/lifecycle.h"
 #include "objstore/sigv4.h"
 #include "objstore/store.h"
 
@@ -37,6 +38,8 @@ struct S3ApiOptions {
   // nullopt: UnresolvableGrantByEmailAddress.
   std::function<std::optional<std::string>(std::string_view email)> user_by_email;
   base::Env* env = nullptr;  // clock; nullptr = Env::Default()
+  // The length of a lifecycle "day" for x-amz-expiration (LifecycleSweeperOptions::day_micros).
+  int64_t lifecycle_day_micros = kDayMicros;
 };
 
 struct S3ApiStats {

@@ -102,7 +102,7 @@ TEST_F(S3ApiTest, PresignedCreateAndDeleteBucket) {
 
 TEST_F(S3ApiTest, RealSubresourcesAreStillRefused) {
   ASSERT_EQ(Presigned("PUT", "/kept").status, 200);
-  for (const char* subresource : {"logging", "replication", "lifecycle"}) {
+  for (const char* subresource : {"logging", "replication", "website"}) {
     net::Response put = Presigned("PUT", "/kept", {{subresource, ""}});
     EXPECT_EQ(put.status, 501) << subresource;
     EXPECT_NE(put.body.find("<Code>NotImplemented</Code>"), std::string::npos) << put.body;
@@ -151,6 +151,9 @@ TEST_F(S3ApiTest, EverySubresourceWithEveryMethodLeavesTheObjectAlone) {
       "PUT /kept?tagging",
       "PUT /kept?policy",
       "PUT /kept?acl",
+      "PUT /kept?lifecycle",
+      "PUT /kept?object-lock",
+      "DELETE /kept?lifecycle",
       "DELETE /kept?cors",
       "DELETE /kept?tagging",
       "DELETE /kept?policy",
@@ -158,12 +161,17 @@ TEST_F(S3ApiTest, EverySubresourceWithEveryMethodLeavesTheObjectAlone) {
       "GET /kept/k?uploadId",
       "GET /kept/k?tagging",
       "GET /kept/k?acl",
+      "GET /kept/k?attributes",
+      "GET /kept/k?legal-hold",
+      "GET /kept/k?retention",
       "GET /kept/k?versionId",
       "GET /kept/k?partNumber",
       "HEAD /kept/k?versionId",
       "HEAD /kept/k?partNumber",
       "PUT /kept/k?tagging",
       "PUT /kept/k?acl",
+      "PUT /kept/k?legal-hold",
+      "PUT /kept/k?retention",
       "PUT /kept/k?uploadId",
       "PUT /kept/k?partNumber",
       "DELETE /kept/k?tagging",

@@ -77,6 +77,9 @@ namespace sovai::objstore {
   X(ObjectLockConfigurationNotFoundError, 404)           \
   X(NoSuchWebsiteConfiguration, 404)                     \
   X(AccessForbidden, 403)                                \
+  X(InvalidBucketState, 409)                             \
+  X(NoSuchObjectLockConfiguration, 404)                  \
+  X(InvalidRetentionPeriod, 400)                         \
   X(AccessControlListNotSupported, 400)                  \
   X(InvalidBucketAclWithObjectOwnership, 400)            \
   X(MalformedACLError, 400)                              \

@@ -1,4 +1,6 @@
 // The S3 object and multipart operations of S3Api::Call (see internal/s3_call.h, s3_api.cc).
+#include <algorithm>
+#include <array>
 #include <future>
 #include <memory>
 
@@ -7,6 +9,7 @@
 #include "base/strings.h"
 #include "base/time.h"
 #include "objstore/internal/s3_call.h"
+#include "objstore/multipart_checksum.h"
 #include "objstore/names.h"
 #include "objstore/s3_xml.h"
 
@@ -31,7 +34,7 @@ using s3_call::WriteIdentity;
 // --- Objects -------------------------------------------------------------------------------------
 
 S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size,
-                                            Checksums* verified) {
+                                            Checksums* verified, uint32_t extra_checksums) {
   if (!req_.content_length() && !req_.chunked()) {
     return S3Error(S3Code::kMissingContentLength,
                    "You must provide the Content-Length HTTP header.");
@@ -44,7 +47,7 @@ S3Result<StagedData> S3Api::Call::StageBody(bool allow_inline, uint64_t max_size
     return S3Error(S3Code::kEntityTooLarge,
                    "Your proposed upload exceeds the maximum allowed size");
   }
-  uint32_t bits = RequestedChecksumBits();
+  uint32_t bits = RequestedChecksumBits() | extra_checksums;
   PayloadReader body(req_.body(), auth_);
   auto staged =
       store_.Stage(body, {.checksums = bits, .max_size = max_size, .allow_inline = allow_inline});
@@ -74,6 +77,9 @@ net::Response S3Api::Call::PutObject() {
   if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
   auto meta = MetaFromHeaders();
   if (!meta.ok()) return Error(meta.error());
+  auto lock = LockForNewObject();
+  if (!lock.ok()) return Error(lock.error());
+  meta->lock = *lock;
   PutOptions o;
   o.bucket = bucket_;
   o.key = key_;
@@ -228,6 +234,10 @@ net::Response S3Api::Call::CopyObject() {
   } else {
     o.meta.tags = src->meta.tags;
   }
+  // The copy is a new version: its lock is the request's or the bucket's, never the source's.
+  auto lock = LockForNewObject();
+  if (!lock.ok()) return Error(lock.error());
+  o.meta.lock = *lock;
   if (S3Status st = ApplyWriteAcl(*b, &o.owner, &o.meta)) return Error(*st);
   WriteConditions(&o);
   auto staged = StageCopySource(*src, 0, src->size, true);
@@ -371,8 +381,20 @@ net::Response S3Api::Call::GetObject(bool head) {
     }
   }
   AddObjectHeaders(res, *v, versioned);
-  if (Header("x-amz-checksum-mode") == "ENABLED" && status == 200) {
-    AddChecksumHeaders(res, v->checksums);
+  AddLockHeaders(res, *v);
+  if (v->is_latest) AddExpirationHeader(res, *v);
+  if (Header("x-amz-checksum-mode") == "ENABLED") {
+    if (status == 200) {
+      AddChecksumHeaders(res, v->checksums);
+    } else if (auto pn = Query("partNumber"); pn && !v->part_checksums.empty()) {
+      // A part's own checksum, as S3 answers a partNumber read of a multipart object.
+      const size_t index = base::ParseUint64(*pn).value_or(1) - 1;
+      if (index < v->part_checksums.size()) {
+        Checksums part = v->part_checksums[index];
+        part.type.clear();
+        AddChecksumHeaders(res, part);
+      }
+    }
   }
   res.status = status;
   if (head) {
@@ -449,7 +471,7 @@ net::Response S3Api::Call::DeleteObject() {
                            "At least one of the pre-conditions you specified did not hold"));
     }
   }
-  auto r = store_.Delete(bucket_, key_, version);
+  auto r = store_.Delete(bucket_, key_, version, LockGuard(version.has_value()));
   if (!r.ok()) return Error(r.error());
   net::Response res = Empty(204);
   if (r->delete_marker) res.headers.Set("x-amz-delete-marker", "true");
@@ -499,22 +521,17 @@ net::Response S3Api::Call::CreateUpload() {
   auto b = BucketFor("s3:PutObject", true);
   if (!b.ok()) return Error(b.error());
   if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
-  if (std::string type = Header("x-amz-checksum-type"); !type.empty() && type != "COMPOSITE") {
-    return Error(S3Error(S3Code::kNotImplemented,
-                         "x-amz-checksum-type " + type +
-                             " is not supported for multipart uploads: their checksum is "
-                             "COMPOSITE (a checksum of the parts' checksums)"));
-  }
   auto meta = MetaFromHeaders();
   if (!meta.ok()) return Error(meta.error());
   std::string algorithm = base::AsciiToUpper(Header("x-amz-checksum-algorithm"));
-  if (!algorithm.empty() && ChecksumBitOf(algorithm) == 0) {
-    return Error(S3Error(S3Code::kInvalidRequest,
-                         "Checksum algorithm '" + algorithm + "' is not supported"));
-  }
+  auto type = CheckMultipartChecksumType(algorithm, base::Trim(Header("x-amz-checksum-type")));
+  if (!type.ok()) return Error(type.error());
+  auto lock = LockForNewObject();
+  if (!lock.ok()) return Error(lock.error());
+  meta->lock = *lock;
   std::string owner;
   if (S3Status st = ApplyWriteAcl(*b, &owner, &*meta)) return Error(*st);
-  auto u = store_.CreateUpload(bucket_, key_, owner, std::move(*meta), algorithm);
+  auto u = store_.CreateUpload(bucket_, key_, owner, std::move(*meta), algorithm, *type);
   if (!u.ok()) return Error(u.error());
   XmlWriter w;
   w.Open("InitiateMultipartUploadResult", kS3Namespace);
@@ -523,7 +540,10 @@ net::Response S3Api::Call::CreateUpload() {
   w.Element("UploadId", u->upload_id);
   w.Close();
   net::Response res = Xml(200, w.Finish());
-  if (!algorithm.empty()) res.headers.Set("x-amz-checksum-algorithm", algorithm);
+  if (!algorithm.empty()) {
+    res.headers.Set("x-amz-checksum-algorithm", algorithm);
+    res.headers.Set("x-amz-checksum-type", *type);
+  }
   return res;
 }
 
@@ -566,7 +586,9 @@ net::Response S3Api::Call::UploadPart() {
     return res;
   }
   Checksums verified;
-  auto staged = StageBody(false, kMaxPutBytes, &verified);
+  // The upload's algorithm is computed for every part, sent or not: the object's checksum is
+  // made from the parts'.
+  auto staged = StageBody(false, kMaxPutBytes, &verified, ChecksumBitOf(u->checksum_algorithm));
   if (!staged.ok()) return Error(staged.error());
   auto part = store_.UploadPart(*u, static_cast<int>(*n), std::move(*staged), verified);
   if (!part.ok()) return Error(part.error());
@@ -614,9 +636,41 @@ net::Response S3Api::Call::CompleteUpload() {
     }
     conditions.expected_size = *n;
   }
+  if (S3Status st = CheckCompletedPartChecksums(*u, parsed->parts)) return Error(*st);
   auto v = store_.CompleteUpload(*u, parts, conditions);
   if (!v.ok()) return Error(v.error());
   return CompleteResult(*b, *v);
+}
+
+S3Status S3Api::Call::CheckCompletedPartChecksums(const UploadInfo& upload,
+                                                  const std::vector<CompletedPart>& listed) {
+  auto declared = [](const CompletedPart& p) -> std::array<const std::optional<std::string>*, 5> {
+    return {&p.checksum_crc32, &p.checksum_crc32c, &p.checksum_crc64nvme, &p.checksum_sha1,
+            &p.checksum_sha256};
+  };
+  bool any = false;
+  for (const auto& p : listed) {
+    for (const auto* d : declared(p)) any = any || d->has_value();
+  }
+  if (!any) return std::nullopt;
+  SOVAI_S3_ASSIGN_OR_RETURN(std::vector<PartInfo> stored, store_.ListParts(upload));
+  for (const auto& p : listed) {
+    auto it = std::find_if(stored.begin(), stored.end(),
+                           [&](const PartInfo& s) { return s.part_number == p.part_number; });
+    if (it == stored.end()) continue;  // CompleteUpload answers InvalidPart for it
+    auto sums = declared(p);
+    for (size_t i = 0; i < std::size(kChecksumFields); ++i) {
+      const std::string& have = it->checksums.*kChecksumFields[i].member;
+      if (sums[i]->has_value() && !have.empty() && **sums[i] != have) {
+        return S3Error(S3Code::kInvalidPart,
+                       std::string("The ") + kChecksumFields[i].algorithm + " of part " +
+                           std::to_string(p.part_number) +
+                           " you listed is not the checksum of the part uploaded.")
+            .With("PartNumber", std::to_string(p.part_number));
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 net::Response S3Api::Call::CompleteResult(const BucketInfo& bucket, const ObjectVersion& v) {

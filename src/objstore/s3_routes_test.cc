@@ -53,17 +53,24 @@ TEST(S3Routes, EveryRowIsReachableAndTheBareRowComesLast) {
   }
 }
 
-TEST(S3Routes, ObjectLockAndOtherSubresourcesNeverReachTheObject) {
-  for (const char* sub : {"retention", "legal-hold", "renameObject", "encryption", "restore",
-                          "torrent", "attributes", "select", "versioning", "website"}) {
+TEST(S3Routes, UnimplementedSubresourcesNeverReachTheObject) {
+  for (const char* sub : {"renameObject", "encryption", "restore", "torrent", "select",
+                          "versioning", "website"}) {
     for (const char* method : {"GET", "HEAD", "PUT", "POST", "DELETE"}) {
       S3Route r = Route(method, S3Level::kObject, {{sub, ""}});
       EXPECT_EQ(r.op, S3Op::kNotImplemented) << method << " ?" << sub << ": " << r.name;
     }
   }
-  S3Route retention = Route("PUT", S3Level::kObject, {{"retention", ""}});
-  EXPECT_EQ(retention.name,
-            "PutObjectRetention (PUT ?retention) is not implemented by this server");
+  S3Route rename = Route("PUT", S3Level::kObject, {{"renameObject", ""}});
+  EXPECT_EQ(rename.name, "RenameObject (PUT ?renameObject) is not implemented by this server");
+  // Object Lock and GetObjectAttributes are their own operations, never the object's.
+  EXPECT_EQ(Route("PUT", S3Level::kObject, {{"retention", ""}}).op, S3Op::kObjectRetention);
+  EXPECT_EQ(Route("GET", S3Level::kObject, {{"legal-hold", ""}, {"versionId", "v"}}).op,
+            S3Op::kObjectLegalHold);
+  EXPECT_EQ(Route("GET", S3Level::kObject, {{"attributes", ""}}).op, S3Op::kGetObjectAttributes);
+  EXPECT_EQ(Route("DELETE", S3Level::kObject, {{"retention", ""}}).op, S3Op::kNotImplemented);
+  EXPECT_EQ(Route("POST", S3Level::kObject, {{"legal-hold", ""}}).op, S3Op::kNotImplemented);
+  EXPECT_EQ(Route("PUT", S3Level::kBucket, {{"lifecycle", ""}}).op, S3Op::kBucketLifecycle);
   S3Route torrent = Route("GET", S3Level::kObject, {{"torrent", ""}, {"versionId", "x"}});
   EXPECT_EQ(torrent.name, "GetObjectTorrent (GET ?torrent) is not implemented by this server");
 }

@@ -966,5 +966,12 @@ S3Status ReadOnce(pugi::xml_node node, std::string_view path, std::optional<std:
 S3Result<bool> ParseBool(std::string_view text, std::string_view element) {
   return objstore::ParseXmlBool(text, element);
 }
+std::string_view TrimXmlSpace(std::string_view s) { return objstore::TrimXmlSpace(s); }
+S3Result<std::vector<Tag>> ParseTagList(pugi::xml_node node, std::string_view path) {
+  return objstore::ParseTagList(node, path);
+}
+S3Result<Tag> ParseTagElement(pugi::xml_node node, std::string_view path) {
+  return objstore::ParseTagElement(node, path);
+}
 
 }  // namespace sovai::objstore::xml_dom

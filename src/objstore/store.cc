@@ -22,6 +22,7 @@
 #include "base/strings.h"
 #include "base/ulid.h"
 #include "objstore/data_file.h"
+#include "objstore/multipart_checksum.h"
 
 namespace sovai::objstore {
 
@@ -168,8 +169,30 @@ Checksums ChecksumsFromJson(const json& j) {
   return c;
 }
 
+json LockToJson(const ObjectLock& lock) {
+  json j = json::object();
+  if (!lock.mode.empty()) {
+    j["mode"] = lock.mode;
+    j["until"] = lock.retain_until_micros;
+  }
+  if (lock.legal_hold) j["hold"] = true;
+  return j;
+}
+
+ObjectLock LockFromJson(const json& j) {
+  ObjectLock lock;
+  if (!j.is_object()) return lock;
+  if (auto it = j.find("mode"); it != j.end() && it->is_string()) lock.mode = *it;
+  if (auto it = j.find("until"); it != j.end() && it->is_number_integer()) {
+    lock.retain_until_micros = it->get<int64_t>();
+  }
+  if (auto it = j.find("hold"); it != j.end() && it->is_boolean()) lock.legal_hold = *it;
+  return lock;
+}
+
 std::string MetaToJson(const ObjectMeta& m, const Checksums& checksums,
-                       const std::vector<uint64_t>& part_sizes) {
+                       const std::vector<uint64_t>& part_sizes,
+                       const std::vector<Checksums>& part_checksums = {}) {
   json j = json::object();
   auto put = [&](const char* name, const std::string& v) {
     if (!v.empty()) j[name] = v;
@@ -186,11 +209,18 @@ std::string MetaToJson(const ObjectMeta& m, const Checksums& checksums,
   if (!m.tags.empty()) j["tags"] = PairsToJson(m.tags);
   if (!checksums.empty()) j["checksums"] = ChecksumsToJson(checksums);
   if (!part_sizes.empty()) j["parts"] = part_sizes;
+  if (!part_checksums.empty()) {
+    json a = json::array();
+    for (const Checksums& c : part_checksums) a.push_back(ChecksumsToJson(c));
+    j["part_checksums"] = std::move(a);
+  }
+  if (m.lock != ObjectLock()) j["lock"] = LockToJson(m.lock);
   return DumpJsonLenient(j);
 }
 
 void MetaFromJson(std::string_view text, ObjectMeta& m, Checksums& checksums,
-                  std::vector<uint64_t>& part_sizes) {
+                  std::vector<uint64_t>& part_sizes,
+                  std::vector<Checksums>* part_checksums = nullptr) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;
   auto get = [&](const char* name) {
@@ -213,6 +243,10 @@ void MetaFromJson(std::string_view text, ObjectMeta& m, Checksums& checksums,
       if (p.is_number_unsigned()) part_sizes.push_back(p.get<uint64_t>());
     }
   }
+  if (auto it = j.find("part_checksums"); part_checksums && it != j.end() && it->is_array()) {
+    for (const auto& c : *it) part_checksums->push_back(ChecksumsFromJson(c));
+  }
+  if (auto it = j.find("lock"); it != j.end()) m.lock = LockFromJson(*it);
 }
 
 std::string SegmentsToJson(const std::vector<std::pair<std::string, uint64_t>>& segments) {
@@ -406,7 +440,7 @@ ObjectVersion VersionFromRow(const base::Statement& st) {
   v.etag = st.ColumnText(7);
   v.mtime_micros = st.ColumnInt(8);
   v.owner = st.ColumnText(9);
-  MetaFromJson(st.ColumnText(10), v.meta, v.checksums, v.part_sizes);
+  MetaFromJson(st.ColumnText(10), v.meta, v.checksums, v.part_sizes, &v.part_checksums);
   v.inline_data = st.ColumnInt(11) != 0;
   if (!st.ColumnIsNull(12)) v.segments = SegmentsFromJson(st.ColumnText(12));
   return v;
@@ -436,6 +470,9 @@ UploadInfo UploadFromRow(const base::Statement& st) {
   json j = json::parse(meta, nullptr, false);
   if (j.is_object() && j.contains("checksum_algorithm") && j["checksum_algorithm"].is_string()) {
     u.checksum_algorithm = j["checksum_algorithm"].get<std::string>();
+  }
+  if (j.is_object() && j.contains("checksum_type") && j["checksum_type"].is_string()) {
+    u.checksum_type = j["checksum_type"].get<std::string>();
   }
   return u;
 }
@@ -494,7 +531,8 @@ class StoreImpl final : public Store {
 
   const std::string& region() const override { return opts_.region; }
 
-  S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner) override;
+  S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner,
+                                    const BucketSetup& setup) override;
   S3Result<BucketInfo> GetBucket(const std::string& name) override;
   S3Result<std::vector<BucketInfo>> ListBuckets() override;
   S3Status DeleteBucket(const std::string& name) override;
@@ -505,6 +543,9 @@ class StoreImpl final : public Store {
                            std::optional<std::string> value) override;
   S3Result<std::vector<std::pair<std::string, std::string>>> GetBucketConfigs(
       const std::string& bucket) override;
+  using Store::GetParsedBucketConfig;
+  S3Result<ParsedConfig> GetParsedBucketConfig(const std::string& bucket, const std::string& kind,
+                                               const ConfigParser& parse) override;
 
   S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) override;
   void Discard(StagedData& staged) override;
@@ -514,24 +555,36 @@ class StoreImpl final : public Store {
   S3Result<std::unique_ptr<ObjectReader>> Open(const ObjectVersion& version, uint64_t offset,
                                                uint64_t length) override;
   S3Result<DeleteResult> Delete(const std::string& bucket, const std::string& key,
-                                const std::optional<std::string>& version_id) override;
+                                const std::optional<std::string>& version_id,
+                                const VersionGuard& guard) override;
+  S3Result<ObjectVersion> UpdateVersion(
+      const std::string& bucket, const std::string& key,
+      const std::optional<std::string>& version_id,
+      const std::function<S3Status(ObjectVersion&)>& edit) override;
   S3Result<ObjectVersion> SetTags(const std::string& bucket, const std::string& key,
                                   const std::optional<std::string>& version_id,
-                                  std::vector<std::pair<std::string, std::string>> tags) override;
+                                  std::vector<std::pair<std::string, std::string>> tags) override {
+    return UpdateVersion(bucket, key, version_id, [&](ObjectVersion& v) -> S3Status {
+      v.meta.tags = tags;
+      return std::nullopt;
+    });
+  }
   S3Result<ObjectVersion> SetObjectAcl(const std::string& bucket, const std::string& key,
                                        const std::optional<std::string>& version_id,
-                                       std::string acl) override;
-  // Applies `change` to the metadata of a version (latest when version_id is nullopt).
-  S3Result<ObjectVersion> UpdateMeta(const std::string& bucket, const std::string& key,
-                                     const std::optional<std::string>& version_id,
-                                     const std::function<void(ObjectMeta&)>& change);
+                                       std::string acl) override {
+    return UpdateVersion(bucket, key, version_id, [&](ObjectVersion& v) -> S3Status {
+      v.meta.acl = acl;
+      return std::nullopt;
+    });
+  }
   S3Result<ListResult> List(const std::string& bucket, const ListOptions& options) override;
   S3Result<ListVersionsResult> ListVersions(const std::string& bucket,
                                             const ListVersionsOptions& options) override;
 
   S3Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key,
                                     const std::string& owner, ObjectMeta meta,
-                                    std::string checksum_algorithm) override;
+                                    std::string checksum_algorithm,
+                                    std::string checksum_type) override;
   S3Result<UploadInfo> GetUpload(const std::string& bucket, const std::string& key,
                                  const std::string& upload_id) override;
   S3Result<PartInfo> UploadPart(const UploadInfo& upload, int part_number, StagedData staged,
@@ -638,11 +691,16 @@ class StoreImpl final : public Store {
   std::map<std::string, BucketInfo> buckets_;
 
   // Per-bucket documents, loaded on first use and forgotten after each commit that changes a
-  // bucket's (the access documents are read on every request's path). A read that overlapped
-  // such a commit is not cached: `configs_generation_` changed under it.
+  // bucket's or makes or deletes the bucket (the access documents are read on every request's
+  // path; the lifecycle and Object Lock ones on every GET and write, parsed). A read that
+  // overlapped such a commit is not cached: `configs_generation_` changed under it.
+  struct CachedConfigs {
+    std::vector<std::pair<std::string, std::string>> docs;  // kind → value
+    std::map<std::string, ParsedConfig> parsed;             // kind → GetParsedBucketConfig's
+  };
   void ForgetBucketConfigs(const std::string& name);
   std::mutex configs_mu_;  // guards configs_, configs_generation_
-  std::map<std::string, std::vector<std::pair<std::string, std::string>>> configs_;
+  std::map<std::string, CachedConfigs> configs_;
   uint64_t configs_generation_ = 0;
 
   std::mutex keys_mu_;  // guards keys_
@@ -964,7 +1022,7 @@ S3Status StoreImpl::InsertVersion(Tx& tx, const BucketInfo& bucket, ObjectVersio
   ins->Bind(1, v.bucket).Bind(2, v.key).Bind(3, v.version_id);
   ins->Bind(4, int64_t{v.delete_marker ? 1 : 0}).Bind(5, static_cast<int64_t>(v.size));
   ins->Bind(6, v.etag).Bind(7, v.mtime_micros).Bind(8, v.owner);
-  ins->Bind(9, MetaToJson(v.meta, v.checksums, v.part_sizes));
+  ins->Bind(9, MetaToJson(v.meta, v.checksums, v.part_sizes, v.part_checksums));
   if (inline_bytes) {
     ins->BindBlob(10, *inline_bytes).Bind(11, int64_t{base::Crc32c(*inline_bytes)});
   } else {
@@ -984,10 +1042,12 @@ S3Status StoreImpl::InsertVersion(Tx& tx, const BucketInfo& bucket, ObjectVersio
 
 // --- Buckets -----------------------------------------------------------------------------------
 
-S3Result<BucketInfo> StoreImpl::CreateBucket(const std::string& name, const std::string& owner) {
+S3Result<BucketInfo> StoreImpl::CreateBucket(const std::string& name, const std::string& owner,
+                                             const BucketSetup& setup) {
   BucketInfo info;
   info.name = name;
   info.owner = owner;
+  info.versioning = setup.versioning;
   info.region = opts_.region;
   info.created_micros = opts_.env->NowUnixMicros();
   S3Status st = Write([&](Tx& tx) -> S3Status {
@@ -1009,9 +1069,17 @@ S3Result<BucketInfo> StoreImpl::CreateBucket(const std::string& name, const std:
     }
     SOVAI_DB_ASSIGN(base::Statement * ins,
                     tx.conn.Prep("INSERT INTO buckets(name, owner, region, created, versioning) "
-                                 "VALUES (?, ?, ?, ?, 0)"));
+                                 "VALUES (?, ?, ?, ?, ?)"));
     ins->Bind(1, name).Bind(2, owner).Bind(3, info.region).Bind(4, info.created_micros);
+    ins->Bind(5, static_cast<int64_t>(setup.versioning));
     SOVAI_DB(ins->Run());
+    for (const auto& [kind, value] : setup.configs) {
+      SOVAI_DB_ASSIGN(base::Statement * cfg,
+                      tx.conn.Prep("INSERT OR REPLACE INTO bucket_config(bucket, kind, value) "
+                                   "VALUES (?, ?, ?)"));
+      cfg->Bind(1, name).Bind(2, kind).Bind(3, value);
+      SOVAI_DB(cfg->Run());
+    }
     tx.after_commit.push_back([this, info] { CacheBucket(info.name, info); });
     return std::nullopt;
   });
@@ -1114,16 +1182,11 @@ S3Status StoreImpl::SetVersioning(const std::string& bucket, Versioning state) {
 
 S3Result<std::optional<std::string>> StoreImpl::GetBucketConfig(const std::string& bucket,
                                                                 const std::string& kind) {
-  return Read([&](Conn& c) -> S3Result<std::optional<std::string>> {
-    SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(c, bucket));
-    (void)b;
-    SOVAI_DB_ASSIGN(base::Statement * st,
-                    c.Prep("SELECT value FROM bucket_config WHERE bucket = ? AND kind = ?"));
-    st->Bind(1, bucket).Bind(2, kind);
-    SOVAI_DB_ASSIGN(bool row, st->Step());
-    if (!row) return std::optional<std::string>();
-    return std::optional<std::string>(st->ColumnText(0));
-  });
+  SOVAI_S3_ASSIGN_OR_RETURN(auto docs, GetBucketConfigs(bucket));  // cached
+  for (auto& [k, value] : docs) {
+    if (k == kind) return std::optional<std::string>(std::move(value));
+  }
+  return std::optional<std::string>();
 }
 
 S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketConfigs(
@@ -1132,7 +1195,7 @@ S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketC
   uint64_t generation = 0;
   {
     std::lock_guard lock(configs_mu_);
-    if (auto it = configs_.find(bucket); it != configs_.end()) return it->second;
+    if (auto it = configs_.find(bucket); it != configs_.end()) return it->second.docs;
     generation = configs_generation_;
   }
   S3Result<Configs> read = Read([&](Conn& c) -> S3Result<Configs> {
@@ -1151,9 +1214,34 @@ S3Result<std::vector<std::pair<std::string, std::string>>> StoreImpl::GetBucketC
   });
   if (read.ok()) {
     std::lock_guard lock(configs_mu_);
-    if (configs_generation_ == generation) configs_[bucket] = *read;
+    if (configs_generation_ == generation) configs_[bucket] = CachedConfigs{.docs = *read};
   }
   return read;
+}
+
+S3Result<Store::ParsedConfig> StoreImpl::GetParsedBucketConfig(const std::string& bucket,
+                                                               const std::string& kind,
+                                                               const ConfigParser& parse) {
+  uint64_t generation = 0;
+  {
+    std::lock_guard lock(configs_mu_);
+    if (auto it = configs_.find(bucket); it != configs_.end()) {
+      if (auto p = it->second.parsed.find(kind); p != it->second.parsed.end()) return p->second;
+    }
+    generation = configs_generation_;
+  }
+  SOVAI_S3_ASSIGN_OR_RETURN(auto docs, GetBucketConfigs(bucket));
+  ParsedConfig parsed;
+  for (const auto& [k, value] : docs) {
+    if (k != kind) continue;
+    SOVAI_S3_ASSIGN_OR_RETURN(parsed, parse(value));
+    break;
+  }
+  std::lock_guard lock(configs_mu_);
+  if (auto it = configs_.find(bucket); it != configs_.end() && configs_generation_ == generation) {
+    it->second.parsed[kind] = parsed;
+  }
+  return parsed;
 }
 
 S3Status StoreImpl::SetBucketConfig(const std::string& bucket, const std::string& kind,
@@ -1408,7 +1496,8 @@ Result<size_t> VersionReader::Read(char* buf, size_t n) {
 }
 
 S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::string& key,
-                                         const std::optional<std::string>& version_id) {
+                                         const std::optional<std::string>& version_id,
+                                         const VersionGuard& guard) {
   DeleteResult result;
   S3Status st = Write([&](Tx& tx) -> S3Status {
     result = DeleteResult();
@@ -1426,6 +1515,7 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
       }
       ObjectVersion v = VersionFromRow(*st);
       st->Reset();
+      if (guard) SOVAI_S3_RETURN_IF_ERROR(guard(v));
       SOVAI_S3_RETURN_IF_ERROR(DropVersionRow(tx, v));
       result.version_id = v.version_id;
       result.delete_marker = v.delete_marker;
@@ -1439,6 +1529,10 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
         SOVAI_DB(promote->Run());
       }
       return std::nullopt;
+    }
+    if (guard) {
+      SOVAI_S3_ASSIGN_OR_RETURN(auto current, LatestVersion(tx.conn, bucket, key));
+      if (current) SOVAI_S3_RETURN_IF_ERROR(guard(*current));
     }
     if (b.versioning == Versioning::kUnversioned) {
       SOVAI_S3_ASSIGN_OR_RETURN(auto current, LatestVersion(tx.conn, bucket, key));
@@ -1460,21 +1554,9 @@ S3Result<DeleteResult> StoreImpl::Delete(const std::string& bucket, const std::s
   return result;
 }
 
-S3Result<ObjectVersion> StoreImpl::SetTags(const std::string& bucket, const std::string& key,
-                                           const std::optional<std::string>& version_id,
-                                           std::vector<std::pair<std::string, std::string>> tags) {
-  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.tags = std::move(tags); });
-}
-
-S3Result<ObjectVersion> StoreImpl::SetObjectAcl(const std::string& bucket, const std::string& key,
-                                                const std::optional<std::string>& version_id,
-                                                std::string acl) {
-  return UpdateMeta(bucket, key, version_id, [&](ObjectMeta& m) { m.acl = std::move(acl); });
-}
-
-S3Result<ObjectVersion> StoreImpl::UpdateMeta(const std::string& bucket, const std::string& key,
-                                              const std::optional<std::string>& version_id,
-                                              const std::function<void(ObjectMeta&)>& change) {
+S3Result<ObjectVersion> StoreImpl::UpdateVersion(
+    const std::string& bucket, const std::string& key, const std::optional<std::string>& version_id,
+    const std::function<S3Status(ObjectVersion&)>& edit) {
   ObjectVersion out;
   S3Status st = Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, bucket));
@@ -1499,10 +1581,11 @@ S3Result<ObjectVersion> StoreImpl::UpdateMeta(const std::string& bucket, const s
       return S3Error(S3Code::kMethodNotAllowed,
                      "The specified method is not allowed against this resource.");
     }
-    change(out.meta);
+    SOVAI_S3_RETURN_IF_ERROR(edit(out));
     SOVAI_DB_ASSIGN(base::Statement * upd,
                     tx.conn.Prep("UPDATE versions SET meta = ? WHERE id = ?"));
-    upd->Bind(1, MetaToJson(out.meta, out.checksums, out.part_sizes)).Bind(2, out.row_id);
+    upd->Bind(1, MetaToJson(out.meta, out.checksums, out.part_sizes, out.part_checksums))
+        .Bind(2, out.row_id);
     SOVAI_DB(upd->Run());
     return std::nullopt;
   });
@@ -1707,7 +1790,8 @@ S3Result<ListVersionsResult> StoreImpl::ListVersions(const std::string& bucket,
 
 S3Result<UploadInfo> StoreImpl::CreateUpload(const std::string& bucket, const std::string& key,
                                              const std::string& owner, ObjectMeta meta,
-                                             std::string checksum_algorithm) {
+                                             std::string checksum_algorithm,
+                                             std::string checksum_type) {
   UploadInfo u;
   u.upload_id = RandomAlnum(48);
   u.bucket = bucket;
@@ -1716,11 +1800,13 @@ S3Result<UploadInfo> StoreImpl::CreateUpload(const std::string& bucket, const st
   u.created_micros = opts_.env->NowUnixMicros();
   u.meta = std::move(meta);
   u.checksum_algorithm = std::move(checksum_algorithm);
+  u.checksum_type = std::move(checksum_type);
   S3Status st = Write([&](Tx& tx) -> S3Status {
     SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, TxBucket(tx.conn, bucket));
     (void)b;
     json j = json::parse(MetaToJson(u.meta, {}, {}));
     if (!u.checksum_algorithm.empty()) j["checksum_algorithm"] = u.checksum_algorithm;
+    if (!u.checksum_type.empty()) j["checksum_type"] = u.checksum_type;
     SOVAI_DB_ASSIGN(base::Statement * ins,
                     tx.conn.Prep("INSERT INTO uploads(upload_id, bucket, key, created, owner, "
                                  "meta) VALUES (?, ?, ?, ?, ?, ?)"));
@@ -1875,29 +1961,6 @@ S3Status StoreImpl::AbortUpload(const UploadInfo& upload) {
   });
 }
 
-// The composite checksum of a multipart object: the algorithm over the concatenated raw part
-// checksums, base64, with "-N".
-std::string CompositeChecksum(const std::string& algorithm, const std::vector<PartInfo>& parts) {
-  std::string raw;
-  for (const auto& p : parts) {
-    const std::string* v = nullptr;
-    if (algorithm == "CRC32") v = &p.checksums.crc32;
-    if (algorithm == "CRC32C") v = &p.checksums.crc32c;
-    if (algorithm == "SHA1") v = &p.checksums.sha1;
-    if (algorithm == "SHA256") v = &p.checksums.sha256;
-    if (v == nullptr || v->empty()) return {};
-    auto decoded = base::Base64Decode(*v);
-    if (!decoded.ok()) return {};
-    raw += *decoded;
-  }
-  std::string digest;
-  if (algorithm == "CRC32") digest = base::ToBigEndianBytes(base::Crc32(raw));
-  if (algorithm == "CRC32C") digest = base::ToBigEndianBytes(base::Crc32c(raw));
-  if (algorithm == "SHA1") digest = base::Sha1(raw);
-  if (algorithm == "SHA256") digest = base::Sha256(raw);
-  return base::Base64Encode(digest) + "-" + std::to_string(parts.size());
-}
-
 // The client's declarations about a completed object (PutOptions::expected_*) against it.
 S3Status CheckDeclaredObject(const PutOptions& declared, const ObjectVersion& v) {
   if (declared.expected_size && *declared.expected_size != v.size) {
@@ -2018,14 +2081,12 @@ S3Result<ObjectVersion> StoreImpl::CompleteUpload(const UploadInfo& upload,
     v.owner = u.owner;
     v.meta = u.meta;
     if (!u.checksum_algorithm.empty()) {
-      std::string composite = CompositeChecksum(u.checksum_algorithm, chosen);
-      if (!composite.empty()) {
-        if (u.checksum_algorithm == "CRC32") v.checksums.crc32 = composite;
-        if (u.checksum_algorithm == "CRC32C") v.checksums.crc32c = composite;
-        if (u.checksum_algorithm == "SHA1") v.checksums.sha1 = composite;
-        if (u.checksum_algorithm == "SHA256") v.checksums.sha256 = composite;
-        v.checksums.type = "COMPOSITE";
+      std::vector<MultipartPartChecksum> sums;
+      for (const auto& p : chosen) {
+        sums.push_back({p.size, p.checksums});
+        v.part_checksums.push_back(p.checksums);
       }
+      v.checksums = MultipartChecksum(u.checksum_algorithm, u.checksum_type, sums);
     }
     SOVAI_S3_RETURN_IF_ERROR(CheckDeclaredObject(conditions, v));
     // Parts not in the list are released; the chosen ones become the object's segments.

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,14 @@ struct Checksums {
   }
 };
 
+// Object Lock state of one version (object_lock.h has the rules).
+struct ObjectLock {
+  std::string mode;                 // "GOVERNANCE", "COMPLIANCE" or "" (no retention)
+  int64_t retain_until_micros = 0;  // with a mode
+  bool legal_hold = false;
+  bool operator==(const ObjectLock&) const = default;
+};
+
 // What a PUT stores besides the bytes, returned by GET/HEAD.
 struct ObjectMeta {
   std::string content_type;
@@ -71,6 +80,7 @@ struct ObjectMeta {
   std::vector<std::pair<std::string, std::string>> user;
   std::vector<std::pair<std::string, std::string>> tags;
   std::string storage_class;  // "" = STANDARD
+  ObjectLock lock;
   // The object's ACL as acl.h's AclToJson; "" = its owner's FULL_CONTROL and nothing else.
   std::string acl;
 };
@@ -89,6 +99,9 @@ struct ObjectVersion {
   Checksums checksums;
   // For multipart objects: each part's size (partNumber reads); empty for single PUTs.
   std::vector<uint64_t> part_sizes;
+  // Each part's checksums (GetObjectAttributes, partNumber reads), when the upload had an
+  // algorithm.
+  std::vector<Checksums> part_checksums;
 
   // Internal: where the bytes are (the engine fills these; callers pass them back to Open).
   int64_t row_id = 0;
@@ -143,6 +156,18 @@ struct PutOptions {
   uint64_t min_part_size = kMinPartSize;
 };
 
+// Called inside a write's transaction with the version it would remove or replace; an error
+// refuses the write. Object Lock (retention, legal holds) and the lifecycle sweeper (delete only
+// the version it examined) use it, so nothing changes between the check and the write.
+using VersionGuard = std::function<S3Status(const ObjectVersion&)>;
+
+// What a new bucket starts with, in the transaction that creates it (an Object Lock bucket is
+// never seen without its lock or its versioning).
+struct BucketSetup {
+  Versioning versioning = Versioning::kUnversioned;
+  std::vector<std::pair<std::string, std::string>> configs;  // kind → value (SetBucketConfig)
+};
+
 struct DeleteResult {
   std::string version_id;  // of the deleted version or of the new delete marker; "" if none
   bool delete_marker = false;
@@ -189,6 +214,9 @@ struct UploadInfo {
   int64_t created_micros = 0;
   ObjectMeta meta;
   std::string checksum_algorithm;  // "CRC32", ... or ""
+  // With an algorithm: "COMPOSITE" (a checksum of the parts' checksums, "…-N") or "FULL_OBJECT"
+  // (the CRC of the whole object, combined from the parts' CRCs).
+  std::string checksum_type;
 };
 
 struct PartInfo {
@@ -251,7 +279,8 @@ class Store {
 
   // --- Buckets ---
   // BucketAlreadyOwnedByYou / BucketAlreadyExists when taken.
-  virtual S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner) = 0;
+  virtual S3Result<BucketInfo> CreateBucket(const std::string& name, const std::string& owner,
+                                            const BucketSetup& setup = {}) = 0;
   virtual S3Result<BucketInfo> GetBucket(const std::string& name) = 0;
   // Every bucket, by name.
   virtual S3Result<std::vector<BucketInfo>> ListBuckets() = 0;
@@ -268,6 +297,28 @@ class Store {
   // nullopt deletes.
   virtual S3Status SetBucketConfig(const std::string& bucket, const std::string& kind,
                                    std::optional<std::string> value) = 0;
+  // The parsed form of one per-bucket document, made by `parse` on first use and kept beside the
+  // cached documents, so it is forgotten with them on every change (the lifecycle rules are
+  // consulted on every GET, the Object Lock default on every write). nullptr when the bucket has
+  // no document of that kind. Parse errors are returned, never kept.
+  using ParsedConfig = std::shared_ptr<const void>;
+  using ConfigParser = std::function<S3Result<ParsedConfig>(std::string_view)>;
+  virtual S3Result<ParsedConfig> GetParsedBucketConfig(const std::string& bucket,
+                                                       const std::string& kind,
+                                                       const ConfigParser& parse) = 0;
+  template <class T>
+  S3Result<std::shared_ptr<const T>> GetParsedBucketConfig(const std::string& bucket,
+                                                           const std::string& kind,
+                                                           S3Result<T> (*parse)(std::string_view)) {
+    SOVAI_S3_ASSIGN_OR_RETURN(
+        ParsedConfig parsed,
+        GetParsedBucketConfig(bucket, kind,
+                              [parse](std::string_view doc) -> S3Result<ParsedConfig> {
+                                SOVAI_S3_ASSIGN_OR_RETURN(T value, parse(doc));
+                                return ParsedConfig(std::make_shared<const T>(std::move(value)));
+                              }));
+    return std::static_pointer_cast<const T>(parsed);
+  }
 
   // --- Objects ---
   virtual S3Result<StagedData> Stage(net::BodyReader& body, const StageOptions& options) = 0;
@@ -279,8 +330,18 @@ class Store {
                                        const std::optional<std::string>& version_id) = 0;
   virtual S3Result<std::unique_ptr<ObjectReader>> Open(const ObjectVersion& version,
                                                        uint64_t offset, uint64_t length) = 0;
+  // With `guard`: called with the version a delete by id removes, or the latest version (if
+  // any) a plain delete removes or hides behind a delete marker.
   virtual S3Result<DeleteResult> Delete(const std::string& bucket, const std::string& key,
-                                        const std::optional<std::string>& version_id) = 0;
+                                        const std::optional<std::string>& version_id,
+                                        const VersionGuard& guard = nullptr) = 0;
+  // Read-modify-write of a version's metadata (latest when version_id is nullopt) in one
+  // transaction: `edit` sees the stored version and changes its meta, or refuses. NoSuchKey,
+  // NoSuchVersion, MethodNotAllowed for a delete marker. Returns the version as stored.
+  virtual S3Result<ObjectVersion> UpdateVersion(
+      const std::string& bucket, const std::string& key,
+      const std::optional<std::string>& version_id,
+      const std::function<S3Status(ObjectVersion&)>& edit) = 0;
   // Replaces the tag set of a version (latest when version_id is nullopt).
   virtual S3Result<ObjectVersion> SetTags(
       const std::string& bucket, const std::string& key,
@@ -297,7 +358,8 @@ class Store {
   // --- Multipart ---
   virtual S3Result<UploadInfo> CreateUpload(const std::string& bucket, const std::string& key,
                                             const std::string& owner, ObjectMeta meta,
-                                            std::string checksum_algorithm) = 0;
+                                            std::string checksum_algorithm,
+                                            std::string checksum_type = "") = 0;
   virtual S3Result<UploadInfo> GetUpload(const std::string& bucket, const std::string& key,
                                          const std::string& upload_id) = 0;
   virtual S3Result<PartInfo> UploadPart(const UploadInfo& upload, int part_number,

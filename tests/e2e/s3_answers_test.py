@@ -85,21 +85,31 @@ class S3AnswersTest(unittest.TestCase):
 
     # --- Subresources never fall through to the object --------------------------------------
 
-    def test_object_lock_calls_answer_not_implemented_and_keep_the_bytes(self):
-        # Before: put_object_retention answered 200 and the object read back as the XML.
-        message = self.assert_not_implemented(
-            self.s3.put_object_retention, Bucket=self.bucket, Key="k",
-            Retention={"Mode": "GOVERNANCE",
-                       "RetainUntilDate": datetime.datetime(2030, 1, 1)})
-        self.assertIn("PutObjectRetention", message)
-        self.assert_not_implemented(self.s3.put_object_legal_hold, Bucket=self.bucket, Key="k",
-                                    LegalHold={"Status": "ON"})
+    def assert_client_error(self, expected, call, *args, **kwargs):
+        with self.assertRaises(ClientError) as e:
+            call(*args, **kwargs)
+        self.assertEqual((status_of(e.exception), error_code(e.exception)), expected,
+                         e.exception.response)
+
+    def test_object_lock_calls_keep_the_bytes(self):
+        # Before: put_object_retention answered 200 and the object read back as the XML. This
+        # bucket has no Object Lock: the calls are refused as S3 refuses them (s3_data_test.py
+        # covers a lock bucket), and the object is untouched.
+        self.assert_client_error((400, "InvalidRequest"), self.s3.put_object_retention,
+                                 Bucket=self.bucket, Key="k",
+                                 Retention={"Mode": "GOVERNANCE",
+                                            "RetainUntilDate": datetime.datetime(2030, 1, 1)})
+        self.assert_client_error((400, "InvalidRequest"), self.s3.put_object_legal_hold,
+                                 Bucket=self.bucket, Key="k", LegalHold={"Status": "ON"})
         self.assert_original()
         # Before: 500 without an S3 body (retried four times by the SDKs), or the object's bytes.
-        self.assert_not_implemented(self.s3.get_object_retention, Bucket=self.bucket, Key="k")
-        self.assert_not_implemented(self.s3.get_object_legal_hold, Bucket=self.bucket, Key="k")
-        self.assert_not_implemented(self.s3.get_object_attributes, Bucket=self.bucket, Key="k",
-                                    ObjectAttributes=["ETag"])
+        self.assert_client_error((400, "InvalidRequest"), self.s3.get_object_retention,
+                                 Bucket=self.bucket, Key="k")
+        self.assert_client_error((400, "InvalidRequest"), self.s3.get_object_legal_hold,
+                                 Bucket=self.bucket, Key="k")
+        self.assertEqual(self.s3.get_object_attributes(Bucket=self.bucket, Key="k",
+                                                       ObjectAttributes=["ETag"])["ETag"],
+                         hashlib.md5(ORIGINAL).hexdigest())
         self.assert_not_implemented(self.s3.get_object_torrent, Bucket=self.bucket, Key="k")
         # 501 is not an error the SDKs retry (500 was, four times).
         retrying = boto3.client(
@@ -109,10 +119,11 @@ class S3AnswersTest(unittest.TestCase):
             config=Config(s3={"addressing_style": "path"},
                           retries={"max_attempts": 5, "mode": "standard"}))
         with self.assertRaises(ClientError) as e:
-            retrying.get_object_retention(Bucket=self.bucket, Key="k")
+            retrying.get_object_torrent(Bucket=self.bucket, Key="k")
         self.assertEqual(e.exception.response["ResponseMetadata"]["RetryAttempts"], 0)
-        self.assert_not_implemented(self.s3.put_object_lock_configuration, Bucket=self.bucket,
-                                    ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
+        self.assert_client_error((409, "InvalidBucketState"),
+                                 self.s3.put_object_lock_configuration, Bucket=self.bucket,
+                                 ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"})
         self.assert_original()
 
     def test_every_subresource_of_botocores_model_leaves_the_object_alone(self):
@@ -160,14 +171,15 @@ class S3AnswersTest(unittest.TestCase):
 
     # --- Protections are refused, never accepted and ignored -------------------------------
 
-    def test_create_bucket_with_object_lock_is_refused(self):
+    def test_create_bucket_with_object_lock_takes_effect(self):
+        # Before: answered 200 and set neither the lock nor versioning.
         name = "lock-" + self.bucket
-        self.assert_not_implemented(self.s3.create_bucket, Bucket=name,
-                                    CreateBucketConfiguration={"LocationConstraint": REGION},
-                                    ObjectLockEnabledForBucket=True)
-        with self.assertRaises(ClientError) as e:
-            self.s3.head_bucket(Bucket=name)
-        self.assertEqual(status_of(e.exception), 404)
+        self.s3.create_bucket(Bucket=name, ObjectLockEnabledForBucket=True,
+                              CreateBucketConfiguration={"LocationConstraint": REGION})
+        self.assertEqual(self.s3.get_bucket_versioning(Bucket=name)["Status"], "Enabled")
+        self.assertEqual(self.s3.get_object_lock_configuration(Bucket=name)
+                         ["ObjectLockConfiguration"]["ObjectLockEnabled"], "Enabled")
+        self.s3.delete_bucket(Bucket=name)
 
     def test_encryption_and_locks_are_refused_and_acls_disabled_by_every_write(self):
         copy = {"Bucket": self.bucket, "Key": "k"}
@@ -181,16 +193,22 @@ class S3AnswersTest(unittest.TestCase):
                     call(Bucket=self.bucket, Key="new", **kwargs, **extra)
                 self.assertEqual((status_of(e.exception), error_code(e.exception)),
                                  (400, "AccessControlListNotSupported"))
-        for extra in [{"ServerSideEncryption": "AES256"},
-                      {"ObjectLockMode": "GOVERNANCE",
-                       "ObjectLockRetainUntilDate": datetime.datetime(2030, 1, 1)},
-                      {"ObjectLockLegalHoldStatus": "ON"}]:
+        for extra in [{"ServerSideEncryption": "AES256"}]:
             self.assert_not_implemented(self.s3.put_object, Bucket=self.bucket, Key="new",
                                         Body=b"x", **extra)
             self.assert_not_implemented(self.s3.copy_object, Bucket=self.bucket, Key="new",
                                         CopySource=copy, **extra)
             self.assert_not_implemented(self.s3.create_multipart_upload, Bucket=self.bucket,
                                         Key="new", **extra)
+        # Object Lock on a bucket without it: refused as S3 refuses it.
+        for extra in [{"ObjectLockMode": "GOVERNANCE",
+                       "ObjectLockRetainUntilDate": datetime.datetime(2030, 1, 1)},
+                      {"ObjectLockLegalHoldStatus": "ON"}]:
+            for call, kwargs in [(self.s3.put_object, {"Body": b"x"}),
+                                 (self.s3.copy_object, {"CopySource": copy}),
+                                 (self.s3.create_multipart_upload, {})]:
+                self.assert_client_error((400, "InvalidRequest"), call, Bucket=self.bucket,
+                                         Key="new", **kwargs, **extra)
         with self.assertRaises(ClientError) as e:
             self.s3.head_object(Bucket=self.bucket, Key="new")
         self.assertEqual(status_of(e.exception), 404)

@@ -13,6 +13,8 @@
 #include "net/http.h"
 #include "objstore/acl.h"
 #include "objstore/iam_policy.h"
+#include "objstore/lifecycle.h"
+#include "objstore/object_lock.h"
 #include "objstore/s3_api.h"
 #include "objstore/s3_error.h"
 #include "objstore/s3_xml.h"
@@ -120,14 +122,14 @@ class S3Api::Call {
   // Sets the owner of an object this request writes (the writer under ObjectWriter, else the
   // bucket owner) and its ACL in `meta` (none copied from a source).
   S3Status ApplyWriteAcl(const BucketInfo& bucket, std::string* owner, ObjectMeta* meta);
-  // CreateBucket: Object Ownership and ACL of the new bucket, checked before it is made and
-  // stored once it is.
+  // CreateBucket: Object Ownership and ACL of the new bucket, checked before it is made.
   struct NewBucketAccess {
     std::string ownership;
     std::optional<Acl> acl;
   };
   S3Result<NewBucketAccess> AccessForNewBucket();
-  S3Status SaveNewBucketAccess(const NewBucketAccess& access);
+  // The bucket's first Object Ownership and ACL, stored by CreateBucket with the bucket itself.
+  void AddNewBucketAccess(const NewBucketAccess& access, BucketSetup* setup);
   // PutBucketPolicy: the policy parses for this bucket and, under BlockPublicPolicy, is not
   // public.
   S3Status CheckNewPolicy(std::string_view text);
@@ -185,14 +187,45 @@ class S3Api::Call {
   net::Response UploadPart();
   net::Response CompleteUpload();
   net::Response CompleteResult(const BucketInfo& bucket, const ObjectVersion& v);
+  // The part checksums a CompleteMultipartUpload body lists against the stored parts'
+  // (InvalidPart when one differs), as S3 checks them.
+  S3Status CheckCompletedPartChecksums(const UploadInfo& upload,
+                                       const std::vector<CompletedPart>& listed);
   // If-None-Match and If-Match of a write, both applied whatever their combination: "*" (create
   // only / overwrite only) or ETag lists, checked in the write's transaction.
   void WriteConditions(PutOptions* o);
   net::Response AbortUpload();
   net::Response ListParts();
 
+  // --- Object Lock (s3_object_lock.cc) ---
+  net::Response ObjectLockConfig();
+  net::Response ObjectRetention();
+  net::Response ObjectLegalHold();
+  // The bucket's configuration; nullopt when Object Lock is not enabled on it.
+  S3Result<std::optional<ObjectLockConfiguration>> BucketObjectLock();
+  // The lock of a version being written: the x-amz-object-lock-* headers, else the bucket's
+  // default retention. InvalidRequest for lock headers on a bucket without Object Lock.
+  S3Result<ObjectLock> LockForNewObject();
+  // BucketFor(action) on an object of a bucket with Object Lock (InvalidRequest without it).
+  S3Status LockedObjectFor(std::string_view action);
+  // x-amz-bypass-governance-retention: true, by a caller allowed s3:BypassGovernanceRetention.
+  bool BypassGovernance();
+  // What a delete must respect (for the store's transaction); nullptr for a plain delete.
+  VersionGuard LockGuard(bool by_version_id);
+  void AddLockHeaders(net::Response& res, const ObjectVersion& v);
+
+  // --- GetObjectAttributes (s3_attributes.cc) ---
+  net::Response GetObjectAttributes();
+
+  // --- Lifecycle (s3_lifecycle.cc) ---
+  net::Response BucketLifecycle();
+  // x-amz-expiration of a current version, from the bucket's rules (none when none applies).
+  void AddExpirationHeader(net::Response& res, const ObjectVersion& v);
+
   // Reads the body (verified), computes the checksums the request declares and checks them.
-  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified);
+  // `extra_checksums`: ChecksumBits computed (and stored) besides the request's.
+  S3Result<StagedData> StageBody(bool allow_inline, uint64_t max_size, Checksums* verified,
+                                 uint32_t extra_checksums = 0);
   S3Result<StagedData> StageCopySource(const ObjectVersion& source, uint64_t offset,
                                        uint64_t length, bool allow_inline);
   S3Result<ObjectVersion> CopySource(std::string_view header, std::string_view range_header,

@@ -1,6 +1,6 @@
 // Private to objstore: the checked DOM walk of s3_xml.cc (the linear gate, limits and messages
 // described in s3_xml.h), for request-body parsers that live in their own files (acl.cc,
-// bucket_access.cc). Not included from other modules.
+// bucket_access.cc, lifecycle.cc, object_lock.cc). Not included from other modules.
 #pragma once
 
 #include <functional>
@@ -8,8 +8,10 @@
 #include <pugixml.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "objstore/s3_error.h"
+#include "objstore/s3_xml.h"
 
 namespace sovai::objstore::xml_dom {
 
@@ -29,5 +31,10 @@ S3Error Missing(std::string_view element, std::string_view path);
 S3Status ReadOnce(pugi::xml_node node, std::string_view path, std::optional<std::string>* slot);
 // "true"/"false" (any case) or 1/0, trimmed.
 S3Result<bool> ParseBool(std::string_view text, std::string_view element);
+// `s` without the XML whitespace around it.
+std::string_view TrimXmlSpace(std::string_view s);
+// <Tag><Key/><Value/></Tag> elements of `node`.
+S3Result<std::vector<Tag>> ParseTagList(pugi::xml_node node, std::string_view path);
+S3Result<Tag> ParseTagElement(pugi::xml_node node, std::string_view path);
 
 }  // namespace sovai::objstore::xml_dom
