@@ -281,6 +281,30 @@ class SlurmWorkload final : public Workload {
     }
   }
 
+  // Slurm's verdict on a job whose agent reported its end. A command that failed while Slurm
+  // still runs the job may be a node that is dying (its slurmd gone, the steps with it): the
+  // verdict is then awaited until Slurm's job is final, for at most verdict_grace.
+  std::optional<WorkloadOutcome> AwaitSlurmVerdict(const AgentStatus& status) {
+    const bool failed = !status.exit || !status.exit->exited || status.exit->code != 0;
+    const auto give_up = std::chrono::steady_clock::now() + options_.verdict_grace;
+    for (;;) {
+      auto info = options_.client->Query(slurm_id_);
+      if (!info.ok()) return std::nullopt;
+      if (auto verdict = SlurmVerdict(*info)) return verdict;
+      if (IsFinal(info->phase) || !failed || stopping_ ||
+          std::chrono::steady_clock::now() >= give_up) {
+        return std::nullopt;
+      }
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, options_.poll_interval, [&] { return detach_; });
+      if (detach_) {
+        WorkloadOutcome o;
+        o.detached = true;
+        return o;
+      }
+    }
+  }
+
   // The agent's final report (kDone) as the outcome.
   WorkloadOutcome FromAgent(const AgentStatus& status) {
     WorkloadOutcome o;
@@ -373,9 +397,7 @@ class SlurmWorkload final : public Workload {
         AdvanceTo(WorkloadPhase::kFinalizing);
         // Slurm's verdict comes first when Slurm itself ended the job (a node failure, its time
         // limit, an administrator's scancel): the agent then saw only its steps vanish.
-        if (auto info = options_.client->Query(slurm_id_); info.ok()) {
-          if (auto verdict = SlurmVerdict(*info)) return *verdict;
-        }
+        if (auto verdict = AwaitSlurmVerdict(*status)) return *verdict;
         WorkloadOutcome o = FromAgent(*status);
         observer_.OnExit(o);
         return o;

@@ -34,6 +34,10 @@ struct SlurmExecutorOptions {
   std::chrono::milliseconds poll_interval{1000};
   // SIGTERM to the job's steps, then SIGKILL after this.
   std::chrono::milliseconds stop_grace{10'000};
+  // How long a failed agent report waits for Slurm's own verdict: when a node's slurmd dies,
+  // the agent sees its steps vanish at once, while Slurm declares NODE_FAIL only after its
+  // SlurmdTimeout. A job whose command failed by itself ends as soon as its batch step does.
+  std::chrono::milliseconds verdict_grace{60'000};
   base::Env* env = nullptr;  // nullptr = base::Env::Default()
 };
 

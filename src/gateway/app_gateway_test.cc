@@ -124,7 +124,7 @@ TEST_F(GatewayErrorRendererTest, TheRestApiKeepsProblemJson) {
   ExpectProblem(PostOverTheLimit("/v1/jobs", false), 413);
   ExpectProblem(PostOverTheLimit("/v1/jobs", true), 413);
   net::HttpClient client(Client());
-  auto res = client.Get("/v1/embeddings");  // no such route: the REST API's 404
+  auto res = client.Get("/v1/audio/speech");  // no such route: the REST API's 404
   ASSERT_TRUE(res.ok()) << res.status();
   ExpectProblem(*res, 404);
   res = client.Get("/apps/");  // not an app's path

@@ -139,7 +139,8 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(first, log)
         # The archived log is in the project's bucket.
         buckets = [b["Name"] for b in self.s3.list_buckets()["Buckets"]]
-        archive = [b for b in buckets if b.startswith("sovai-")]
+        archive = [b for b in buckets
+                   if b == "sovai-" + done["project"].split("_", 1)[-1].lower()]
         self.assertEqual(len(archive), 1, buckets)
         key = "jobs/%s/log.txt" % job["id"]
         self.assertIn(b"tick 3", self.s3.get_object(Bucket=archive[0], Key=key)["Body"].read())

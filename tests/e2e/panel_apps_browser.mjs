@@ -260,7 +260,7 @@ await runScenario(session, "apps-failure", async () => {
   await page.waitForURL(/\/lab$/);
   unlabeled = await unlabeledControls();
   ok(unlabeled.length === 0, "every control of the notebook form has a label", unlabeled.join(", "));
-  ok(await page.locator('option[value="vscode"]').isDisabled(), "the VS Code editor is offered as unavailable");
+  ok(!(await page.locator('option[value="vscode"]').isDisabled()), "the VS Code editor is offered beside Jupyter");
   await page.getByLabel("Name (optional)").fill("panel-nb");
   await page.getByLabel("Flavor").selectOption("ai1-1-cpu");
   await page.getByLabel("Volumes").fill("no-such-bucket-here@" + REGION + "/x:/workspace/x:rw");

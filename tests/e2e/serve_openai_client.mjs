@@ -330,7 +330,7 @@ const scenarios = {
       assert.match(e.message, /exceeds the limit of 16777216 bytes/);
     });
     ok("a body over 16 MiB is an OpenAI 413");
-    const unknown = await rawPost("/v1/embeddings", JSON.stringify({ model, input: "hi" }));
+    const unknown = await rawPost("/v1/audio/speech", JSON.stringify({ model, input: "hi" }));
     assert.equal(unknown.status, 404);
     assert.equal(JSON.parse(unknown.text).error.type, "invalid_request_error");
     ok("an unknown route is an OpenAI 404");
