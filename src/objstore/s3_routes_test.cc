@@ -54,8 +54,8 @@ TEST(S3Routes, EveryRowIsReachableAndTheBareRowComesLast) {
 }
 
 TEST(S3Routes, UnimplementedSubresourcesNeverReachTheObject) {
-  for (const char* sub : {"renameObject", "encryption", "restore", "torrent", "select",
-                          "versioning", "website"}) {
+  for (const char* sub :
+       {"renameObject", "encryption", "restore", "torrent", "select", "versioning", "website"}) {
     for (const char* method : {"GET", "HEAD", "PUT", "POST", "DELETE"}) {
       S3Route r = Route(method, S3Level::kObject, {{sub, ""}});
       EXPECT_EQ(r.op, S3Op::kNotImplemented) << method << " ?" << sub << ": " << r.name;
