@@ -771,11 +771,11 @@ Result<base::ExitStatus> RunningWorkload::Finalize() {
   status_fd_.Reset();
 
   int wait_status;
-  bool killed;
+  bool ended_by_us;
   {
     std::lock_guard<std::mutex> state_lock(mu_);
     wait_status = wait_status_;
-    killed = killed_;
+    ended_by_us = killed_ || stopped_;
   }
   base::ExitStatus exit;
   if (WIFSIGNALED(wait_status)) {
@@ -785,7 +785,7 @@ Result<base::ExitStatus> RunningWorkload::Finalize() {
     const int code = WEXITSTATUS(wait_status);
     // bwrap reports "exit-code" only when the command ran; without it, the sandbox could not be
     // set up or the command not executed, and bwrap said why on stderr.
-    if (!StatusField(status_text_, "exit-code").has_value() && !killed) {
+    if (!StatusField(status_text_, "exit-code").has_value() && !ended_by_us) {
       std::string said = capture_ != nullptr ? capture_->last_stderr_line() : "";
       result_ = base::FailedPreconditionError(
           std::string(kDidNotRun) +
@@ -883,6 +883,10 @@ void RunningWorkload::KillSandbox() {
 Result<base::ExitStatus> RunningWorkload::Stop(std::chrono::milliseconds grace) {
   SOVAI_ASSIGN_OR_RETURN(bool done, TryReap());
   if (done) return Finalize();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = true;
+  }
   SignalSandbox(SIGTERM);
   Result<base::ExitStatus> ended = WaitFor(grace.count());
   if (ended.ok() || ended.status().code() != base::StatusCode::kDeadlineExceeded) return ended;

@@ -189,10 +189,14 @@ class RunningWorkload {
   std::shared_ptr<LogWriter> log_writer_;
   std::unique_ptr<LogCapture> capture_;
 
-  mutable std::mutex mu_;  // guards reaped_, wait_status_, killed_; serializes waitpid/kill
+  mutable std::mutex
+      mu_;  // guards reaped_, wait_status_, killed_, stopped_; serializes waitpid/kill
   bool reaped_ = false;
   int wait_status_ = 0;  // from waitpid, once reaped_
   bool killed_ = false;  // Stop or the destructor sent SIGKILL
+  // Stop sent SIGTERM: a sandbox that ends without running its command was stopped while bwrap
+  // set it up, which is the stop's doing, not a setup failure.
+  bool stopped_ = false;
 
   std::mutex finalize_mu_;    // guards the three below (held while the log drains)
   base::UniqueFd status_fd_;  // read end of bwrap's --json-status-fd

@@ -750,6 +750,25 @@ TEST_F(SandboxIntegrationTest, StopLetsATermHandlerFinish) {
   EXPECT_EQ(**(*workload)->TryWait(), *stopped);
 }
 
+// A stop that lands while bwrap still sets the sandbox up (before the command runs) is a stop:
+// the workload ended by a signal, not "the sandbox did not run the command".
+TEST_F(SandboxIntegrationTest, AStopRightAfterLaunchIsAStopNotASetupFailure) {
+  // Stops at 0-20 ms after the launch, 0.4 ms apart: some land before bwrap has made the
+  // command's process (nothing to signal: SIGKILL after the grace), some in its setup, some once
+  // it runs.
+  for (int i = 0; i < 50; ++i) {
+    SCOPED_TRACE(i);
+    SandboxSpec spec = Spec({"sleep", "1000"}, "early-" + std::to_string(i));
+    auto workload = sandbox_->Launch(spec);
+    ASSERT_TRUE(workload.ok()) << workload.status();
+    std::this_thread::sleep_for(std::chrono::microseconds(400 * i));
+    auto stopped = (*workload)->Stop(std::chrono::milliseconds(200));
+    ASSERT_TRUE(stopped.ok()) << stopped.status();
+    EXPECT_FALSE(stopped->success()) << stopped->ToString();
+    EXPECT_TRUE(stopped->signaled) << stopped->ToString();
+  }
+}
+
 TEST_F(SandboxIntegrationTest, StopKillsEverythingThatIgnoresTerm) {
   // The shell and its background child ignore SIGTERM (SIG_IGN is inherited).
   SandboxSpec spec = Shell(Spec({}),
