@@ -4,6 +4,8 @@
 # must install something. Safe to run on every `make`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib/debian_packages.sh
+source tools/lib/debian_packages.sh
 
 # One package per line; keep sorted. Why each is here is in docs/dependencies.md.
 debian_packages=(
@@ -53,21 +55,7 @@ debian_packages=(
   zlib1g-dev
 )
 
-missing=()
-for package in "${debian_packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-
-if ((${#missing[@]})); then
-  echo "bootstrap: installing Debian packages: ${missing[*]}"
-  sudo_cmd=()
-  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+install_missing_debian_packages "${debian_packages[@]}"
 
 # npm packages (real clients used by the end-to-end tests) are pinned by package-lock.json.
 if [[ -f package-lock.json ]]; then

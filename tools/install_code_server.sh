@@ -15,6 +15,8 @@
 # at all. Prints the program's path. Needs the npm registry (the packages) and, when missing,
 # Debian's packages below.
 set -euo pipefail
+# shellcheck source=tools/lib/debian_packages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/debian_packages.sh"
 
 CODE_SERVER_VERSION=4.139.1
 NODE_VERSION=24.22.3
@@ -39,20 +41,7 @@ fi
 # What node-gyp needs to build the native modules: compilers, make, python3, and the headers of
 # kerberos (gssapi), libsecret, X11 and xkbfile (native-keymap).
 debian_packages=(g++ libkrb5-dev libsecret-1-dev libx11-dev libxkbfile-dev make pkg-config python3)
-missing=()
-for package in "${debian_packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]})); then
-  say "installing Debian packages: ${missing[*]}"
-  sudo_cmd=()
-  if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-fi
+install_missing_debian_packages "${debian_packages[@]}"
 
 npm_cli=$(dirname "$(readlink -f "$(command -v npm)")")/npm-cli.js
 if [[ ! -f $npm_cli ]]; then
