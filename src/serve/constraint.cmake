@@ -1,6 +1,7 @@
 # Constrained decoding for response_format json_object / json_schema (json_constraint.h). The
 # fuzz target for the schema compiler and the acceptor is in tests/fuzz/serve_targets.cmake.
-add_library(sovai_serve_constraint STATIC ${CMAKE_CURRENT_LIST_DIR}/json_constraint.cc)
+add_library(sovai_serve_constraint STATIC ${CMAKE_CURRENT_LIST_DIR}/json_constraint.cc
+  ${CMAKE_CURRENT_LIST_DIR}/json_schema.cc ${CMAKE_CURRENT_LIST_DIR}/json_terminals.cc)
 target_include_directories(sovai_serve_constraint PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(sovai_serve_constraint PUBLIC sovai_base sovai_serve_request)
 
