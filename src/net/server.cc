@@ -135,6 +135,12 @@ class Connection final : public ConnectionBase,
   // stalled mid-body: there is nobody to answer, and `drop_status` is 408 or 499.
   Task<bool> RunHandler(const Router::Match& match, Response& res, bool& keep_alive,
                         int& drop_status);
+  // Sets req_'s route and `slot` from `match` and returns true when the handler should run;
+  // false with the server's own answer in `res` (404, 405, or 413 by Content-Length).
+  bool Admit(Router::Match& match, Response& res, bool& keep_alive, int& slot);
+  // Lingering close: a client still sending a body we did not read would get a TCP reset (and
+  // could lose our answer, e.g. a 413) if we closed with unread bytes. Drains it briefly.
+  Task<void> Linger();
   // Reads the next piece of the body into [buf, buf + n) (sending "100 Continue" first when the
   // client waits for it): from what is buffered, else from the socket. Returns the bytes
   // obtained; 0 with body.done() at the end of the body, or with body.error() on failure. On
@@ -498,38 +504,16 @@ Task<void> Connection<Stream>::Run() {
       Response res;
       int slot = unmatched_slot;
       Router::Match match = server_.router.Find(req_.method(), req_.raw_path());
-      if (match.kind != Router::Match::kFound) {
-        if (match.kind == Router::Match::kMethodNotAllowed) {
-          res =
-              Response::Error(405, "method " + std::string(req_.method()) + " is not allowed on " +
-                                       std::string(req_.raw_path()) + "; allowed: " + match.allow);
-          res.headers.Set("Allow", match.allow);
-        } else {
-          res = Response::Error(404, "no route for " + std::string(req_.method()) + " " +
-                                         std::string(req_.raw_path()));
-        }
-        // An unread body would be taken for the next request.
-        keep_alive = keep_alive && !req_.has_body();
+      if (!Admit(match, res, keep_alive, slot)) {
+        // Answered for the server (404, 405, 413).
+      } else if (match.options->inline_handler && !req_.has_body()) {
+        Call(*match.handler, res);
       } else {
-        req_.set_route(match.pattern, std::move(match.params));
-        slot = match.route_index;
-        const RouteOptions& ropts = *match.options;
-        if (req_.content_length() && *req_.content_length() > ropts.max_body_bytes) {
-          // The limit by Content-Length: refused before any body byte is read.
-          res = Response::Error(413, "request body of " + std::to_string(*req_.content_length()) +
-                                         " bytes exceeds the limit of " +
-                                         std::to_string(ropts.max_body_bytes) +
-                                         " bytes for this route");
-          keep_alive = false;
-        } else if (ropts.inline_handler && !req_.has_body()) {
-          Call(*match.handler, res);
-        } else {
-          int drop_status = 0;
-          bool answer = co_await RunHandler(match, res, keep_alive, drop_status);
-          if (!answer) {
-            Finish(slot, drop_status, start);
-            break;
-          }
+        int drop_status = 0;
+        bool answer = co_await RunHandler(match, res, keep_alive, drop_status);
+        if (!answer) {
+          Finish(slot, drop_status, start);
+          break;
         }
       }
 
@@ -568,24 +552,54 @@ Task<void> Connection<Stream>::Run() {
 
     // Half-close so the client reads everything we wrote before seeing the end.
     Lowest().shutdown(tcp::socket::shutdown_send, ignored_);
-    if (linger_) {
-      // Lingering close: a client still sending a body we did not read would get a TCP reset
-      // (and could lose our answer, e.g. a 413) if we closed with unread bytes. Drain briefly.
-      auto until = Clock::now() + kLingerTime;
-      uint64_t drained = 0;
-      boost::system::error_code ec;
-      while (!ec && drained < kLingerBytes && Clock::now() < until && !closing_) {
-        ExpireAt(until);
-        // (Not `drained += co_await ...`: keep co_await out of compound expressions, where
-        // g++ 12 has had temporaries-lifetime bugs.)
-        size_t n = co_await Lowest().async_read_some(buffer_.prepare(64 * 1024), Into(ec));
-        Settle(ec);
-        drained += n;
-      }
-    }
+    if (linger_) co_await Linger();
     Lowest().close(ignored_);
   } catch (const std::exception&) {
     // One bad connection never takes the server down; the socket closes with `self`.
+  }
+}
+
+template <class Stream>
+bool Connection<Stream>::Admit(Router::Match& match, Response& res, bool& keep_alive, int& slot) {
+  if (match.kind != Router::Match::kFound) {
+    if (match.kind == Router::Match::kMethodNotAllowed) {
+      res = Response::Error(405, "method " + std::string(req_.method()) + " is not allowed on " +
+                                     std::string(req_.raw_path()) + "; allowed: " + match.allow);
+      res.headers.Set("Allow", match.allow);
+    } else {
+      res = Response::Error(
+          404, "no route for " + std::string(req_.method()) + " " + std::string(req_.raw_path()));
+    }
+    // An unread body would be taken for the next request.
+    keep_alive = keep_alive && !req_.has_body();
+    return false;
+  }
+  req_.set_route(match.pattern, std::move(match.params));
+  slot = match.route_index;
+  const RouteOptions& ropts = *match.options;
+  if (req_.content_length() && *req_.content_length() > ropts.max_body_bytes) {
+    // The limit by Content-Length: refused before any body byte is read.
+    res = Response::Error(413, "request body of " + std::to_string(*req_.content_length()) +
+                                   " bytes exceeds the limit of " +
+                                   std::to_string(ropts.max_body_bytes) + " bytes for this route");
+    keep_alive = false;
+    return false;
+  }
+  return true;
+}
+
+template <class Stream>
+Task<void> Connection<Stream>::Linger() {
+  auto until = Clock::now() + kLingerTime;
+  uint64_t drained = 0;
+  boost::system::error_code ec;
+  while (!ec && drained < kLingerBytes && Clock::now() < until && !closing_) {
+    ExpireAt(until);
+    // (Not `drained += co_await ...`: keep co_await out of compound expressions, where g++ 12 has
+    // had temporaries-lifetime bugs.)
+    size_t n = co_await Lowest().async_read_some(buffer_.prepare(64 * 1024), Into(ec));
+    Settle(ec);
+    drained += n;
   }
 }
 
