@@ -273,26 +273,11 @@ class AppApi : public RestHandlers {
  private:
   // POST /v1/apps?dry_run=true: all replicas (max_replicas when autoscaled) at a replica's timeout.
   net::Response DryRunApp(net::Request& request, const Principal& p) {
-    BillingService* billing = control_.billing();
-    if (billing == nullptr) return Problem(NoBilling());
-    auto body = ReadSpecObject(request);
-    if (!body.ok()) return Problem(body.status());
-    auto ctx = Spec(&billing->flavors(), p);
-    if (!ctx.ok()) return Problem(ctx.status());
-    auto parsed = ParseAppSpec(*body, *ctx);
-    if (auto* error = std::get_if<SpecError>(&parsed)) {
-      return ProblemResponse(error->status, error->fields);
-    }
-    AppSpec spec = std::get<AppSpec>(std::move(parsed));
-    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
-    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
-    auto run = billing->DryRunApp(p.project.id, spec, kAppAdmissionHorizonS);
-    if (!run.ok()) {
-      return FieldProblem(run.status(),
-                          run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
-    }
-    CheckFitsForDryRun(spec.flavor, spec.units, *run);
-    return JsonResponse(200, DryRunJson(*run));
+    return DryRunOf<AppSpec>(
+        request, p, ParseAppSpec,
+        [](BillingService& billing, const std::string& project, const AppSpec& spec) {
+          return billing.DryRunApp(project, spec, kAppAdmissionHorizonS);
+        });
   }
 
   Json EndpointJson(const Endpoint& e, const net::Request& request) {

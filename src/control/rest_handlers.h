@@ -242,6 +242,33 @@ class RestHandlers {
     }
   }
 
+  // POST ?dry_run=true of a job or an app: `parse` (ParseJobSpec, ParseAppSpec) the body as a
+  // create would, then `price(billing, project, spec)` and the budget's verdict; nothing is
+  // created.
+  template <typename SpecT, typename Parse, typename Price>
+  net::Response DryRunOf(net::Request& request, const Principal& p, Parse parse, Price price) {
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto body = ReadSpecObject(request);
+    if (!body.ok()) return Problem(body.status());
+    auto ctx = Spec(&billing->flavors(), p);
+    if (!ctx.ok()) return Problem(ctx.status());
+    auto parsed = parse(*body, *ctx);
+    if (auto* error = std::get_if<SpecError>(&parsed)) {
+      return ProblemResponse(error->status, error->fields);
+    }
+    SpecT spec = std::get<SpecT>(std::move(parsed));
+    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
+    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
+    base::Result<DryRun> run = price(*billing, p.project.id, spec);
+    if (!run.ok()) {
+      return FieldProblem(run.status(),
+                          run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
+    }
+    CheckFitsForDryRun(spec.flavor, spec.units, *run);
+    return JsonResponse(200, DryRunJson(*run));
+  }
+
   // The {id} of `service` (a job, an app or a notebook) when this token may see it: its project,
   // and its labels match the token's selector. NotFound otherwise, exactly like a missing one;
   // NoJobs() when the server runs no such service.

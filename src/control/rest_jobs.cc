@@ -201,26 +201,9 @@ class JobApi : public RestHandlers {
  private:
   // POST /v1/jobs?dry_run=true: the price and the budget's verdict; nothing is created.
   net::Response DryRunJob(net::Request& request, const Principal& p) {
-    BillingService* billing = control_.billing();
-    if (billing == nullptr) return Problem(NoBilling());
-    auto body = ReadSpecObject(request);
-    if (!body.ok()) return Problem(body.status());
-    auto ctx = Spec(&billing->flavors(), p);
-    if (!ctx.ok()) return Problem(ctx.status());
-    auto parsed = ParseJobSpec(*body, *ctx);
-    if (auto* error = std::get_if<SpecError>(&parsed)) {
-      return ProblemResponse(error->status, error->fields);
-    }
-    JobSpec spec = std::get<JobSpec>(std::move(parsed));
-    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
-    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
-    auto run = billing->DryRunJob(p.project.id, spec);
-    if (!run.ok()) {
-      return FieldProblem(run.status(),
-                          run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
-    }
-    CheckFitsForDryRun(spec.flavor, spec.units, *run);
-    return JsonResponse(200, DryRunJson(*run));
+    return DryRunOf<JobSpec>(request, p, ParseJobSpec,
+                             [](BillingService& billing, const std::string& project,
+                                const JobSpec& spec) { return billing.DryRunJob(project, spec); });
   }
 
   // The job of {id} when this token may see it; NotFound otherwise.
