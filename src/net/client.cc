@@ -181,60 +181,42 @@ struct HttpClient::Impl {
     return Status();
   }
 
-  template <class Buffers>
-  ErrorCode WriteAll(const Buffers& buffers) {
+  // Runs one operation, `start(stream, done)` on whichever stream this connection has (TLS or
+  // plain), to completion or the read timeout.
+  template <class Start>
+  ErrorCode RunOne(Start start) {
     ErrorCode result = asio::error::would_block;
     Lowest().expires_after(opts.read_timeout);
     auto done = [&](ErrorCode e, size_t) { result = e; };
     if (tls) {
-      asio::async_write(*tls, buffers, done);
+      start(*tls, done);
     } else {
-      asio::async_write(*plain, buffers, done);
+      start(*plain, done);
     }
     RunIo();
     return result;
+  }
+
+  template <class Buffers>
+  ErrorCode WriteAll(const Buffers& buffers) {
+    return RunOne([&](auto& stream, auto done) { asio::async_write(stream, buffers, done); });
   }
 
   template <class Serializer>
   ErrorCode WriteHeader(Serializer& sr) {
-    ErrorCode result = asio::error::would_block;
-    Lowest().expires_after(opts.read_timeout);
-    auto done = [&](ErrorCode e, size_t) { result = e; };
-    if (tls) {
-      http::async_write_header(*tls, sr, done);
-    } else {
-      http::async_write_header(*plain, sr, done);
-    }
-    RunIo();
-    return result;
+    return RunOne([&](auto& stream, auto done) { http::async_write_header(stream, sr, done); });
   }
 
   template <class Parser>
   ErrorCode ReadHeader(Parser& parser) {
-    ErrorCode result = asio::error::would_block;
-    Lowest().expires_after(opts.read_timeout);
-    auto done = [&](ErrorCode e, size_t) { result = e; };
-    if (tls) {
-      http::async_read_header(*tls, buffer, parser, done);
-    } else {
-      http::async_read_header(*plain, buffer, parser, done);
-    }
-    RunIo();
-    return result;
+    return RunOne(
+        [&](auto& stream, auto done) { http::async_read_header(stream, buffer, parser, done); });
   }
 
   template <class Parser>
   ErrorCode ReadSome(Parser& parser) {
-    ErrorCode result = asio::error::would_block;
-    Lowest().expires_after(opts.read_timeout);
-    auto done = [&](ErrorCode e, size_t) { result = e; };
-    if (tls) {
-      http::async_read_some(*tls, buffer, parser, done);
-    } else {
-      http::async_read_some(*plain, buffer, parser, done);
-    }
-    RunIo();
-    return result;
+    return RunOne(
+        [&](auto& stream, auto done) { http::async_read_some(stream, buffer, parser, done); });
   }
 
   // Waits up to `wait` for the socket to become readable (without a tcp_stream timeout, which
