@@ -16,19 +16,11 @@ class AppApi : public RestHandlers {
     if (dry_run) return DryRunApp(request, p);
     AppService* apps = control_.apps();
     if (apps == nullptr) return Problem(NoJobs());
-    auto body = ReadSpecObject(request);
-    if (!body.ok()) return Problem(body.status());
-    auto ctx = Spec(control_.flavors(), p);
-    if (!ctx.ok()) return Problem(ctx.status());
-    auto parsed = ParseAppSpec(*body, *ctx);
-    if (auto* error = std::get_if<SpecError>(&parsed)) {
-      return ProblemResponse(error->status, error->fields);
-    }
-    AppSpec spec = std::get<AppSpec>(std::move(parsed));
-    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
-    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
+    auto spec = ReadSpec<AppSpec>(request, p, control_.flavors(), ParseAppSpec);
+    if (auto* answer = std::get_if<net::Response>(&spec)) return std::move(*answer);
     std::string bad_field;
-    auto app = apps->Create(p.project.id, p.user.id, std::move(spec), &bad_field);
+    auto app =
+        apps->Create(p.project.id, p.user.id, std::get<AppSpec>(std::move(spec)), &bad_field);
     if (!app.ok()) {
       return bad_field.empty() ? Problem(app.status()) : FieldProblem(app.status(), bad_field);
     }
@@ -64,21 +56,15 @@ class AppApi : public RestHandlers {
   net::Response UpdateApp(net::Request& request, const Principal& p) {
     auto app = VisibleApp(request, p);
     if (!app.ok()) return Problem(app.status());
-    auto body = ReadSpecObject(request);
-    if (!body.ok()) return Problem(body.status());
     bool rolling = false;
-    auto ctx = Spec(control_.flavors(), p);
-    if (!ctx.ok()) return Problem(ctx.status());
-    auto parsed = PatchAppSpec(app->spec, *body, *ctx, &rolling);
-    if (auto* error = std::get_if<SpecError>(&parsed)) {
-      return ProblemResponse(error->status, error->fields);
-    }
-    AppSpec spec = std::get<AppSpec>(std::move(parsed));
-    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
-    if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
+    auto spec = ReadSpec<AppSpec>(request, p, control_.flavors(),
+                                  [&](const nlohmann::json& body, const SpecContext& ctx) {
+                                    return PatchAppSpec(app->spec, body, ctx, &rolling);
+                                  });
+    if (auto* answer = std::get_if<net::Response>(&spec)) return std::move(*answer);
     std::string bad_field;
-    auto updated =
-        control_.apps()->Update(p.project.id, app->id, std::move(spec), rolling, &bad_field);
+    auto updated = control_.apps()->Update(p.project.id, app->id,
+                                           std::get<AppSpec>(std::move(spec)), rolling, &bad_field);
     if (!updated.ok()) {
       return bad_field.empty() ? Problem(updated.status())
                                : FieldProblem(updated.status(), bad_field);
@@ -126,28 +112,12 @@ class AppApi : public RestHandlers {
     NotebookService* notebooks = control_.notebooks();
     if (!dry_run && notebooks == nullptr) return Problem(NoJobs());
     if (dry_run && control_.billing() == nullptr) return Problem(NoBilling());
-    auto body = ReadSpecObject(request);
-    if (!body.ok()) return Problem(body.status());
-    auto ctx = Spec(flavors, p);
-    if (!ctx.ok()) return Problem(ctx.status());
-    auto parsed = ParseNotebookSpec(*body, *ctx);
-    if (auto* error = std::get_if<SpecError>(&parsed)) {
-      return ProblemResponse(error->status, error->fields);
-    }
+    auto parsed = ReadSpec<NotebookSpec>(request, p, flavors, ParseNotebookSpec);
+    if (auto* answer = std::get_if<net::Response>(&parsed)) return std::move(*answer);
     NotebookSpec spec = std::get<NotebookSpec>(std::move(parsed));
-    if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
-    JobSpec mounts;
-    mounts.volumes = spec.volumes;
-    if (auto refused = CheckResidencyOf(p, SourcesOf(mounts))) return *refused;
     if (dry_run) {
       // A notebook runs until it is stopped: priced like an app replica, for an hour.
-      auto run = control_.billing()->DryRunNotebook(p.project.id, spec);
-      if (!run.ok()) {
-        return FieldProblem(
-            run.status(), run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");
-      }
-      CheckFitsForDryRun(spec.flavor, spec.units, *run);
-      return JsonResponse(200, DryRunJson(*run));
+      return DryRunAnswer(spec, control_.billing()->DryRunNotebook(p.project.id, spec));
     }
     std::string bad_field;
     auto nb = notebooks->Create(p.project.id, p.user.id, std::move(spec), &bad_field);
@@ -273,11 +243,12 @@ class AppApi : public RestHandlers {
  private:
   // POST /v1/apps?dry_run=true: all replicas (max_replicas when autoscaled) at a replica's timeout.
   net::Response DryRunApp(net::Request& request, const Principal& p) {
-    return DryRunOf<AppSpec>(
-        request, p, ParseAppSpec,
-        [](BillingService& billing, const std::string& project, const AppSpec& spec) {
-          return billing.DryRunApp(project, spec, kAppAdmissionHorizonS);
-        });
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto spec = ReadSpec<AppSpec>(request, p, &billing->flavors(), ParseAppSpec);
+    if (auto* answer = std::get_if<net::Response>(&spec)) return std::move(*answer);
+    const AppSpec& app = std::get<AppSpec>(spec);
+    return DryRunAnswer(app, billing->DryRunApp(p.project.id, app, kAppAdmissionHorizonS));
   }
 
   Json EndpointJson(const Endpoint& e, const net::Request& request) {

@@ -31,6 +31,14 @@ namespace sovai::control::rest {
 using base::Status;
 using Json = nlohmann::json;
 
+using control::SourcesOf;
+// A notebook mounts volumes as a job does.
+inline std::vector<BucketSource> SourcesOf(const NotebookSpec& spec) {
+  JobSpec mounts;
+  mounts.volumes = spec.volumes;
+  return SourcesOf(mounts);
+}
+
 // --- Answers -----------------------------------------------------------------------------------
 template <typename T, typename ToJson>
 Json PageJson(const Page<T>& page, ToJson to_json) {
@@ -242,16 +250,15 @@ class RestHandlers {
     }
   }
 
-  // POST ?dry_run=true of a job or an app: `parse` (ParseJobSpec, ParseAppSpec) the body as a
-  // create would, then `price(billing, project, spec)` and the budget's verdict; nothing is
-  // created.
-  template <typename SpecT, typename Parse, typename Price>
-  net::Response DryRunOf(net::Request& request, const Principal& p, Parse parse, Price price) {
-    BillingService* billing = control_.billing();
-    if (billing == nullptr) return Problem(NoBilling());
+  // The spec a create, an update or a dry run is about: `parse(body, context)` of the request's
+  // JSON object against the caller's project (`flavors`, regions, datastores), with the token's
+  // labels applied and the data-residency rule checked on its buckets; or the problem to answer.
+  template <typename SpecT, typename Parse>
+  std::variant<SpecT, net::Response> ReadSpec(net::Request& request, const Principal& p,
+                                              const FlavorCatalog* flavors, Parse parse) {
     auto body = ReadSpecObject(request);
     if (!body.ok()) return Problem(body.status());
-    auto ctx = Spec(&billing->flavors(), p);
+    auto ctx = Spec(flavors, p);
     if (!ctx.ok()) return Problem(ctx.status());
     auto parsed = parse(*body, *ctx);
     if (auto* error = std::get_if<SpecError>(&parsed)) {
@@ -260,7 +267,13 @@ class RestHandlers {
     SpecT spec = std::get<SpecT>(std::move(parsed));
     if (auto bad = ApplySelectorLabels(p, spec.labels)) return *bad;
     if (auto refused = CheckResidencyOf(p, SourcesOf(spec))) return *refused;
-    base::Result<DryRun> run = price(*billing, p.project.id, spec);
+    return spec;
+  }
+
+  // The answer of a dry run: the price of `run` (BillingService::DryRun*) and the budget's
+  // verdict, refused as well when this machine can never run the flavor. Nothing is created.
+  template <typename SpecT>
+  net::Response DryRunAnswer(const SpecT& spec, base::Result<DryRun> run) {
     if (!run.ok()) {
       return FieldProblem(run.status(),
                           run.status().code() == base::StatusCode::kNotFound ? "flavor" : "units");

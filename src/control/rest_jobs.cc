@@ -201,9 +201,12 @@ class JobApi : public RestHandlers {
  private:
   // POST /v1/jobs?dry_run=true: the price and the budget's verdict; nothing is created.
   net::Response DryRunJob(net::Request& request, const Principal& p) {
-    return DryRunOf<JobSpec>(request, p, ParseJobSpec,
-                             [](BillingService& billing, const std::string& project,
-                                const JobSpec& spec) { return billing.DryRunJob(project, spec); });
+    BillingService* billing = control_.billing();
+    if (billing == nullptr) return Problem(NoBilling());
+    auto spec = ReadSpec<JobSpec>(request, p, &billing->flavors(), ParseJobSpec);
+    if (auto* answer = std::get_if<net::Response>(&spec)) return std::move(*answer);
+    const JobSpec& job = std::get<JobSpec>(spec);
+    return DryRunAnswer(job, billing->DryRunJob(p.project.id, job));
   }
 
   // The job of {id} when this token may see it; NotFound otherwise.
