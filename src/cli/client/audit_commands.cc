@@ -38,19 +38,10 @@ int RunAuditList(CommandContext& ctx, const std::vector<std::string>& args) {
   cmd.AddOutputFlag();
   if (auto code = cmd.Parse(args, 0, 0)) return *code;
   std::string path = "/v1/audit";
-  std::optional<int64_t> from_micros;
-  if (f.WasSet("from")) {
-    auto parsed = ParseDateArg(from, DateBound::kStart);
-    if (!parsed.ok()) return cmd.Usage(parsed.status().WithContext("--from").message());
-    from_micros = *parsed;
-    path = AddQuery(path, "from", FormatQueryTime(*parsed));
-  }
-  if (f.WasSet("to")) {
-    auto parsed = ParseDateArg(to, DateBound::kEnd);
-    if (!parsed.ok()) return cmd.Usage(parsed.status().WithContext("--to").message());
-    if (from_micros && *parsed <= *from_micros) return cmd.Usage("--to must be after --from");
-    path = AddQuery(path, "to", FormatQueryTime(*parsed));
-  }
+  auto windowed = AddWindowQuery(path, f.WasSet("from") ? std::optional(from) : std::nullopt,
+                                 f.WasSet("to") ? std::optional(to) : std::nullopt);
+  if (!windowed.ok()) return cmd.Usage(windowed.status().message());
+  path = *windowed;
   if (!actor.empty()) path = AddQuery(path, "actor", actor);
   if (!action.empty()) path = AddQuery(path, "action", action);
 

@@ -136,19 +136,10 @@ int RunBillingUsage(CommandContext& ctx, const std::vector<std::string>& args) {
     return cmd.Usage("--lines is for the table; -o json and -o csv always hold the lines");
   }
   std::string path = "/v1/billing/usage";
-  std::optional<int64_t> from_micros;
-  if (f.WasSet("from")) {
-    auto parsed = ParseDateArg(from, DateBound::kStart);
-    if (!parsed.ok()) return cmd.Usage(parsed.status().WithContext("--from").message());
-    from_micros = *parsed;
-    path = AddQuery(path, "from", FormatQueryTime(*parsed));
-  }
-  if (f.WasSet("to")) {
-    auto parsed = ParseDateArg(to, DateBound::kEnd);
-    if (!parsed.ok()) return cmd.Usage(parsed.status().WithContext("--to").message());
-    if (from_micros && *parsed <= *from_micros) return cmd.Usage("--to must be after --from");
-    path = AddQuery(path, "to", FormatQueryTime(*parsed));
-  }
+  auto windowed = AddWindowQuery(path, f.WasSet("from") ? std::optional(from) : std::nullopt,
+                                 f.WasSet("to") ? std::optional(to) : std::nullopt);
+  if (!windowed.ok()) return cmd.Usage(windowed.status().message());
+  path = *windowed;
   if (f.WasSet("group-by")) {
     if (group_by != "project" && group_by != "flavor" && group_by != "resource" &&
         group_by != "day") {

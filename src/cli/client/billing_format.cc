@@ -3,6 +3,7 @@
 #include "base/check.h"
 #include "base/strings.h"
 #include "base/time.h"
+#include "cli/client/api_client.h"
 
 namespace sovai::cli::client {
 namespace {
@@ -140,6 +141,26 @@ base::Result<int64_t> ParseDateArg(std::string_view text, DateBound bound) {
 
 std::string FormatQueryTime(int64_t unix_micros) {
   return base::FormatRfc3339(unix_micros, unix_micros % base::kMicrosPerSecond == 0 ? 0 : 6);
+}
+
+base::Result<std::string> AddWindowQuery(std::string path, const std::optional<std::string>& from,
+                                         const std::optional<std::string>& to) {
+  std::optional<int64_t> from_micros;
+  if (from) {
+    auto parsed = ParseDateArg(*from, DateBound::kStart);
+    if (!parsed.ok()) return parsed.status().WithContext("--from");
+    from_micros = *parsed;
+    path = AddQuery(path, "from", FormatQueryTime(*parsed));
+  }
+  if (to) {
+    auto parsed = ParseDateArg(*to, DateBound::kEnd);
+    if (!parsed.ok()) return parsed.status().WithContext("--to");
+    if (from_micros && *parsed <= *from_micros) {
+      return base::InvalidArgumentError("--to must be after --from");
+    }
+    path = AddQuery(path, "to", FormatQueryTime(*parsed));
+  }
+  return path;
 }
 
 base::Result<std::string> ParseMonth(std::string_view text) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +60,11 @@ base::Result<int64_t> ParseDateArg(std::string_view text, DateBound bound);
 // The RFC 3339 form sent in queries: UTC, seconds, and a fraction only when there is one
 // ("2026-11-01T00:00:00Z", "2026-11-01T00:00:00.250000Z").
 std::string FormatQueryTime(int64_t unix_micros);
+// `path` with the query parameters from= and to= of the --from and --to values given (nullopt: the
+// flag was not given); InvalidArgument naming the flag for a bad value, or for --to not after
+// --from.
+base::Result<std::string> AddWindowQuery(std::string path, const std::optional<std::string>& from,
+                                         const std::optional<std::string>& to);
 // "2026-11" (YYYY-MM, month 01..12) as given; InvalidArgument otherwise.
 base::Result<std::string> ParseMonth(std::string_view text);
 

@@ -98,6 +98,23 @@ TEST(BillingFormatTest, QueryTimesAndMonths) {
   }
 }
 
+TEST(BillingFormatTest, AWindowBecomesFromAndToQueryParameters) {
+  EXPECT_EQ(AddWindowQuery("/v1/audit", std::nullopt, std::nullopt).value(), "/v1/audit");
+  EXPECT_EQ(AddWindowQuery("/v1/billing/usage", "2026-11-01", "2026-11-30").value(),
+            "/v1/billing/usage?from=2026-11-01T00%3A00%3A00Z&to=2026-12-01T00%3A00%3A00Z");
+  EXPECT_EQ(AddWindowQuery("/v1/audit", std::nullopt, "2026-11-30").value(),
+            "/v1/audit?to=2026-12-01T00%3A00%3A00Z");
+  auto bad_from = AddWindowQuery("/v1/audit", "yesterday", std::nullopt);
+  EXPECT_EQ(bad_from.status().code(), base::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(bad_from.status().message().starts_with("--from")) << bad_from.status();
+  auto bad_to = AddWindowQuery("/v1/audit", std::nullopt, "2026-13-01");
+  EXPECT_TRUE(bad_to.status().message().starts_with("--to")) << bad_to.status();
+  // The same day is a one-day window; a --to before --from is refused.
+  EXPECT_TRUE(AddWindowQuery("/v1/audit", "2026-11-02", "2026-11-02").ok());
+  auto backwards = AddWindowQuery("/v1/audit", "2026-11-02", "2026-11-01T00:00:00Z");
+  EXPECT_EQ(backwards.status().message(), "--to must be after --from");
+}
+
 TEST(BillingFormatTest, QuantitiesAndPercentages) {
   EXPECT_EQ(FormatQuantity("job", 4), "4 unit-min");
   EXPECT_EQ(FormatQuantity("app", 2), "2 unit-min");
