@@ -218,13 +218,13 @@ std::vector<Line> ComputeJobLines(std::span<const BillableJob> jobs, const Flavo
 // --- Storage ---------------------------------------------------------------------------------
 std::vector<Line> ComputeStorageLines(std::span<const StorageSample> samples, const Prices& prices,
                                       Window window, int64_t now) {
-  // The largest sample of each (project, hour) whose hour starts in the window.
-  std::map<std::pair<std::string, int64_t>, uint64_t> hours;
+  // The largest sample of each (project, resource, hour) whose hour starts in the window.
+  std::map<std::tuple<std::string, std::string, int64_t>, uint64_t> hours;
   for (const StorageSample& s : samples) {
     const int64_t hour = FloorDiv(s.at_unix_micros, kMicrosPerHour);
     const int64_t hour_start = hour * kMicrosPerHour;
     if (hour_start < window.from_unix_micros || hour_start >= window.to_unix_micros) continue;
-    uint64_t& bytes = hours[{s.project, hour}];
+    uint64_t& bytes = hours[{s.project, s.resource, hour}];
     bytes = std::max(bytes, s.bytes);
   }
   struct Day {
@@ -232,13 +232,14 @@ std::vector<Line> ComputeStorageLines(std::span<const StorageSample> samples, co
     int64_t first_hour = 0;
     int64_t last_hour = 0;
   };
-  std::map<std::pair<std::string, int64_t>, Day> days;  // (project, day)
+  std::map<std::tuple<std::string, std::string, int64_t>, Day> days;  // (project, resource, day)
   for (const auto& [key, bytes] : hours) {
-    const int64_t day = FloorDiv(key.second * kMicrosPerHour, kMicrosPerDay);
-    auto [it, inserted] = days.try_emplace({key.first, day});
+    const auto& [project, resource, hour] = key;
+    const int64_t day = FloorDiv(hour * kMicrosPerHour, kMicrosPerDay);
+    auto [it, inserted] = days.try_emplace({project, resource, day});
     Day& d = it->second;
-    if (inserted) d.first_hour = key.second;
-    d.last_hour = key.second;  // the map iterates hours in order
+    if (inserted) d.first_hour = hour;
+    d.last_hour = hour;  // the map iterates hours in order
     d.byte_hours += bytes;
   }
   const unsigned __int128 gib_month_byte_hours =
@@ -247,9 +248,9 @@ std::vector<Line> ComputeStorageLines(std::span<const StorageSample> samples, co
   for (const auto& [key, d] : days) {
     if (d.byte_hours == 0) continue;
     Line line;
-    line.project = key.first;
+    line.project = std::get<0>(key);
     line.kind = LineKind::kStorage;
-    line.resource = std::string(kStorageResource);
+    line.resource = std::get<1>(key);
     line.start_unix_micros = d.first_hour * kMicrosPerHour;
     line.end_unix_micros = (d.last_hour + 1) * kMicrosPerHour;
     line.open = line.end_unix_micros > now;

@@ -63,7 +63,7 @@ inline constexpr std::string_view kStorageResource = "buckets";
 struct Line {
   std::string project;
   LineKind kind = LineKind::kJob;
-  std::string resource;  // job id, app id, kStorageResource, or the endpoint's name
+  std::string resource;  // job id, app id, a storage resource, or the endpoint's name
   std::string flavor;    // compute only
   int units = 0;         // compute only
   int64_t start_unix_micros = 0;
@@ -130,16 +130,31 @@ struct BillableJob {
 std::vector<Line> ComputeJobLines(std::span<const BillableJob> jobs, const FlavorCatalog& flavors,
                                   Window window, int64_t now, std::span<const ServerRun> runs);
 
-// One hourly sample of a project's bytes in the object store.
+// Registry repositories are storage resources of their own (docs/billing.md): a repository's
+// resource is "registry:<project>/<name>"; blobs no manifest references (until `sovai registry
+// gc`) are the project's "registry".
+inline constexpr std::string_view kRegistryResourcePrefix = "registry:";
+inline constexpr std::string_view kRegistryUnreferencedResource = "registry";
+
+// What a project holds in one storage resource: its buckets (kStorageResource) or a registry
+// resource.
+struct StorageUsage {
+  std::string project;
+  std::string resource = std::string(kStorageResource);
+  uint64_t bytes = 0;
+};
+
+// One hourly sample of a project's bytes in a storage resource.
 struct StorageSample {
   std::string project;
   int64_t at_unix_micros = 0;
   uint64_t bytes = 0;
+  std::string resource = std::string(kStorageResource);
 };
 
-// Storage lines: one per project per UTC day. Each hour counts once, with the largest sample
-// taken in it (restarts and faster sampling do not bill an hour twice); the hour belongs to the
-// window when it starts in it. amount = byte-hours × price / (2^30 × 730) and quantity =
+// Storage lines: one per project and resource per UTC day. Each hour counts once, with the largest
+// sample taken in it (restarts and faster sampling do not bill an hour twice); the hour belongs to
+// the window when it starts in it. amount = byte-hours × price / (2^30 × 730) and quantity =
 // byte-hours × 10^6 / (2^30 × 730), each rounded half up.
 std::vector<Line> ComputeStorageLines(std::span<const StorageSample> samples, const Prices& prices,
                                       Window window, int64_t now);

@@ -88,7 +88,8 @@ Result<std::unique_ptr<BillingService>> BillingService::Start(ControlDb& db,
           s->options_.watch_period, [s] { return s->WatchOnce(); }, "cap watcher");
     });
   }
-  if (s->options_.bytes_by_project && s->options_.sample_period.count() > 0) {
+  if ((s->options_.bytes_by_project || s->options_.repository_bytes) &&
+      s->options_.sample_period.count() > 0) {
     s->sampler_ = std::thread([s] {
       s->Loop(
           s->options_.sample_period, [s] { return s->SampleStorage(); }, "storage sampler");
@@ -190,15 +191,15 @@ Result<std::vector<Line>> BillingService::Lines(const std::optional<std::string>
     // Samples of hours that start in the window (a sample may be taken late in its hour).
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement ss,
-        sql.Prepare("SELECT project, at, bytes FROM storage_samples WHERE (?1 IS NULL OR project "
-                    "= ?1) AND at >= ?2 AND at < ?3"));
+        sql.Prepare("SELECT project, at, bytes, resource FROM storage_samples WHERE (?1 IS NULL "
+                    "OR project = ?1) AND at >= ?2 AND at < ?3"));
     BindProject(ss, 1, project);
     ss.Bind(2, window.from_unix_micros - kMicrosPerHour).Bind(3, window.to_unix_micros);
     for (;;) {
       SOVAI_ASSIGN_OR_RETURN(bool row, ss.Step());
       if (!row) break;
-      samples.push_back(
-          {ss.ColumnText(0), ss.ColumnInt(1), static_cast<uint64_t>(ss.ColumnInt(2))});
+      samples.push_back({ss.ColumnText(0), ss.ColumnInt(1), static_cast<uint64_t>(ss.ColumnInt(2)),
+                         ss.ColumnText(3)});
     }
     SOVAI_ASSIGN_OR_RETURN(base::Statement es,
                            sql.Prepare("SELECT app, name FROM billing_endpoint_apps"));
@@ -480,21 +481,31 @@ void BillingService::StopProject(const std::string& project, const std::string& 
 }
 
 Status BillingService::SampleStorage() {
-  if (!options_.bytes_by_project || !Leading()) return Status();
-  const std::map<std::string, uint64_t> bytes = options_.bytes_by_project();
+  if ((!options_.bytes_by_project && !options_.repository_bytes) || !Leading()) return Status();
+  std::vector<StorageUsage> usage;
+  if (options_.bytes_by_project) {
+    for (const auto& [project, n] : options_.bytes_by_project()) {
+      usage.push_back({project, std::string(kStorageResource), n});
+    }
+  }
+  if (options_.repository_bytes) {
+    for (StorageUsage& u : options_.repository_bytes()) usage.push_back(std::move(u));
+  }
   const int64_t now = env_.NowUnixMicros();
   return db_.Write([&](base::Database& sql) -> Status {
     SOVAI_ASSIGN_OR_RETURN(
         base::Statement st,
-        sql.Prepare("INSERT INTO storage_samples(project, at, bytes) VALUES (?1, ?2, ?3) ON "
-                    "CONFLICT(project, at) DO UPDATE SET bytes = excluded.bytes"));
-    for (const auto& [project, n] : bytes) {
-      if (n == 0) continue;
+        sql.Prepare("INSERT INTO storage_samples(project, resource, at, bytes) VALUES (?1, ?2, "
+                    "?3, ?4) ON CONFLICT(project, resource, at) DO UPDATE SET bytes = "
+                    "excluded.bytes"));
+    for (const StorageUsage& u : usage) {
+      if (u.bytes == 0) continue;
       // SQLite integers are signed: a store beyond 8 EiB is not a concern of this century.
-      st.Bind(1, project)
-          .Bind(2, now)
-          .Bind(3,
-                static_cast<int64_t>(std::min<uint64_t>(n, std::numeric_limits<int64_t>::max())));
+      st.Bind(1, u.project)
+          .Bind(2, u.resource)
+          .Bind(3, now)
+          .Bind(4, static_cast<int64_t>(
+                       std::min<uint64_t>(u.bytes, std::numeric_limits<int64_t>::max())));
       SOVAI_RETURN_IF_ERROR(st.Run());
       st.Reset();
     }

@@ -69,6 +69,9 @@ struct BillingServiceOptions {
   // Bytes held in the object store by each project (every version of every object of its
   // buckets). nullptr: storage is not sampled. Called from the sampler thread.
   std::function<std::map<std::string, uint64_t>()> bytes_by_project;
+  // Bytes held by registry repositories (StorageUsage with a registry resource, billing.h), each
+  // sampled as a resource of its own. nullptr: none. Called from the sampler thread.
+  std::function<std::vector<StorageUsage>()> repository_bytes;
   // Two servers on one database (docs/state.md): whether this server leads, asked at each round
   // of the watcher and the sampler. nullptr = always (one server). See "Two servers" above.
   std::function<bool()> is_leader;

@@ -74,6 +74,7 @@ class BillingServiceTest : public ::testing::Test {
       sampled_++;
       return bytes_;
     };
+    o.repository_bytes = [this] { return repositories_; };
     o.is_leader = std::move(is_leader);
     auto service = BillingService::Start(*db_, o);
     ASSERT_TRUE(service.ok()) << service.status();
@@ -125,6 +126,7 @@ class BillingServiceTest : public ::testing::Test {
   std::unique_ptr<ControlDb> db_;
   std::unique_ptr<BillingService> service_;
   std::map<std::string, uint64_t> bytes_;
+  std::vector<StorageUsage> repositories_;
   std::atomic<int> sampled_ = 0;  // calls of bytes_by_project
   int64_t sequence_ = 0;
 };
@@ -277,6 +279,33 @@ TEST_F(BillingServiceTest, StorageSamplesBillEachHourOnce) {
   // 73 GiB for 2 hours = 146 GiB-hours = 0.2 GiB-months = 2000 µ€ at 0.01 €.
   EXPECT_EQ(Spent(), 2000);
   EXPECT_EQ(Spent(kOther), 0);
+}
+
+// Each registry repository is a storage resource of its own, billed beside the buckets.
+TEST_F(BillingServiceTest, RegistryRepositoriesAreStorageLinesOfTheirOwn) {
+  bytes_ = {{kProject, kBytesPerGib * 73}};
+  repositories_ = {{kProject, "registry:team/trainer", kBytesPerGib * 73 * 2},
+                   {kProject, std::string(kRegistryUnreferencedResource), 0},
+                   {kOther, "registry:other/app", kBytesPerGib * 73}};
+  const int64_t hour = (t0_ / (3600 * kS)) * 3600 * kS;
+  clock_.SetUnixMicros(hour + 60 * kS);
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  clock_.SetUnixMicros(hour + 3600 * kS + 60 * kS);
+  ASSERT_TRUE(service_->SampleStorage().ok());
+  clock_.SetUnixMicros(hour + 7200 * kS);
+  auto lines = service_->Lines(kProject, Window{hour, hour + 7200 * kS});
+  ASSERT_TRUE(lines.ok()) << lines.status();
+  std::map<std::string, int64_t> amount_by_resource;
+  for (const Line& line : *lines) {
+    EXPECT_EQ(line.kind, LineKind::kStorage);
+    amount_by_resource[line.resource] += line.amount_micro_eur;
+  }
+  // 73 GiB for 2 hours = 2000 µ€ at 0.01 €/GiB-month; the repository holds twice as much. An
+  // empty resource bills nothing; another project's repository is its own.
+  EXPECT_EQ(amount_by_resource,
+            (std::map<std::string, int64_t>{{"buckets", 2000}, {"registry:team/trainer", 4000}}));
+  EXPECT_EQ(Spent(), 6000);
+  EXPECT_EQ(Spent(kOther), 2000);
 }
 
 TEST_F(BillingServiceTest, BudgetsSetGetRemove) {

@@ -332,6 +332,23 @@ TEST(StorageLinesTest, RoundsHalfUpOncePerLine) {
   EXPECT_EQ(SumAmounts(lines), 2);
 }
 
+TEST(StorageLinesTest, EachResourceOfAProjectIsALineOfItsOwn) {
+  std::vector<StorageSample> samples = {
+      {"prj_a", kDay0, kBytesPerGib * 730},
+      {"prj_a", kDay0, kBytesPerGib * 730 * 2, "registry:team/trainer"},
+      {"prj_a", kDay0 + 10 * kMin, kBytesPerGib * 730 * 3, "registry:team/trainer"},  // same hour
+  };
+  std::vector<Line> lines = ComputeStorageLines(samples, Prices{}, Wide(), kDay0 + 3600 * kS);
+  ASSERT_EQ(lines.size(), 2u);
+  std::map<std::string, int64_t> quantity;  // micro-GiB-months
+  for (const Line& l : lines) quantity[l.resource] = l.quantity;
+  // One hour of 730 GiB is one GiB-month / 730 × 730 = 1 GiB-month; the repository's hour counts
+  // its largest sample (3×).
+  EXPECT_EQ(quantity,
+            (std::map<std::string, int64_t>{{"buckets", 1'000'000},
+                                            {"registry:team/trainer", 3'000'000}}));
+}
+
 TEST(StorageLinesTest, HoursBelongToTheWindowTheyStartIn) {
   std::vector<StorageSample> samples = {
       {"prj_a", kDay0 - 3600 * kS + 59 * kMin, kBytesPerGib},  // the hour before the window

@@ -339,6 +339,23 @@ CREATE TABLE leaders (
 -- gateway reaches an app replica or a notebook.
 ALTER TABLE jobs ADD COLUMN node TEXT NOT NULL DEFAULT '';
 )sql"},
+    {"storage_samples_resource", R"sql(
+-- Storage is sampled per resource (billing.h StorageUsage): 'buckets', or a registry repository
+-- ('registry:<project>/<name>', 'registry' for blobs no manifest references). The primary key
+-- gains the resource, so the table is rebuilt; earlier samples were of the buckets.
+CREATE TABLE storage_samples_by_resource (
+  project   TEXT NOT NULL,
+  resource  TEXT NOT NULL,
+  at        INTEGER NOT NULL,
+  bytes     INTEGER NOT NULL,
+  PRIMARY KEY (project, resource, at)
+);
+INSERT INTO storage_samples_by_resource(project, resource, at, bytes)
+  SELECT project, 'buckets', at, bytes FROM storage_samples;
+DROP TABLE storage_samples;
+ALTER TABLE storage_samples_by_resource RENAME TO storage_samples;
+CREATE INDEX storage_samples_by_time ON storage_samples(at);
+)sql"},
 };
 
 }  // namespace
