@@ -45,6 +45,7 @@ class RegistryListener {
   const std::string& url() const { return url_; }
   void Shutdown(std::chrono::milliseconds grace);
   net::ServerStats Stats() const { return server_->Stats(); }
+  registry::Storage& storage() { return registry_->storage(); }
 
  private:
   RegistryListener() = default;

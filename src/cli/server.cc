@@ -170,6 +170,9 @@ struct PlatformServer::Impl {
   std::unique_ptr<net::Server> s3;
   // The OCI registry (declared last: it goes first, before the store and identity it uses).
   std::unique_ptr<RegistryListener> registry;
+  // The registry's storage while it runs, for the billing sampler's thread.
+  std::mutex registry_mu;  // guards registry_storage; held while the sampler measures it
+  registry::Storage* registry_storage = nullptr;
   std::string api_url;
   std::string s3_url;
   std::string registry_url;
@@ -710,6 +713,8 @@ struct PlatformServer::Impl {
     o.bytes_by_project = [this, system_project = system.id] {
       return BytesByProject(system_project);
     };
+    o.repository_bytes = [this] { return RepositoryBytes(); };
+    o.sample_period = std::chrono::seconds(config.billing_sample_interval_s);
     SOVAI_ASSIGN_OR_RETURN(billing, control::BillingService::Start(control->db(), std::move(o)));
     control->AttachBilling(billing.get());
     return base::Status();
@@ -726,6 +731,8 @@ struct PlatformServer::Impl {
       return out;
     }
     for (const objstore::BucketInfo& bucket : *buckets) {
+      // The registry's bucket holds every project's images: RepositoryBytes bills them.
+      if (bucket.name == registry::StorageOptions{}.bucket) continue;
       const std::string project = bucket.owner == admin.user ? system_project : bucket.owner;
       objstore::ListVersionsOptions page;
       for (;;) {
@@ -742,6 +749,45 @@ struct PlatformServer::Impl {
         page.key_marker = listed->next_key_marker;
         page.version_id_marker = listed->next_version_id_marker;
       }
+    }
+    return out;
+  }
+
+  // The registry's bytes per repository of each project (registry::Storage::Usage), as billing
+  // resources: "registry:<repository>", and "registry" for blobs no manifest references.
+  // Repositories are named by project name; lines are by project id. Nothing while the registry
+  // is off, or on an error (logged).
+  std::vector<control::StorageUsage> RepositoryBytes() {
+    std::vector<control::StorageUsage> out;
+    auto usage = [&]() -> base::Result<std::vector<registry::RepositoryUsage>> {
+      std::lock_guard lock(registry_mu);
+      if (registry_storage == nullptr) return std::vector<registry::RepositoryUsage>();
+      return registry_storage->Usage();
+    }();
+    if (!usage.ok()) {
+      SOVAI_LOG(WARNING) << "billing: measuring the registry: " << usage.status();
+      return out;
+    }
+    std::map<std::string, std::string> id_of;  // project name → id
+    control::PageRequest page{.limit = control::kMaxPageSize};
+    for (;;) {
+      auto projects = control->identity().ListProjects(page);
+      if (!projects.ok()) {
+        SOVAI_LOG(WARNING) << "billing: listing projects: " << projects.status();
+        return out;
+      }
+      for (const control::Project& p : projects->items) id_of[p.name] = p.id;
+      if (!projects->next_cursor) break;
+      page.after = *projects->next_cursor;
+    }
+    for (const registry::RepositoryUsage& u : *usage) {
+      auto id = id_of.find(u.project);
+      if (id == id_of.end()) continue;  // a deleted project's images: nobody to bill
+      out.push_back({id->second,
+                     u.repository.empty()
+                         ? std::string(control::kRegistryUnreferencedResource)
+                         : std::string(control::kRegistryResourcePrefix) + u.repository,
+                     u.bytes});
     }
     return out;
   }
@@ -860,6 +906,11 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
     return base::InvalidArgumentError(
         "--registry-tls-cert and --registry-tls-key must be given together");
   }
+  // Each hour bills its largest sample, so a period beyond an hour would leave hours unbilled.
+  if (config.billing_sample_interval_s < 1 || config.billing_sample_interval_s > 3600) {
+    return base::InvalidArgumentError("--billing-sample-interval must be 1 to 3600 seconds, not " +
+                                      std::to_string(config.billing_sample_interval_s));
+  }
   SOVAI_RETURN_IF_ERROR(env.CreateDirs(config.data_dir));
 
   auto impl = std::make_unique<Impl>(env, std::move(config));
@@ -941,6 +992,8 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
         impl->registry, RegistryListener::Start(*impl->store, impl->control->identity(), impl->env,
                                                 std::move(registry_options)));
     impl->registry_url = impl->registry->url();
+    std::lock_guard lock(impl->registry_mu);
+    impl->registry_storage = &impl->registry->storage();
   }
 
   net::Router router = impl->ApiRouter();
@@ -976,6 +1029,10 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   // The REST API first (no handler touches the jobs after this), then the jobs (stopping them
   // syncs their outputs through S3), then S3, then what they all used.
   if (impl_->api) impl_->api->Shutdown(grace);
+  {
+    std::lock_guard lock(impl_->registry_mu);
+    impl_->registry_storage = nullptr;
+  }
   if (impl_->registry) impl_->registry->Shutdown(grace);
   impl_->registry.reset();
   // The cap watcher stops nothing any more (the shutdown stops everything); the service stays
@@ -1048,6 +1105,8 @@ int RunServerCommand(const std::vector<std::string>& args) {
                "virtual-hosted-style S3: Host <bucket>.<domain> names the bucket");
   flags.Int("s3-lifecycle-interval", &config.s3_lifecycle_interval_s,
             "seconds between two applications of the buckets' lifecycle rules");
+  flags.Int("billing-sample-interval", &config.billing_sample_interval_s,
+            "seconds between two samples of the storage billed (buckets, registry repositories)");
   flags.Int("s3-lifecycle-day-seconds", &config.s3_lifecycle_day_s,
             "length of a lifecycle day in seconds (shorten only to test lifecycle rules)");
   flags.Int("io-threads", &io_threads, "I/O threads per listener, 0 = one per core");

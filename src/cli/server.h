@@ -49,6 +49,9 @@ struct ServerConfig {
   // Lifecycle rules are applied every this many seconds; a lifecycle "day" lasts
   // s3_lifecycle_day_s (shortened only to test rules, as RGW's rgw_lc_debug_interval).
   int64_t s3_lifecycle_interval_s = 3600;
+  // Storage (buckets, registry repositories) is sampled for billing every this many seconds;
+  // each hour bills its largest sample (docs/billing.md).
+  int64_t billing_sample_interval_s = 3600;
   int64_t s3_lifecycle_day_s = 86400;
   int io_threads = 0;  // 0: one per core
   // The flavor catalog (docs/formats/flavors.md); "" = the built-in one.

@@ -332,5 +332,40 @@ TEST_F(RegistryTest, GarbageCollectionRemovesOnlyUnreferencedBlobs) {
   EXPECT_EQ(Call("GET", "/v2/alpha/img/blobs/" + Sha256Digest("layer bytes")).body, "layer bytes");
 }
 
+// Billing's view (docs/billing.md): a blob shared by two repositories of a project counts once,
+// in the first by name; blobs no manifest references are the project's unreferenced bytes.
+TEST_F(RegistryTest, UsageCountsEachBlobOnceInTheFirstRepositoryThatReferencesIt) {
+  const std::string config = R"({"architecture":"amd64","os":"linux"})";
+  const std::string layer = "layer bytes";
+  const std::string manifest =
+      ImageManifest(Sha256Digest(config), config.size(), Sha256Digest(layer), layer.size());
+  PushImage("alpha/zeta", "v1");
+  PushImage("alpha/img", "v1");  // the same blobs: alpha/img comes first by name
+  const std::string orphan = "nobody references me";
+  PushBlob("alpha/img", orphan);
+  auto usage = registry_->storage().Usage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  std::map<std::string, uint64_t> bytes;
+  for (const RepositoryUsage& u : *usage) {
+    EXPECT_EQ(u.project, "alpha");
+    bytes[u.repository] = u.bytes;
+  }
+  EXPECT_EQ(bytes, (std::map<std::string, uint64_t>{
+                       {"", orphan.size()},
+                       {"alpha/img", manifest.size() + config.size() + layer.size()},
+                       {"alpha/zeta", manifest.size()}}));
+  // Once the first repository's manifest is gone, the next one holds the blobs.
+  ASSERT_EQ(Call("DELETE", "/v2/alpha/img/manifests/" + Sha256Digest(manifest), "", "tok-alpha-op")
+                .status,
+            202);
+  usage = registry_->storage().Usage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  bytes.clear();
+  for (const RepositoryUsage& u : *usage) bytes[u.repository] = u.bytes;
+  EXPECT_EQ(bytes, (std::map<std::string, uint64_t>{
+                       {"", orphan.size()},
+                       {"alpha/zeta", manifest.size() + config.size() + layer.size()}}));
+}
+
 }  // namespace
 }  // namespace sovai::registry

@@ -75,6 +75,16 @@ struct ListPage {
   bool more = false;  // more items follow the last one
 };
 
+// What a project's registry data occupies, per repository (billing: docs/billing.md). A blob
+// shared by several repositories of the project is counted once, in the first of them in name
+// order; blobs no manifest references (until gc) and data objects no blob owns count as the
+// project's unreferenced bytes (repository "").
+struct RepositoryUsage {
+  std::string project;     // the project's name, as in repository names
+  std::string repository;  // "<project>/<name>"; "" for the unreferenced bytes
+  uint64_t bytes = 0;      // manifests and blobs
+};
+
 struct GcOptions {
   std::optional<std::string> project;  // nullopt: every project
   bool dry_run = true;
@@ -147,6 +157,9 @@ class Storage {
   // leaving those younger than min_age_s. A manifest that cannot be read or parsed stops the
   // collection before anything is removed.
   base::Result<GcReport> CollectGarbage(const GcOptions& options);
+  // Every project's usage, one entry per repository with data and one for its unreferenced
+  // bytes when there are any. A manifest that cannot be read or parsed is an error (DataLoss).
+  base::Result<std::vector<RepositoryUsage>> Usage();
 
  private:
   struct Session;
@@ -157,6 +170,14 @@ class Storage {
   base::Result<std::shared_ptr<Session>> FindSession(const std::string& repository,
                                                      const std::string& id);
   void EndSession(const std::string& id, bool abort);
+  // Every manifest of the repositories under repos/<scope>, in key order (so repositories in
+  // name order), parsed; one that cannot be read or parsed stops the walk (DataLoss naming
+  // `what`).
+  base::Status ForEachManifest(
+      const std::string& scope, std::string_view what,
+      const std::function<base::Status(const std::string& repository,
+                                       const objstore::ObjectVersion& version,
+                                       const struct Manifest& manifest)>& fn);
   base::Status ForEachObject(const std::string& prefix, size_t max_objects,
                              const std::function<base::Status(const objstore::ObjectVersion&)>& fn);
 

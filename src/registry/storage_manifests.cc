@@ -35,6 +35,25 @@ std::string RepositoryOfKey(std::string_view key) {
   return "";
 }
 
+// "blobs/<project>/<algorithm>/<hex>" → (project, "<algorithm>:<hex>"); nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> BlobOfKey(std::string_view key) {
+  if (!key.starts_with("blobs/")) return std::nullopt;
+  std::string_view rest = key.substr(6);
+  size_t a = rest.find('/');
+  size_t b = a == std::string_view::npos ? a : rest.find('/', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  return std::pair(std::string(rest.substr(0, a)), std::string(rest.substr(a + 1, b - a - 1)) +
+                                                       ":" + std::string(rest.substr(b + 1)));
+}
+
+// A link's `size` metadata (0 when missing or unreadable).
+uint64_t LinkSize(const objstore::ObjectMeta& meta) {
+  std::string text = UserMeta(meta, "size").value_or("0");
+  uint64_t size = 0;
+  std::from_chars(text.data(), text.data() + text.size(), size);
+  return size;
+}
+
 }  // namespace
 
 #define SOVAI_REG_S3(lhs, expr)                                   \
@@ -221,28 +240,17 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
 
   // 1. Every blob some manifest references, as "<project> <digest>". Unreadable → stop.
   std::set<std::string> referenced;
-  SOVAI_RETURN_IF_ERROR(ForEachObject(
-      "repos/" + scope, kMaxGcManifests, [&](const objstore::ObjectVersion& v) -> base::Status {
-        if (v.key.find("/_manifests/") == std::string::npos) return base::Status();
-        SOVAI_ASSIGN_OR_RETURN(objstore::ObjectVersion full,
-                               [&]() -> base::Result<objstore::ObjectVersion> {
-                                 auto h = store_.Head(options_.bucket, v.key, std::nullopt);
-                                 if (!h.ok()) return StatusFromS3(h.error());
-                                 return *h;
-                               }());
-        SOVAI_ASSIGN_OR_RETURN(std::string bytes, ReadSmall(full, kMaxManifestBytes));
-        auto manifest = ParseManifest(bytes, full.meta.content_type);
-        if (!manifest.ok()) {
-          return base::DataLossError("garbage collection stopped: manifest " + v.key +
-                                     " does not parse: " + manifest.status().message());
-        }
-        std::string project(ProjectOf(RepositoryOfKey(v.key)));
-        for (const Descriptor& d : manifest->blobs()) {
-          referenced.insert(project + " " + d.digest.ToString());
-        }
-        ++report.manifests_read;
-        return base::Status();
-      }));
+  SOVAI_RETURN_IF_ERROR(
+      ForEachManifest(scope, "garbage collection",
+                      [&](const std::string& repository, const objstore::ObjectVersion&,
+                          const Manifest& manifest) -> base::Status {
+                        std::string project(ProjectOf(repository));
+                        for (const Descriptor& d : manifest.blobs()) {
+                          referenced.insert(project + " " + d.digest.ToString());
+                        }
+                        ++report.manifests_read;
+                        return base::Status();
+                      }));
 
   // 2. Links no manifest references, old enough.
   std::set<std::string> kept_data;
@@ -250,14 +258,9 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
   std::set<std::string> doomed_data;
   SOVAI_RETURN_IF_ERROR(
       ForEachObject("blobs/" + scope, kMaxGcManifests * 8, [&](const objstore::ObjectVersion& v) {
-        // blobs/<project>/<algorithm>/<hex>
-        std::string_view rest = std::string_view(v.key).substr(6);
-        size_t a = rest.find('/');
-        size_t b = a == std::string_view::npos ? a : rest.find('/', a + 1);
-        if (b == std::string_view::npos) return base::Status();
-        std::string project(rest.substr(0, a));
-        std::string digest =
-            std::string(rest.substr(a + 1, b - a - 1)) + ":" + std::string(rest.substr(b + 1));
+        auto blob = BlobOfKey(v.key);
+        if (!blob) return base::Status();
+        const auto& [project, digest] = *blob;
         auto link = store_.Head(options_.bucket, v.key, std::nullopt);
         if (!link.ok()) return base::Status();  // removed meanwhile
         std::string data = UserMeta(link->meta, "data").value_or("");
@@ -266,9 +269,7 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
           ++report.kept_blobs;
           return base::Status();
         }
-        std::string size_text = UserMeta(link->meta, "size").value_or("0");
-        uint64_t size = 0;
-        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
+        const uint64_t size = LinkSize(link->meta);
         report.removed.push_back({project, digest, size});
         report.removed_bytes += size;
         doomed.emplace_back(v.key, data);
@@ -298,6 +299,73 @@ base::Result<GcReport> Storage::CollectGarbage(const GcOptions& options) {
     }
   }
   return report;
+}
+
+base::Status Storage::ForEachManifest(
+    const std::string& scope, std::string_view what,
+    const std::function<base::Status(const std::string& repository,
+                                     const objstore::ObjectVersion& version,
+                                     const Manifest& manifest)>& fn) {
+  return ForEachObject(
+      "repos/" + scope, kMaxGcManifests, [&](const objstore::ObjectVersion& v) -> base::Status {
+        if (v.key.find("/_manifests/") == std::string::npos) return base::Status();
+        SOVAI_ASSIGN_OR_RETURN(objstore::ObjectVersion full,
+                               [&]() -> base::Result<objstore::ObjectVersion> {
+                                 auto h = store_.Head(options_.bucket, v.key, std::nullopt);
+                                 if (!h.ok()) return StatusFromS3(h.error());
+                                 return *h;
+                               }());
+        SOVAI_ASSIGN_OR_RETURN(std::string bytes, ReadSmall(full, kMaxManifestBytes));
+        auto manifest = ParseManifest(bytes, full.meta.content_type);
+        if (!manifest.ok()) {
+          return base::DataLossError(std::string(what) + " stopped: manifest " + v.key +
+                                     " does not parse: " + manifest.status().message());
+        }
+        return fn(RepositoryOfKey(v.key), full, *manifest);
+      });
+}
+
+base::Result<std::vector<RepositoryUsage>> Storage::Usage() {
+  // (project, repository) → bytes; a blob's bytes go to the first repository referencing it.
+  std::map<std::pair<std::string, std::string>, uint64_t> bytes;
+  std::map<std::string, std::string> owner;  // "<project> <digest>" → repository
+  SOVAI_RETURN_IF_ERROR(
+      ForEachManifest("", "measuring the registry's usage",
+                      [&](const std::string& repository, const objstore::ObjectVersion& v,
+                          const Manifest& manifest) -> base::Status {
+                        std::string project(ProjectOf(repository));
+                        bytes[{project, repository}] += v.size;
+                        for (const Descriptor& d : manifest.blobs()) {
+                          owner.try_emplace(project + " " + d.digest.ToString(), repository);
+                        }
+                        return base::Status();
+                      }));
+  std::set<std::string> linked_data;
+  SOVAI_RETURN_IF_ERROR(
+      ForEachObject("blobs/", kMaxGcManifests * 8, [&](const objstore::ObjectVersion& v) {
+        auto blob = BlobOfKey(v.key);
+        if (!blob) return base::Status();
+        const auto& [project, digest] = *blob;
+        auto link = store_.Head(options_.bucket, v.key, std::nullopt);
+        if (!link.ok()) return base::Status();  // removed meanwhile
+        linked_data.insert(UserMeta(link->meta, "data").value_or(""));
+        const uint64_t size = LinkSize(link->meta);
+        auto it = owner.find(project + " " + digest);
+        bytes[{project, it == owner.end() ? "" : it->second}] += size;
+        return base::Status();
+      }));
+  SOVAI_RETURN_IF_ERROR(
+      ForEachObject("data/", kMaxGcManifests * 8, [&](const objstore::ObjectVersion& v) {
+        if (linked_data.count(v.key)) return base::Status();
+        std::string_view rest = std::string_view(v.key).substr(5);
+        bytes[{std::string(rest.substr(0, rest.find('/'))), ""}] += v.size;
+        return base::Status();
+      }));
+  std::vector<RepositoryUsage> out;
+  for (const auto& [key, n] : bytes) {
+    if (n > 0) out.push_back({key.first, key.second, n});
+  }
+  return out;
 }
 
 }  // namespace sovai::registry

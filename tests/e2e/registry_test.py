@@ -81,7 +81,8 @@ def build_oci_layout(directory, script):
 class RegistryTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = SovaiServer().start()
+        # Storage is sampled for billing every second (each hour bills its largest sample).
+        cls.server = SovaiServer(extra_args=["--billing-sample-interval", "1"]).start()
         cls.host = cls.server.registry_url.split("://", 1)[1]
         cls.tokens = {}
         for project, role, key in (("alpha", "operator", "alpha-op"), ("alpha", "read", "alpha-read"),
@@ -273,6 +274,25 @@ class RegistryTest(unittest.TestCase):
         r = self.skopeo("inspect", "--tls-verify=false", "--authfile", auth_file,
                         "docker://%s/alpha/trainer:old" % self.host, check=False)
         self.assertNotEqual(r.returncode, 0)
+
+    def test_7_images_are_billed_per_repository_to_their_project(self):
+        self.assertEqual(self.push("alpha/trainer:latest", self.tokens["alpha-op"]).returncode, 0)
+        _, projects = self.server.api("GET", "/v1/projects")
+        ids = {p["name"]: p["id"] for p in projects["items"]}
+        deadline = time.time() + 60
+        while True:
+            status, usage = self.server.api("GET", "/v1/billing/usage?project=*")
+            self.assertEqual(status, 200, usage)
+            storage = [l for l in usage["lines"] if l["kind"] == "storage"]
+            mine = [l for l in storage if l["project"] == ids["alpha"]
+                    and l["resource"] == "registry:alpha/trainer"]
+            if mine or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        self.assertTrue(mine, storage)
+        self.assertEqual(mine[0]["unit_price_micro_eur"], storage[0]["unit_price_micro_eur"])
+        # The registry's bucket is no project's: its bytes are billed only per repository.
+        self.assertEqual([l for l in storage if l["project"] not in ids.values()], [])
 
 
 if __name__ == "__main__":
