@@ -344,9 +344,8 @@ TEST(StorageLinesTest, EachResourceOfAProjectIsALineOfItsOwn) {
   for (const Line& l : lines) quantity[l.resource] = l.quantity;
   // One hour of 730 GiB is one GiB-month / 730 × 730 = 1 GiB-month; the repository's hour counts
   // its largest sample (3×).
-  EXPECT_EQ(quantity,
-            (std::map<std::string, int64_t>{{"buckets", 1'000'000},
-                                            {"registry:team/trainer", 3'000'000}}));
+  EXPECT_EQ(quantity, (std::map<std::string, int64_t>{{"buckets", 1'000'000},
+                                                      {"registry:team/trainer", 3'000'000}}));
 }
 
 TEST(StorageLinesTest, HoursBelongToTheWindowTheyStartIn) {
