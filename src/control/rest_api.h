@@ -45,6 +45,7 @@
 #include "control/identity.h"
 #include "control/jobs.h"
 #include "control/notebooks.h"
+#include "control/request_auth.h"
 #include "net/http.h"
 
 namespace sovai::control {
@@ -175,10 +176,5 @@ std::vector<RouteSpec> RestRoutes();
 // Adds the /v1 routes to `router`. `control` must outlive the router (and the server using it).
 // A route that already exists on the router is a bug (net::Router SOVAI_CHECKs).
 base::Status RegisterRestApi(net::Router& router, ControlPlane& control);
-
-// For other /v1 modules (jobs, apps): the principal of `Authorization: Bearer <token>`.
-// Unauthenticated (401 through ProblemResponse) when the header is missing, not a Bearer
-// credential, or the token is refused by Identity::Authenticate.
-base::Result<Principal> AuthenticateRequest(Identity& identity, const net::Request& request);
 
 }  // namespace sovai::control

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "base/response_cache_policy.h"
 #include "base/strings.h"
-#include "control/rest_api.h"
+#include "control/request_auth.h"
 #include "gateway/autoscaler.h"
 #include "gateway/response_cache.h"
 #include "gateway/upstream_pool.h"

@@ -6,7 +6,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "control/notebook_editors.h"
-#include "control/rest_api.h"
+#include "control/request_auth.h"
 #include "gateway/upstream_pool.h"
 
 namespace sovai::gateway {
