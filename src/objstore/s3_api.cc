@@ -453,6 +453,8 @@ net::Response S3Api::Call::Dispatch() {
       return ListUploads();
     case S3Op::kDeleteObjects:
       return DeleteObjects();
+    case S3Op::kPostObject:
+      return PostObject();
     case S3Op::kGetObject:
       return GetObject(false);
     case S3Op::kHeadObject:
