@@ -102,7 +102,8 @@ TEST(MultipartFormReaderTest, EmptyValuesPreambleAndPadding) {
 }
 
 TEST(MultipartFormReaderTest, SkipsUnreadParts) {
-  std::string body = Part("name=\"a\"", std::string(100000, 'a')) + Part("name=\"b\"", "bee") + Close();
+  std::string body =
+      Part("name=\"a\"", std::string(100000, 'a')) + Part("name=\"b\"", "bee") + Close();
   net::StringBodyReader raw(body);
   MultipartFormReader form(raw, kBoundary);
   ASSERT_EQ((*form.NextPart())->name, "a");
@@ -123,7 +124,8 @@ TEST(MultipartFormReaderTest, RefusesMalformedBodies) {
   } cases[] = {
       {"no boundary at all", "just some bytes"},
       {"empty body", ""},
-      {"another boundary", "--other\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--other--"},
+      {"another boundary",
+       "--other\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--other--"},
       {"no closing boundary", ok_part},
       {"ends inside a part", "--" + std::string(kBoundary) +
                                  "\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhalf"},
@@ -131,16 +133,19 @@ TEST(MultipartFormReaderTest, RefusesMalformedBodies) {
        "--" + std::string(kBoundary) + "\r\nContent-Disposition: form-data; name=\"a\""},
       {"ends after a boundary", "--" + std::string(kBoundary)},
       {"boundary line without CRLF", "--" + std::string(kBoundary) + "x\r\n"},
-      {"no Content-Disposition", "--" + std::string(kBoundary) + "\r\nContent-Type: a/b\r\n\r\n1\r\n" + Close()},
+      {"no Content-Disposition",
+       "--" + std::string(kBoundary) + "\r\nContent-Type: a/b\r\n\r\n1\r\n" + Close()},
       {"no headers", "--" + std::string(kBoundary) + "\r\n\r\n1\r\n" + Close()},
       {"not form-data", "--" + std::string(kBoundary) +
-                            "\r\nContent-Disposition: attachment; name=\"a\"\r\n\r\n1\r\n" + Close()},
+                            "\r\nContent-Disposition: attachment; name=\"a\"\r\n\r\n1\r\n" +
+                            Close()},
       {"no name", "--" + std::string(kBoundary) +
                       "\r\nContent-Disposition: form-data; filename=\"f\"\r\n\r\n1\r\n" + Close()},
-      {"header line without colon", "--" + std::string(kBoundary) +
-                                        "\r\nContent-Disposition form-data\r\n\r\n1\r\n" + Close()},
+      {"header line without colon",
+       "--" + std::string(kBoundary) + "\r\nContent-Disposition form-data\r\n\r\n1\r\n" + Close()},
       {"unterminated quote", "--" + std::string(kBoundary) +
-                                 "\r\nContent-Disposition: form-data; name=\"a\r\n\r\n1\r\n" + Close()},
+                                 "\r\nContent-Disposition: form-data; name=\"a\r\n\r\n1\r\n" +
+                                 Close()},
   };
   for (const Case& c : cases) {
     ReadForm r = ReadAll(c.body);
@@ -154,12 +159,13 @@ TEST(MultipartFormReaderTest, EnforcesItsLimits) {
                             std::string(kMaxFormPartHeaderBytes, 'p') + "\r\n\r\n1\r\n" + Close();
   EXPECT_EQ(ReadAll(big_headers).status.code(), base::StatusCode::kResourceExhausted);
 
-  std::string long_preamble = std::string(kMaxFormPreambleBytes + 10, 'p') + "\r\n" +
-                              Part("name=\"a\"", "1") + Close();
+  std::string long_preamble =
+      std::string(kMaxFormPreambleBytes + 10, 'p') + "\r\n" + Part("name=\"a\"", "1") + Close();
   EXPECT_EQ(ReadAll(long_preamble).status.code(), base::StatusCode::kResourceExhausted);
 
   std::string many;
-  for (size_t i = 0; i < kMaxPostFormFields + 2; ++i) many += Part("name=\"f" + std::to_string(i) + "\"", "v");
+  for (size_t i = 0; i < kMaxPostFormFields + 2; ++i)
+    many += Part("name=\"f" + std::to_string(i) + "\"", "v");
   ReadForm r = ReadAll(many + Close());
   EXPECT_EQ(r.status.code(), base::StatusCode::kResourceExhausted);
   EXPECT_EQ(r.parts.size(), kMaxPostFormFields + 1);

@@ -86,9 +86,9 @@ S3Status ParseCondition(const json& c, PostPolicy* policy) {
   return std::nullopt;
 }
 
-// Form fields no condition needs to name (AWS's list).
+// Form fields no condition needs to name: AWS's list, and the bucket (the URL names it).
 bool ExemptField(std::string_view name) {
-  return name == "policy" || name == "x-amz-signature" || name == "file" ||
+  return name == "policy" || name == "bucket" || name == "x-amz-signature" || name == "file" ||
          name.starts_with("x-ignore-");
 }
 

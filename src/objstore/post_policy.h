@@ -54,8 +54,8 @@ S3Result<PostPolicy> ParsePostPolicy(std::string_view text);
 
 // AccessDenied "Invalid according to Policy: ..." when the policy expired ("Policy expired."),
 // a condition fails ("Policy Condition failed: [\"eq\", \"$key\", \"a\"]"), or a field is named
-// by no condition ("Extra input fields: content-type"; policy, x-amz-signature, file and
-// x-ignore-* need none). `fields` must include "bucket", the bucket the form posts to.
+// by no condition ("Extra input fields: content-type"; bucket, policy, x-amz-signature,
+// file and x-ignore-* need none). `fields` must include "bucket", the bucket the form posts to.
 S3Status CheckPostPolicy(const PostPolicy& policy, const PostFields& fields, int64_t now_micros);
 
 }  // namespace sovai::objstore

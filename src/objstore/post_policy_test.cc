@@ -27,10 +27,14 @@ constexpr char kPolicy[] = R"({
 int64_t At(const char* rfc3339) { return *base::ParseRfc3339(rfc3339); }
 
 PostFields Fields() {
-  return {{"bucket", "photos"},           {"key", "user/alice/cat.png"},
-          {"acl", "public-read"},         {"content-type", "image/png"},
-          {"x-amz-meta-note", "anything"}, {"x-amz-algorithm", "AWS4-HMAC-SHA256"},
-          {"policy", "eyJ..."},           {"x-amz-signature", "abc"},
+  return {{"bucket", "photos"},
+          {"key", "user/alice/cat.png"},
+          {"acl", "public-read"},
+          {"content-type", "image/png"},
+          {"x-amz-meta-note", "anything"},
+          {"x-amz-algorithm", "AWS4-HMAC-SHA256"},
+          {"policy", "eyJ..."},
+          {"x-amz-signature", "abc"},
           {"x-ignore-tracking", "1"}};
 }
 
@@ -66,8 +70,9 @@ TEST(PostPolicyTest, RefusesWhatThePolicyDoesNotAllow) {
             "Invalid according to Policy: Policy expired.");
   PostFields wrong_key = Fields();
   wrong_key[1].second = "user/bob/cat.png";
-  EXPECT_EQ(check(wrong_key),
-            R"(Invalid according to Policy: Policy Condition failed: ["starts-with","$key","user/alice/"])");
+  EXPECT_EQ(
+      check(wrong_key),
+      R"(Invalid according to Policy: Policy Condition failed: ["starts-with","$key","user/alice/"])");
   PostFields wrong_bucket = Fields();
   wrong_bucket[0].second = "other";
   EXPECT_EQ(check(wrong_bucket),
@@ -113,7 +118,8 @@ TEST(PostPolicyTest, RefusesMalformedPolicies) {
     EXPECT_FALSE(p.error().message.empty());
   }
   std::string many = R"({"expiration": "2026-12-01T12:00:00Z", "conditions": [)";
-  for (size_t i = 0; i <= kMaxPostPolicyConditions; ++i) many += (i ? "," : "") + std::string(R"({"a":"b"})");
+  for (size_t i = 0; i <= kMaxPostPolicyConditions; ++i)
+    many += (i ? "," : "") + std::string(R"({"a":"b"})");
   EXPECT_FALSE(ParsePostPolicy(many + "]}").ok());
   EXPECT_FALSE(ParsePostPolicy(std::string(kMaxPostPolicyBytes + 1, ' ')).ok());
 }
