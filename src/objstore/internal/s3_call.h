@@ -135,6 +135,9 @@ class S3Api::Call {
   // PutBucketPolicy: the policy parses for this bucket and, under BlockPublicPolicy, is not
   // public.
   S3Status CheckNewPolicy(std::string_view text);
+  // The request's bucket, `action` authorized on it (or on key_, for object actions; an empty
+  // action authorizes nothing, for operations that authorize per key), and the
+  // x-amz-expected-bucket-owner it asks for.
   S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
   // Whether the listing asks for encoding-type=url; InvalidArgument for any other value.
   S3Result<bool> UrlEncodingRequested() const;
