@@ -53,9 +53,9 @@ class S3ApiTest : public ::testing::Test {
   // A presigned URL's request, as a browser sends it (no Authorization header).
   net::Response Presigned(const std::string& method, const std::string& path,
                           std::vector<std::pair<std::string, std::string>> query = {},
-                          std::string body = "") {
+                          std::string body = "", const Credential& key = kKey) {
     PresignRequest presign{.method = method, .host = kHost, .path = path, .query = query};
-    auto target = PresignV4(presign, kKey, kRegion, base::Env::Default().NowUnixMicros());
+    auto target = PresignV4(presign, key, kRegion, base::Env::Default().NowUnixMicros());
     EXPECT_TRUE(target.ok()) << target.status();
     net::Request request;
     request.set_method(method);
@@ -235,6 +235,43 @@ TEST_F(S3ApiTest, UnknownParametersOfWritesAreRefused) {
   EXPECT_EQ(get.body, "ORIGINAL-BYTES");
 }
 
+// Issue 29: DeleteObjects checked s3:DeleteObject on the bucket's ARN, so a policy on keys
+// (arn:aws:s3:::bucket/tmp/*) was never consulted. Each key is authorized on its own ARN; a
+// refused key is an <Error> in the result, the others are deleted.
+TEST_F(S3ApiTest, DeleteObjectsAuthorizesEachKey) {
+  const Credential other{"AKS3APITEST000000002", "secret-of-the-other-tenant", "project-b"};
+  ASSERT_FALSE(store_->PutAccessKey(other).has_value());
+  ASSERT_EQ(Presigned("PUT", "/shared").status, 200);
+  for (const char* key : {"tmp/a", "keep/b", "locked/c"}) {
+    ASSERT_EQ(Presigned("PUT", std::string("/shared/") + key, {}, "bytes").status, 200);
+  }
+  const std::string policy = R"({"Version": "2012-10-17", "Statement": [
+      {"Effect": "Allow", "Principal": {"AWS": ["project-b"]}, "Action": "s3:DeleteObject",
+       "Resource": "arn:aws:s3:::shared/tmp/*"},
+      {"Effect": "Deny", "Principal": "*", "Action": "s3:DeleteObject",
+       "Resource": "arn:aws:s3:::shared/locked/*"}]})";
+  ASSERT_EQ(Presigned("PUT", "/shared", {{"policy", ""}}, policy).status, 204);
+  const std::string body =
+      "<Delete><Object><Key>tmp/a</Key></Object><Object><Key>keep/b</Key></Object>"
+      "<Object><Key>locked/c</Key></Object></Delete>";
+  net::Response by_other = Presigned("POST", "/shared", {{"delete", ""}}, body, other);
+  ASSERT_EQ(by_other.status, 200) << by_other.body;
+  EXPECT_NE(by_other.body.find("<Deleted><Key>tmp/a</Key></Deleted>"), std::string::npos)
+      << by_other.body;
+  EXPECT_NE(by_other.body.find("<Key>keep/b</Key><Code>AccessDenied</Code>"), std::string::npos)
+      << by_other.body;
+  EXPECT_NE(by_other.body.find("<Key>locked/c</Key><Code>AccessDenied</Code>"), std::string::npos);
+  EXPECT_EQ(Read("shared", "tmp/a"), "NoSuchKey");
+  EXPECT_EQ(Read("shared", "keep/b"), "bytes");
+  // The owner deletes what it may; the Deny on locked/ holds for it too.
+  net::Response by_owner = Presigned("POST", "/shared", {{"delete", ""}}, body);
+  ASSERT_EQ(by_owner.status, 200) << by_owner.body;
+  EXPECT_EQ(Read("shared", "keep/b"), "NoSuchKey");
+  EXPECT_EQ(Read("shared", "locked/c"), "bytes");
+  EXPECT_NE(by_owner.body.find("<Key>locked/c</Key><Code>AccessDenied</Code>"), std::string::npos)
+      << by_owner.body;
+}
+
 // --- POST Object (browser form uploads) ----------------------------------------------------
 
 using FormFields = std::vector<std::pair<std::string, std::string>>;
@@ -334,8 +371,7 @@ TEST_F(S3PostTest, AnswersAsSuccessActionAsks) {
   EXPECT_EQ(created.status, 201);
   EXPECT_NE(created.body.find("<PostResponse><Location>http://"), std::string::npos)
       << created.body;
-  EXPECT_NE(created.body.find("<Bucket>uploads</Bucket><Key>k</Key><ETag>\""),
-            std::string::npos)
+  EXPECT_NE(created.body.find("<Bucket>uploads</Bucket><Key>k</Key><ETag>\""), std::string::npos)
       << created.body;
 
   FormFields redirect = With(
