@@ -191,7 +191,6 @@ class S3PostTest(unittest.TestCase):
         # With ACLs enabled, the form's acl field makes the object public.
         self.s3.put_bucket_ownership_controls(Bucket=self.bucket, OwnershipControls={
             "Rules": [{"ObjectOwnership": "ObjectWriter"}]})
-        self.s3.delete_public_access_block(Bucket=self.bucket)
         status, _, body = post_form(post["url"], post["fields"], b"public bytes")
         self.assertEqual(status, 204, body)
         got = self.anonymous.get_object(Bucket=self.bucket, Key="public")["Body"].read()
