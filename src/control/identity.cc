@@ -479,7 +479,7 @@ base::Result<std::optional<User>> Identity::FindUserByEmail(std::string_view ema
     st.Bind(1, email);
     SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) return Status();
-    SOVAI_ASSIGN_OR_RETURN(User user, ReadUser(st, 0));
+    User user = ReadUser(st, 0);
     SOVAI_ASSIGN_OR_RETURN(bool second, st.Step());
     if (!second) found = std::move(user);  // an address two users share names neither
     return Status();
