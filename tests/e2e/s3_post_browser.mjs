@@ -1,7 +1,8 @@
 // Headless Chromium submits real HTML forms (hidden fields from boto3's generate_presigned_post
 // and a file input) to the S3 server, as a web page uploading straight to a bucket does
-// (s3_post_test.py, test_chromium_form). The form page and the redirect target live on a
-// made-up origin (http://app.test) that the browser serves from this script. For each form of
+// (s3_post_test.py, test_chromium_form). The form page lives on a made-up origin
+// (http://app.test) that the browser serves from this script; the redirect target is the test's
+// own HTTP server (a followed redirect is not intercepted). For each form of
 // $POST_FORMS it records the POST's status, the page it ended on and its text, as one JSON line.
 import { tmpdir } from "node:os";
 import { env, openPanel, runScenario } from "./panel_harness.mjs";
@@ -25,7 +26,7 @@ await page.route("http://app.test/**", (route) => {
   if (url === "http://app.test/form") {
     return route.fulfill({ status: 200, contentType: "text/html", body: formPage(current) });
   }
-  return route.fulfill({ status: 200, contentType: "text/html", body: "<main>uploaded</main>" });
+  return route.fulfill({ status: 404, contentType: "text/html", body: "<main>no such page</main>" });
 });
 
 await runScenario(session, "s3-post-failure", async () => {

@@ -5,10 +5,12 @@ headless Chromium from a real <form> with a file input (s3_post_browser.mjs). Up
 what the policy, the bucket policy, the ACL rules or the signature do not allow is refused with
 AWS's error codes, storing nothing."""
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 import unittest
 import urllib.error
 import urllib.parse
@@ -211,7 +213,25 @@ class S3PostTest(unittest.TestCase):
         upload = os.path.join(self.server.tmp, "browser upload.txt")
         with open(upload, "wb") as f:
             f.write(b"from the browser\n" * 1000)
-        redirect = "http://app.test/done"
+        # The page a successful upload redirects to: a real server, since the browser follows
+        # the S3 server's 303 to it.
+        class Done(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"<main>uploaded</main>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        done = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Done)
+        threading.Thread(target=done.serve_forever, daemon=True).start()
+        self.addCleanup(done.server_close)
+        self.addCleanup(done.shutdown)
+        redirect = "http://127.0.0.1:%d/done" % done.server_port
         forms = {
             "redirect": self.presign("web/${filename}",
                                      fields={"success_action_redirect": redirect},
