@@ -299,6 +299,16 @@ struct PlatformServer::Impl {
     return router;
   }
 
+  // The S3 identity an ACL grant by e-mail names: the control-plane user with that address
+  // (its name is its S3 owner id); nullopt (UnresolvableGrantByEmailAddress) before the control
+  // plane is up, for an unknown or shared address.
+  std::optional<std::string> S3UserOfEmail(std::string_view email) {
+    if (!control) return std::nullopt;
+    auto user = control->identity().FindUserByEmail(email);
+    if (!user.ok() || !user->has_value()) return std::nullopt;
+    return (*user)->name;
+  }
+
   // The access key id a request claims (SigV4/SigV2 header or presigned query); the S3 API has
   // checked the signature, so for a 2xx it is the caller. Its principal is the key's project (or
   // the bootstrap admin).
@@ -933,11 +943,14 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
   const int64_t lifecycle_day_micros =
       std::max<int64_t>(1, impl->config.s3_lifecycle_day_s) * 1'000'000;
   impl->s3_api = std::make_unique<objstore::S3Api>(
-      *impl->store, objstore::S3ApiOptions{.region = store_options.region,
-                                           .domain = impl->config.s3_domain,
-                                           .admin_users = {impl->admin.user},
-                                           .env = &env,
-                                           .lifecycle_day_micros = lifecycle_day_micros});
+      *impl->store, objstore::S3ApiOptions{
+                        .region = store_options.region,
+                        .domain = impl->config.s3_domain,
+                        .admin_users = {impl->admin.user},
+                        .user_by_email = [impl = impl.get()](
+                                             std::string_view e) { return impl->S3UserOfEmail(e); },
+                        .env = &env,
+                        .lifecycle_day_micros = lifecycle_day_micros});
   impl->lifecycle = std::make_unique<objstore::LifecycleSweeper>(
       *impl->store,
       objstore::LifecycleSweeperOptions{.env = &env,

@@ -469,6 +469,24 @@ base::Result<User> Identity::GetUser(std::string_view id) {
   return user;
 }
 
+base::Result<std::optional<User>> Identity::FindUserByEmail(std::string_view email) {
+  std::optional<User> found;
+  if (email.empty()) return found;
+  SOVAI_RETURN_IF_ERROR(db_.Read([&](Database& db) -> Status {
+    SOVAI_ASSIGN_OR_RETURN(auto st,
+                           db.Prepare(std::string("SELECT ") + kUserColumns +
+                                      " FROM users u WHERE lower(u.email) = lower(?) LIMIT 2"));
+    st.Bind(1, email);
+    SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) return Status();
+    User user = ReadUser(st, 0);
+    SOVAI_ASSIGN_OR_RETURN(bool second, st.Step());
+    if (!second) found = std::move(user);  // an address two users share names neither
+    return Status();
+  }));
+  return found;
+}
+
 base::Result<Page<User>> Identity::ListUsers(const PageRequest& page,
                                              const std::optional<std::string>& member_of) {
   Page<User> out;

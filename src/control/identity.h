@@ -209,6 +209,9 @@ class Identity {
   // Errors: InvalidArgument (validators), AlreadyExists (name taken).
   base::Result<User> CreateUser(const NewUser& user);
   base::Result<User> GetUser(std::string_view id);
+  // The one user with this e-mail address (compared case-insensitively); nullopt when none has
+  // it, when two users share it, or for "".
+  base::Result<std::optional<User>> FindUserByEmail(std::string_view email);
   // All users, or only members of `member_of`.
   base::Result<Page<User>> ListUsers(const PageRequest& page,
                                      const std::optional<std::string>& member_of = std::nullopt);

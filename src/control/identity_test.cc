@@ -185,6 +185,22 @@ TEST_F(IdentityTest, BootstrapIdentityIsProtected) {
   EXPECT_TRUE(identity_->Authenticate(kAdminToken).ok());
 }
 
+// ACL grants by e-mail (S3's emailAddress=) name the one user with that address.
+TEST_F(IdentityTest, FindsTheOneUserWithAnEmailAddress) {
+  auto carol = identity_->CreateUser({.name = "carol", .email = "Carol@Example.com"});
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  auto found = identity_->FindUserByEmail("carol@example.COM");
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->name, "carol");
+  EXPECT_FALSE(identity_->FindUserByEmail("nobody@example.com")->has_value());
+  EXPECT_FALSE(identity_->FindUserByEmail("")->has_value());
+  // An address two users share names neither.
+  ASSERT_TRUE(identity_->CreateUser({.name = "dave", .email = "dave@example.com"}).ok());
+  ASSERT_TRUE(identity_->CreateUser({.name = "dave2", .email = "DAVE@example.com"}).ok());
+  EXPECT_FALSE(identity_->FindUserByEmail("dave@example.com")->has_value());
+}
+
 TEST_F(IdentityTest, UsersAreUniqueByNameAndListedInPages) {
   std::vector<User> made;
   for (const char* name : {"u1", "u2", "u3", "u4", "u5"}) made.push_back(MakeUser(name));

@@ -177,7 +177,7 @@ S3Status S3Api::Call::Authenticate() {
 
 S3Result<BucketInfo> S3Api::Call::BucketFor(std::string_view action, bool object_action) {
   SOVAI_S3_ASSIGN_OR_RETURN(BucketInfo b, store_.GetBucket(bucket_));
-  SOVAI_S3_RETURN_IF_ERROR(Authorize(b, action, object_action, key_));
+  if (!action.empty()) SOVAI_S3_RETURN_IF_ERROR(Authorize(b, action, object_action, key_));
   // A protection the client asks for: the request fails unless the bucket is that owner's.
   if (auto expected = req_.header("x-amz-expected-bucket-owner");
       expected && base::Trim(*expected) != b.owner) {
@@ -453,6 +453,8 @@ net::Response S3Api::Call::Dispatch() {
       return ListUploads();
     case S3Op::kDeleteObjects:
       return DeleteObjects();
+    case S3Op::kPostObject:
+      return PostObject();
     case S3Op::kGetObject:
       return GetObject(false);
     case S3Op::kHeadObject:
@@ -899,7 +901,9 @@ net::Response S3Api::Call::ListUploads() {
 }
 
 net::Response S3Api::Call::DeleteObjects() {
-  auto b = BucketFor("s3:DeleteObject", false);
+  // Authorized per key below, as AWS does: a policy may allow or deny s3:DeleteObject on some
+  // keys of the bucket only.
+  auto b = BucketFor("", false);
   if (!b.ok()) return Error(b.error());
   auto body = ReadXmlBody();
   if (!body.ok()) return Error(body.error());
@@ -911,6 +915,9 @@ net::Response S3Api::Call::DeleteObjects() {
     std::optional<std::string> version;
     if (!o.version_id.empty()) version = o.version_id;
     S3Status problem = ValidateObjectKey(o.key);
+    if (!problem) {
+      problem = Authorize(*b, version ? "s3:DeleteObjectVersion" : "s3:DeleteObject", true, o.key);
+    }
     std::optional<DeleteResult> done;
     if (!problem) {
       if (version && !IsPlausibleVersionId(*version)) {

@@ -12,7 +12,9 @@
 #include <set>
 #include <string>
 
+#include "base/crypto.h"
 #include "base/env.h"
+#include "base/time.h"
 #include "objstore/s3_routes.h"
 #include "objstore/sigv4.h"
 #include "objstore/store.h"
@@ -51,9 +53,9 @@ class S3ApiTest : public ::testing::Test {
   // A presigned URL's request, as a browser sends it (no Authorization header).
   net::Response Presigned(const std::string& method, const std::string& path,
                           std::vector<std::pair<std::string, std::string>> query = {},
-                          std::string body = "") {
+                          std::string body = "", const Credential& key = kKey) {
     PresignRequest presign{.method = method, .host = kHost, .path = path, .query = query};
-    auto target = PresignV4(presign, kKey, kRegion, base::Env::Default().NowUnixMicros());
+    auto target = PresignV4(presign, key, kRegion, base::Env::Default().NowUnixMicros());
     EXPECT_TRUE(target.ok()) << target.status();
     net::Request request;
     request.set_method(method);
@@ -231,6 +233,209 @@ TEST_F(S3ApiTest, UnknownParametersOfWritesAreRefused) {
   net::Response get = Presigned("GET", "/kept/k", {{"v", "2"}});
   EXPECT_EQ(get.status, 200);
   EXPECT_EQ(get.body, "ORIGINAL-BYTES");
+}
+
+// Issue 29: DeleteObjects checked s3:DeleteObject on the bucket's ARN, so a policy on keys
+// (arn:aws:s3:::bucket/tmp/*) was never consulted. Each key is authorized on its own ARN; a
+// refused key is an <Error> in the result, the others are deleted.
+TEST_F(S3ApiTest, DeleteObjectsAuthorizesEachKey) {
+  const Credential other{"AKS3APITEST000000002", "secret-of-the-other-tenant", "project-b"};
+  ASSERT_FALSE(store_->PutAccessKey(other).has_value());
+  ASSERT_EQ(Presigned("PUT", "/shared").status, 200);
+  for (const char* key : {"tmp/a", "keep/b", "locked/c"}) {
+    ASSERT_EQ(Presigned("PUT", std::string("/shared/") + key, {}, "bytes").status, 200);
+  }
+  const std::string policy = R"({"Version": "2012-10-17", "Statement": [
+      {"Effect": "Allow", "Principal": {"AWS": ["project-b"]}, "Action": "s3:DeleteObject",
+       "Resource": "arn:aws:s3:::shared/tmp/*"},
+      {"Effect": "Deny", "Principal": "*", "Action": "s3:DeleteObject",
+       "Resource": "arn:aws:s3:::shared/locked/*"}]})";
+  ASSERT_EQ(Presigned("PUT", "/shared", {{"policy", ""}}, policy).status, 204);
+  const std::string body =
+      "<Delete><Object><Key>tmp/a</Key></Object><Object><Key>keep/b</Key></Object>"
+      "<Object><Key>locked/c</Key></Object></Delete>";
+  net::Response by_other = Presigned("POST", "/shared", {{"delete", ""}}, body, other);
+  ASSERT_EQ(by_other.status, 200) << by_other.body;
+  EXPECT_NE(by_other.body.find("<Deleted><Key>tmp/a</Key></Deleted>"), std::string::npos)
+      << by_other.body;
+  EXPECT_NE(by_other.body.find("<Key>keep/b</Key><Code>AccessDenied</Code>"), std::string::npos)
+      << by_other.body;
+  EXPECT_NE(by_other.body.find("<Key>locked/c</Key><Code>AccessDenied</Code>"), std::string::npos);
+  EXPECT_EQ(Read("shared", "tmp/a"), "NoSuchKey");
+  EXPECT_EQ(Read("shared", "keep/b"), "bytes");
+  // The owner deletes what it may; the Deny on locked/ holds for it too.
+  net::Response by_owner = Presigned("POST", "/shared", {{"delete", ""}}, body);
+  ASSERT_EQ(by_owner.status, 200) << by_owner.body;
+  EXPECT_EQ(Read("shared", "keep/b"), "NoSuchKey");
+  EXPECT_EQ(Read("shared", "locked/c"), "bytes");
+  EXPECT_NE(by_owner.body.find("<Key>locked/c</Key><Code>AccessDenied</Code>"), std::string::npos)
+      << by_owner.body;
+}
+
+// --- POST Object (browser form uploads) ----------------------------------------------------
+
+using FormFields = std::vector<std::pair<std::string, std::string>>;
+
+constexpr char kFormBoundary[] = "----WebKitFormBoundaryu8Yq2L3bHRS0bc7J";
+
+// The fields boto3's generate_presigned_post returns for `conditions`, signed with kKey.
+FormFields SignedFields(const std::string& conditions, int64_t expires_in_s = 600) {
+  const int64_t now = base::Env::Default().NowUnixMicros();
+  const std::string amz_date = base::FormatRfc3339(now, 0);  // 2026-12-01T12:00:00Z
+  std::string compact;
+  for (char c : amz_date) {
+    if (c != '-' && c != ':') compact.push_back(c);
+  }
+  const std::string day = compact.substr(0, 8);
+  const std::string credential =
+      std::string(kKey.access_key) + "/" + day + "/" + kRegion + "/s3/aws4_request";
+  const std::string policy = "{\"expiration\": \"" +
+                             base::FormatRfc3339(now + expires_in_s * base::kMicrosPerSecond) +
+                             "\", \"conditions\": [" + conditions +
+                             ", {\"x-amz-algorithm\": \"AWS4-HMAC-SHA256\"}, "
+                             "{\"x-amz-credential\": \"" +
+                             credential + "\"}, {\"x-amz-date\": \"" + compact + "\"}]}";
+  const std::string b64 = base::Base64Encode(policy);
+  return {{"x-amz-algorithm", "AWS4-HMAC-SHA256"},
+          {"x-amz-credential", credential},
+          {"x-amz-date", compact},
+          {"policy", b64},
+          {"x-amz-signature",
+           base::HexEncode(base::HmacSha256(SigningKeyV4(kKey.secret_key, day, kRegion), b64))}};
+}
+
+class S3PostTest : public S3ApiTest {
+ protected:
+  void SetUp() override {
+    S3ApiTest::SetUp();
+    ASSERT_EQ(Presigned("PUT", "/uploads").status, 200);
+  }
+
+  // The form as a browser posts it; `cut` drops that many bytes off the end (a broken upload).
+  net::Response Post(FormFields fields, const std::string& file, size_t cut = 0) {
+    std::string body;
+    for (const auto& [name, value] : fields) {
+      body += std::string("--") + kFormBoundary + "\r\nContent-Disposition: form-data; name=\"" +
+              name + "\"\r\n\r\n" + value + "\r\n";
+    }
+    body += std::string("--") + kFormBoundary +
+            "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"photo.png\"\r\n"
+            "Content-Type: image/png\r\n\r\n" +
+            file + "\r\n--" + kFormBoundary + "--\r\n";
+    body.resize(body.size() - cut);
+    net::Request request;
+    request.set_method("POST");
+    EXPECT_TRUE(request.SetTarget("/uploads").ok());
+    request.mutable_headers().Add("Host", kHost);
+    request.mutable_headers().Add("Content-Type",
+                                  std::string("multipart/form-data; boundary=") + kFormBoundary);
+    request.mutable_headers().Add("Cache-Control", "max-age=0");  // what a browser adds
+    net::StringBodyReader reader(body, 1000);
+    request.set_content_length(body.size());
+    request.set_body_reader(&reader);
+    return api_->Handle(request);
+  }
+
+  // `more` first, then the signed fields (x-amz-signature last), as boto3 orders them.
+  static FormFields With(const FormFields& fields, FormFields more) {
+    more.insert(more.end(), fields.begin(), fields.end());
+    return more;
+  }
+};
+
+TEST_F(S3PostTest, SignedFormUploadStoresTheObject) {
+  FormFields fields = With(
+      SignedFields(R"({"bucket": "uploads"}, ["starts-with", "$key", "in/"],
+      ["starts-with", "$Content-Type", "image/"], {"x-amz-meta-owner": "alice"},
+      ["content-length-range", 1, 1000])"),
+      {{"key", "in/${filename}"}, {"Content-Type", "image/png"}, {"x-amz-meta-owner", "alice"}});
+  net::Response res = Post(fields, "PNG-BYTES");
+  EXPECT_EQ(res.status, 204) << res.body;
+  EXPECT_EQ(res.headers.Get("Location").value_or(""),
+            std::string("http://") + kHost + "/uploads/in/photo.png");
+  EXPECT_EQ(Read("uploads", "in/photo.png"), "PNG-BYTES");
+  auto v = store_->Head("uploads", "in/photo.png", std::nullopt);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(res.headers.Get("ETag").value_or(""), v->etag);
+  EXPECT_EQ(v->meta.content_type, "image/png");
+  EXPECT_EQ(v->meta.cache_control, "");  // the browser's header is not the object's
+  ASSERT_EQ(v->meta.user.size(), 1u);
+  EXPECT_EQ(v->meta.user[0], std::make_pair(std::string("owner"), std::string("alice")));
+  EXPECT_EQ(v->owner, "project-a");
+}
+
+TEST_F(S3PostTest, AnswersAsSuccessActionAsks) {
+  FormFields status = With(SignedFields(R"({"key": "k"}, {"success_action_status": "201"})"),
+                           {{"key", "k"}, {"success_action_status", "201"}});
+  net::Response created = Post(status, "x");
+  EXPECT_EQ(created.status, 201);
+  EXPECT_NE(created.body.find("<PostResponse><Location>http://"), std::string::npos)
+      << created.body;
+  EXPECT_NE(created.body.find("<Bucket>uploads</Bucket><Key>k</Key><ETag>\""), std::string::npos)
+      << created.body;
+
+  FormFields redirect = With(
+      SignedFields(R"({"key": "a b"}, ["starts-with", "$success_action_redirect", "http://app/"])"),
+      {{"key", "a b"}, {"success_action_redirect", "http://app/done?x=1"}});
+  net::Response moved = Post(redirect, "x");
+  EXPECT_EQ(moved.status, 303);
+  std::string location(moved.headers.Get("Location").value_or(""));
+  EXPECT_EQ(location.rfind("http://app/done?x=1&bucket=uploads&key=a%20b&etag=%22", 0), 0u)
+      << location;
+}
+
+TEST_F(S3PostTest, RefusesWhatThePolicyDoesNotAllow) {
+  struct Case {
+    const char* what;
+    FormFields fields;
+    std::string file;
+    const char* code;
+    const char* message;
+  } cases[] = {
+      {"wrong key prefix",
+       With(SignedFields(R"(["starts-with", "$key", "in/"])"), {{"key", "out/x"}}), "x",
+       "AccessDenied", "Invalid according to Policy: Policy Condition failed"},
+      {"expired", With(SignedFields(R"({"key": "k"})", -1), {{"key", "k"}}), "x", "AccessDenied",
+       "Invalid according to Policy: Policy expired."},
+      {"field not in the policy",
+       With(SignedFields(R"({"key": "k"})"), {{"key", "k"}, {"acl", "public-read"}}), "x",
+       "AccessDenied", "Extra input fields: acl"},
+      {"too large",
+       With(SignedFields(R"({"key": "k"}, ["content-length-range", 2, 5])"), {{"key", "k"}}),
+       "123456", "EntityTooLarge", "exceeds the maximum allowed size"},
+      {"too small",
+       With(SignedFields(R"({"key": "k"}, ["content-length-range", 2, 5])"), {{"key", "k"}}), "1",
+       "EntityTooSmall", "smaller than the minimum allowed size"},
+      {"no key", SignedFields(R"({"bucket": "uploads"})"), "x", "InvalidArgument",
+       "must contain a field named 'key'"},
+  };
+  for (const Case& c : cases) {
+    net::Response res = Post(c.fields, c.file);
+    EXPECT_EQ(res.status, std::string(c.code) == "AccessDenied" ? 403 : 400) << c.what;
+    EXPECT_NE(res.body.find(std::string("<Code>") + c.code + "</Code>"), std::string::npos)
+        << c.what << ": " << res.body;
+    EXPECT_NE(res.body.find(c.message), std::string::npos) << c.what << ": " << res.body;
+  }
+  EXPECT_EQ(Read("uploads", "k"), "NoSuchKey");
+  EXPECT_EQ(Read("uploads", "out/x"), "NoSuchKey");
+}
+
+TEST_F(S3PostTest, RefusesForgedAndBrokenForms) {
+  FormFields forged = With(SignedFields(R"({"key": "k"})"), {{"key", "k"}});
+  forged.back().second[0] = forged.back().second[0] == 'a' ? 'b' : 'a';  // x-amz-signature
+  net::Response bad_signature = Post(forged, "x");
+  EXPECT_EQ(bad_signature.status, 403);
+  EXPECT_NE(bad_signature.body.find("SignatureDoesNotMatch"), std::string::npos);
+
+  FormFields fields = With(SignedFields(R"({"key": "k"})"), {{"key", "k"}});
+  net::Response truncated = Post(fields, std::string(5000, 'z'), 60);
+  EXPECT_EQ(truncated.status, 400);
+  EXPECT_NE(truncated.body.find("MalformedPOSTRequest"), std::string::npos) << truncated.body;
+
+  // Unsigned: the bucket is private, so anonymous uploads are refused.
+  net::Response anonymous = Post({{"key", "k"}}, "x");
+  EXPECT_EQ(anonymous.status, 403) << anonymous.body;
+  EXPECT_EQ(Read("uploads", "k"), "NoSuchKey");
 }
 
 }  // namespace

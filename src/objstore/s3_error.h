@@ -85,7 +85,11 @@ namespace sovai::objstore {
   X(MalformedACLError, 400)                              \
   X(NoSuchPublicAccessBlockConfiguration, 404)           \
   X(OwnershipControlsNotFoundError, 404)                 \
-  X(UnresolvableGrantByEmailAddress, 400)
+  X(UnresolvableGrantByEmailAddress, 400)                \
+  X(MalformedPOSTRequest, 400)                           \
+  X(InvalidPolicyDocument, 400)                          \
+  X(MaxPostPreDataLengthExceededError, 400)              \
+  X(IncorrectNumberOfFilesInPostRequest, 400)
 
 enum class S3Code {
 #define SOVAI_S3_ENUM(name, status) k##name,

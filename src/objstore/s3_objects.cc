@@ -71,21 +71,25 @@ void S3Api::Call::WriteConditions(PutOptions* o) {
   if (auto im = req_.header("If-Match")) o->if_match = std::string(base::Trim(*im));
 }
 
-net::Response S3Api::Call::PutObject() {
-  auto b = BucketFor("s3:PutObject", true);
-  if (!b.ok()) return Error(b.error());
-  if (S3Status st = RefuseUnsupportedProtections(true)) return Error(*st);
-  auto meta = MetaFromHeaders();
-  if (!meta.ok()) return Error(meta.error());
-  auto lock = LockForNewObject();
-  if (!lock.ok()) return Error(lock.error());
-  meta->lock = *lock;
+S3Result<PutOptions> S3Api::Call::PutOptionsFromHeaders(const BucketInfo& bucket) {
+  SOVAI_S3_RETURN_IF_ERROR(RefuseUnsupportedProtections(true));
+  SOVAI_S3_ASSIGN_OR_RETURN(ObjectMeta meta, MetaFromHeaders());
+  SOVAI_S3_ASSIGN_OR_RETURN(meta.lock, LockForNewObject());
   PutOptions o;
   o.bucket = bucket_;
   o.key = key_;
-  o.meta = std::move(*meta);
-  if (S3Status st = ApplyWriteAcl(*b, &o.owner, &o.meta)) return Error(*st);
+  o.meta = std::move(meta);
+  SOVAI_S3_RETURN_IF_ERROR(ApplyWriteAcl(bucket, &o.owner, &o.meta));
   WriteConditions(&o);
+  return o;
+}
+
+net::Response S3Api::Call::PutObject() {
+  auto b = BucketFor("s3:PutObject", true);
+  if (!b.ok()) return Error(b.error());
+  auto options = PutOptionsFromHeaders(*b);
+  if (!options.ok()) return Error(options.error());
+  PutOptions& o = *options;
   Checksums verified;
   auto staged = StageBody(true, kMaxPutBytes, &verified);
   if (!staged.ok()) return Error(staged.error());

@@ -165,7 +165,7 @@ constexpr S3RouteRow kRoutes[] = {
     {"POST", kBucket, "metadataTable", kNotImplemented, "CreateBucketMetadataTableConfiguration",
      ""},
     // A browser form upload (POST policy).
-    {"POST", kBucket, "", kNotImplemented, "PostObject", ""},
+    {"POST", kBucket, "", kPostObject, "PostObject", ""},
 
     // --- Objects: reads ---
     {"GET", kObject, "uploadId", kListParts, "ListParts", "max-parts part-number-marker"},

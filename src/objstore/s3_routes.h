@@ -56,6 +56,7 @@ enum class S3Op {
   kListObjectVersions,
   kListMultipartUploads,
   kDeleteObjects,
+  kPostObject,  // a browser form upload (multipart/form-data with a POST policy)
   kGetObject,
   kHeadObject,
   kPutObject,  // and CopyObject (x-amz-copy-source)

@@ -125,8 +125,8 @@ TEST(S3Routes, MethodsWithoutAnOperation) {
   EXPECT_EQ(Route("POST", S3Level::kObject).op, S3Op::kMethodNotAllowed);
   // A subresource names an operation even on a method this level does not have.
   EXPECT_EQ(Route("PATCH", S3Level::kObject, {{"retention", ""}}).op, S3Op::kNotImplemented);
-  // Browser form uploads are S3's, not this server's.
-  EXPECT_EQ(Route("POST", S3Level::kBucket).op, S3Op::kNotImplemented);
+  // A POST on the bucket without a subresource is a browser form upload.
+  EXPECT_EQ(Route("POST", S3Level::kBucket).op, S3Op::kPostObject);
   EXPECT_EQ(Route("POST", S3Level::kBucket, {{"delete", ""}}).op, S3Op::kDeleteObjects);
 }
 

@@ -187,6 +187,39 @@ class S3AccessTest(unittest.TestCase):
 
     # --- Grants ----------------------------------------------------------------------------------
 
+    def test_a_grant_by_email_names_the_control_plane_user(self):
+        # The user with that address (any case) in the control plane is the grantee, by its
+        # name, which is its S3 owner id.
+        name = "carol-" + uuid.uuid4().hex[:6]
+        status, user = self.server.api("POST", "/v1/users",
+                                       {"name": name, "email": name + "@Example.com"})
+        self.assertEqual(status, 201, user)
+        carol = self.client(self.server.create_user_key(name))
+        b = self.new_bucket(ObjectOwnership="BucketOwnerPreferred")
+        self.alice.put_object(Bucket=b, Key="k", Body=b"for carol")
+        self.assert_error("AccessDenied", carol.get_object, Bucket=b, Key="k")
+        self.alice.put_object_acl(Bucket=b, Key="k",
+                                  GrantRead='emailAddress="%s@example.com"' % name.upper())
+        self.assertIn(("CanonicalUser", name, "READ"),
+                      self.grants(self.alice.get_object_acl(Bucket=b, Key="k")))
+        self.assertEqual(carol.get_object(Bucket=b, Key="k")["Body"].read(), b"for carol")
+
+    def test_delete_objects_is_authorized_per_key(self):
+        b = self.new_bucket()
+        for key in ("tmp/a", "keep/b"):
+            self.alice.put_object(Bucket=b, Key=key, Body=b"x")
+        self.alice.put_bucket_policy(Bucket=b, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"AWS": [self.bob_key["user"]]},
+                "Action": "s3:DeleteObject", "Resource": "arn:aws:s3:::%s/tmp/*" % b}]}))
+        out = self.bob.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "tmp/a"},
+                                                                    {"Key": "keep/b"}]})
+        self.assertEqual([d["Key"] for d in out.get("Deleted", [])], ["tmp/a"])
+        self.assertEqual([(e["Key"], e["Code"]) for e in out["Errors"]],
+                         [("keep/b", "AccessDenied")])
+        self.assertEqual([o["Key"] for o in self.alice.list_objects_v2(Bucket=b)["Contents"]],
+                         ["keep/b"])
+
     def test_grants_by_id_group_and_email_and_unknown_grantees(self):
         b = self.new_bucket(ObjectOwnership="BucketOwnerPreferred")
         self.alice.put_object(Bucket=b, Key="k", Body=b"granted")

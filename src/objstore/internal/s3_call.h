@@ -15,6 +15,8 @@
 #include "objstore/iam_policy.h"
 #include "objstore/lifecycle.h"
 #include "objstore/object_lock.h"
+#include "objstore/post_form.h"
+#include "objstore/post_policy.h"
 #include "objstore/s3_api.h"
 #include "objstore/s3_error.h"
 #include "objstore/s3_xml.h"
@@ -133,6 +135,9 @@ class S3Api::Call {
   // PutBucketPolicy: the policy parses for this bucket and, under BlockPublicPolicy, is not
   // public.
   S3Status CheckNewPolicy(std::string_view text);
+  // The request's bucket, `action` authorized on it (or on key_, for object actions; an empty
+  // action authorizes nothing, for operations that authorize per key), and the
+  // x-amz-expected-bucket-owner it asks for.
   S3Result<BucketInfo> BucketFor(std::string_view action, bool object_action);
   // Whether the listing asks for encoding-type=url; InvalidArgument for any other value.
   S3Result<bool> UrlEncodingRequested() const;
@@ -175,6 +180,9 @@ class S3Api::Call {
   net::Response DeleteObjects();
   net::Response Preflight();
   net::Response PutObject();
+  // What a PutObject's headers ask for (metadata, lock, owner and ACL, conditions), checked as
+  // PutObject checks them; PostObject shares it through PostFieldsAsHeaders.
+  S3Result<PutOptions> PutOptionsFromHeaders(const BucketInfo& bucket);
   net::Response CopyObject();
   net::Response GetObject(bool head);
   net::Response DeleteObject();
@@ -213,6 +221,23 @@ class S3Api::Call {
   // What a delete must respect (for the store's transaction); nullptr for a plain delete.
   VersionGuard LockGuard(bool by_version_id);
   void AddLockHeaders(net::Response& res, const ObjectVersion& v);
+
+  // --- POST Object: browser form uploads (s3_post.cc) ---
+  net::Response PostObject();
+  // The form's fields before the file part (lowercased names, values as sent) and the file
+  // part's headers in `file` (nullopt when the form has none). MalformedPOSTRequest,
+  // MaxPostPreDataLengthExceededError, InvalidArgument for a field sent twice.
+  S3Result<PostFields> ReadPostFields(MultipartFormReader& form, std::optional<FormPart>* file);
+  // Who signed the form: SigV4 over the base64 policy (x-amz-algorithm, x-amz-credential,
+  // x-amz-date, x-amz-signature), the policy then checked against the fields; anonymous without
+  // a policy field. Sets auth_ and user_; returns the policy when there is one.
+  S3Result<std::optional<PostPolicy>> AuthenticatePost(const PostFields& fields);
+  // Makes the request's headers those of the PutObject the form stands for (acl, Content-Type,
+  // x-amz-meta-*, ... as headers), so that it gets a PUT's metadata, ACL and policy checks.
+  S3Status PostFieldsAsHeaders(const PostFields& fields);
+  // The answer success_action_redirect / success_action_status ask for (204 by default).
+  net::Response PostResult(const BucketInfo& bucket, const ObjectVersion& v,
+                           const PostFields& fields);
 
   // --- GetObjectAttributes (s3_attributes.cc) ---
   net::Response GetObjectAttributes();
