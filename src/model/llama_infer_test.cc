@@ -258,6 +258,38 @@ TEST(LlamaInferCacheTest, CopiedLeadingSlotsServeAsThePrefix) {
   }
 }
 
+// A Q8_0 model whose intermediate size is not whole Q8_0 blocks (688, the tiny models') keeps its
+// down projection in bf16, a product through sgemm, whose rounding of a row depends on how many
+// rows it is handed and where the row falls among them. A prefix-cache hit still computes the
+// cold prefill's bits: the last few tokens computed over the cached rest give the logits that all
+// of them gave at once.
+TEST(LlamaInferCacheTest, AHitIsBitIdenticalWithABf16ProjectionInAQ8_0Model) {
+  ModelConfig config = SmallConfig(false, true, 0, 64);
+  config.hidden_size = 256;
+  config.intermediate_size = 688;
+  auto backend = kernels::NewCpuBackend(2);
+  auto model = FrozenModel(*backend, config, BaseWeights::kQ8_0);
+  KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
+  std::vector<float> logits;
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto run = [&](std::span<const int32_t> tokens, int64_t start) {
+    InferenceSequence seq{
+        .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
+    EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+    return logits;
+  };
+  // (prompt length, tokens computed on the hit): rows that fall in whole sgemm tiles cold and in
+  // remainder tiles on the hit, and groups past 16 rows.
+  for (const auto& [length, tail] :
+       std::vector<std::pair<size_t, size_t>>{{8, 2}, {8, 1}, {16, 3}, {20, 2}, {21, 5}, {32, 1}}) {
+    SCOPED_TRACE(std::to_string(length) + " tokens, " + std::to_string(tail) + " on the hit");
+    const std::vector<int32_t> a = RandomTokens(length, 23 + static_cast<uint32_t>(length), 101);
+    const std::vector<float> cold = run(a, 0);
+    const auto start = static_cast<int64_t>(length - tail);
+    EXPECT_EQ(run(std::span<const int32_t>(a).subspan(length - tail), start), cold);
+  }
+}
+
 // The device seam: on the strict backend (every op handed only the backend's own buffers, fresh
 // ones poisoned) inference and the training forward compute the cpu backend's logits bit for bit,
 // and everything the model, the cache and the adapter allocated is freed with them.
