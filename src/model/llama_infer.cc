@@ -156,22 +156,6 @@ int64_t KeptRows(const InferenceSequence& seq) {
   return seq.want_logits || seq.hidden == HiddenOutput::kLast ? 1 : 0;
 }
 
-// y[rows, out] = x[rows, in] @ W^T + bias for a projection that a Q8_0 model keeps in bf16 (its
-// input width is not whole Q8_0 blocks: the tiny models' intermediate size of 688, as llama.cpp
-// keeps such rows in f16). That product goes through sgemm, whose rounding of a row depends on
-// how many rows it is handed and on where the row falls among them (even in calls of a fixed
-// number of rows). The batch-invariance promise of Q8_0 (a prefix-cache hit, or a request among
-// 32 others, computes every row's bits as a cold prefill does alone) holds only if every row is
-// computed alone: one call per row. Each call dequantizes the weight again, so such a projection
-// costs about twice its one-row product per row; models whose widths are whole blocks (every
-// released Llama, Qwen and Mistral) never take this path.
-void LinearRowByRow(Backend& backend, float* y, const float* x, const kernels::WeightRef& w,
-                    const float* bias, int64_t rows) {
-  for (int64_t r = 0; r < rows; ++r) {
-    backend.LinearForward(y + r * w.rows, x + r * w.cols, w, bias, 1);
-  }
-}
-
 }  // namespace
 
 Status LlamaModel::Infer(Backend& backend, KvCache& cache,
@@ -281,11 +265,7 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
   // y[rows_now, out] = x[rows_now, in] @ W^T + bias, plus each sequence's own adapter on its rows.
   auto project = [&](Layer& layer, int64_t l, int i, const float* x, float* y) {
     const kernels::WeightRef& w = layer.proj[i].ref;
-    if (storage_ == BaseWeights::kQ8_0 && w.format != kernels::WeightRef::Format::kQ8_0) {
-      LinearRowByRow(backend, y, x, w, layer.bias[i].data(), rows_now);
-    } else {
-      backend.LinearForward(y, x, w, layer.bias[i].data(), rows_now);
-    }
+    backend.LinearForward(y, x, w, layer.bias[i].data(), rows_now);
     int64_t row = 0;
     for (size_t si = 0; si < sequences.size(); ++si) {
       const InferenceSequence& seq = sequences[si];
