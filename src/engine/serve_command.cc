@@ -40,10 +40,10 @@ int RunServeCommand(const std::vector<std::string>& args) {
                "auto, generate, embed (/v1/embeddings) or rerank (/v1/rerank); auto: embed for a "
                "directory with a sentence-transformers pooling (modules.json), else generate",
                "TASK");
-  std::string rerank_tokens = o.rerank_yes_token + "," + o.rerank_no_token;
+  std::string rerank_tokens;
   flags.String("rerank-tokens", &rerank_tokens,
                "with --task rerank: the vocabulary's tokens whose logits score relevant and not "
-               "relevant",
+               "relevant (default: config.json's classifier_from_token, else yes,no)",
                "YES,NO");
   flags.String("dtype", &dtype, "weights in memory: q8_0, bf16 or f32", "TYPE");
   flags.Int("threads", &threads, "CPU threads (0: all cores)");
@@ -101,10 +101,11 @@ int RunServeCommand(const std::vector<std::string>& args) {
   } else {
     return UsageError("serve", "--task must be auto, generate, embed or rerank");
   }
-  if (const size_t comma = rerank_tokens.find(',');
-      comma == std::string::npos || comma == 0 || comma + 1 == rerank_tokens.size()) {
-    return UsageError("serve", "--rerank-tokens takes YES,NO, got '" + rerank_tokens + "'");
-  } else {
+  if (!rerank_tokens.empty()) {  // empty: the model directory's (ServeOptions)
+    const size_t comma = rerank_tokens.find(',');
+    if (comma == std::string::npos || comma == 0 || comma + 1 == rerank_tokens.size()) {
+      return UsageError("serve", "--rerank-tokens takes YES,NO, got '" + rerank_tokens + "'");
+    }
     o.rerank_yes_token = rerank_tokens.substr(0, comma);
     o.rerank_no_token = rerank_tokens.substr(comma + 1);
   }

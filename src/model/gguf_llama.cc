@@ -664,7 +664,8 @@ base::Result<LlamaVocab> LlamaVocabFromTokenizerJson(const nlohmann::json& token
     }
   }
   const std::string split = SplitPattern(tokenizer.value("pre_tokenizer", nlohmann::json()));
-  vocab.pre = split == kLlama3Split ? "llama-bpe" : split == kQwenSplit ? "qwen2" : "gpt2";
+  // llama.cpp spells GPT-2's pre-tokenizer "gpt-2" (llama-vocab.cpp; "gpt2" is refused on load).
+  vocab.pre = split == kLlama3Split ? "llama-bpe" : split == kQwenSplit ? "qwen2" : "gpt-2";
   auto id_of = [&](const std::optional<std::string>& text) -> std::optional<uint32_t> {
     if (!text) return std::nullopt;
     for (size_t i = 0; i < vocab.tokens.size(); ++i) {

@@ -178,7 +178,7 @@ base::Result<std::vector<HfTensor>> HfTensorsFrom(const SafetensorsSet& weights)
 // may be null): tokens in id order with their types (added special tokens are control tokens,
 // other added tokens user-defined), the merges, BOS/EOS from the config's bos_token/eos_token
 // and add_bos_token, the chat template, and llama.cpp's pre-tokenizer name for the split pattern
-// ("llama-bpe" for Llama 3's, "qwen2" for Qwen's, "gpt2" for GPT-2's). Errors: InvalidArgument
+// ("llama-bpe" for Llama 3's, "qwen2" for Qwen's, "gpt-2" for GPT-2's). Errors: InvalidArgument
 // for a malformed file; Unimplemented for a SentencePiece-style (byte_fallback / Metaspace)
 // tokenizer, whose GGUF form needs the sentencepiece scores tokenizer.json lacks.
 base::Result<LlamaVocab> LlamaVocabFromTokenizerJson(const nlohmann::json& tokenizer,

@@ -615,3 +615,21 @@ TEST(LlamaGgufFileTypeTest, NamesAndFtypes) {
 
 }  // namespace
 }  // namespace sovai::model
+
+namespace sovai::model {
+namespace {
+
+// llama.cpp knows GPT-2's pre-tokenizer as "gpt-2" and refuses a GGUF that says "gpt2" ("unknown
+// pre-tokenizer type"): a byte-level tokenizer without a Split pattern of its own (the tiny
+// models') exports as "gpt-2"; Llama 3's and Qwen's splits keep their names.
+TEST(LlamaGgufVocabTest, ByteLevelWithoutASplitPatternIsGpt2ByLlamaCppsName) {
+  const nlohmann::json tokenizer = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}}};
+  auto vocab = LlamaVocabFromTokenizerJson(tokenizer, nlohmann::json::object());
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  EXPECT_EQ(vocab->pre, "gpt-2");
+}
+
+}  // namespace
+}  // namespace sovai::model

@@ -4,6 +4,7 @@
 // sequence run at once through LlamaModel::Logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -255,6 +256,42 @@ TEST(LlamaInferCacheTest, CopiedLeadingSlotsServeAsThePrefix) {
     EXPECT_NE(run(tail, 6, {0, 8, 9}), scratch);
     // A's blocks were only read: A's last token again gives A's logits.
     EXPECT_EQ(run(std::span<const int32_t>(a).subspan(9), 9, {0, 1, 2}), a_logits);
+  }
+}
+
+// A Q8_0 model whose intermediate size is not whole Q8_0 blocks (688, the tiny models') keeps its
+// down projection in bf16, a product through sgemm, whose rounding of a row depends on how many
+// rows it is handed and where the row falls among them. So a prefix-cache hit (the last few tokens
+// computed over the cached rest) is not promised the cold prefill's bits there, only its values
+// to within kBf16HitTolerance of each logit's size; CopiedLeadingSlotsServeAsThePrefix holds the
+// bit-identity of models whose widths are whole blocks.
+TEST(LlamaInferCacheTest, AHitWithABf16ProjectionIsWithinTheStatedBound) {
+  constexpr float kBf16HitTolerance = 1e-5f;  // relative; measured up to 1e-6 here
+  ModelConfig config = SmallConfig(false, true, 0, 64);
+  config.hidden_size = 256;
+  config.intermediate_size = 688;
+  auto backend = kernels::NewCpuBackend(2);
+  auto model = FrozenModel(*backend, config, BaseWeights::kQ8_0);
+  KvCache cache = KvCache::Create(*backend, config, 16, 4).value();
+  std::vector<float> logits;
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto run = [&](std::span<const int32_t> tokens, int64_t start) {
+    InferenceSequence seq{
+        .tokens = tokens, .start = start, .block_table = table, .want_logits = true};
+    EXPECT_TRUE(model->Infer(*backend, cache, {&seq, 1}, logits).ok());
+    return logits;
+  };
+  for (const auto& [length, tail] :
+       std::vector<std::pair<size_t, size_t>>{{8, 2}, {8, 1}, {16, 3}, {20, 2}, {21, 5}, {32, 1}}) {
+    SCOPED_TRACE(std::to_string(length) + " tokens, " + std::to_string(tail) + " on the hit");
+    const std::vector<int32_t> a = RandomTokens(length, 23 + static_cast<uint32_t>(length), 101);
+    const std::vector<float> cold = run(a, 0);
+    const auto start = static_cast<int64_t>(length - tail);
+    const std::vector<float> hit = run(std::span<const int32_t>(a).subspan(length - tail), start);
+    ASSERT_EQ(hit.size(), cold.size());
+    for (size_t i = 0; i < hit.size(); ++i) {
+      EXPECT_NEAR(hit[i], cold[i], kBf16HitTolerance * std::max(1.0f, std::abs(cold[i])));
+    }
   }
 }
 

@@ -56,9 +56,12 @@ struct ServeOptions {
   EngineOptions engine;
   ModelTask task = ModelTask::kAuto;
   // kRerank: the vocabulary's tokens whose logits answer "relevant" and "not relevant"
-  // (Qwen3-Reranker's "yes" and "no"; a byte-level vocabulary may hold only "Ġyes").
-  std::string rerank_yes_token = "yes";
-  std::string rerank_no_token = "no";
+  // (Qwen3-Reranker's "yes" and "no"; a byte-level vocabulary may hold only "Ġyes"). Empty: the
+  // model's config.json "classifier_from_token" ([NO, YES], the key vLLM reads for
+  // Qwen3-Reranker), else "yes" and "no". An endpoint or app of a reranker names its tokens in
+  // the model directory this way, since its replicas take no serve flags.
+  std::string rerank_yes_token;
+  std::string rerank_no_token;
   std::string listen = "127.0.0.1:8000";
   size_t response_cache_bytes = kDefaultResponseCacheBytes;  // 0 disables the cache
   // When set, every /v1 request needs "Authorization: Bearer <api_key>" (401 otherwise).

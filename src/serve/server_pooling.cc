@@ -24,6 +24,23 @@ ApiError WrongTask(const std::string& model, ModelTask task, std::string_view ro
                    " (sovai-engine serve --task chooses what a model is served for).");
 }
 
+// The (yes, no) tokens of a reranker: the flag's, else config.json's "classifier_from_token"
+// ([no, yes], as vLLM reads it for Qwen3-Reranker), else Qwen3-Reranker's own "yes" and "no".
+std::pair<std::string, std::string> RerankTokens(const ServeOptions& options,
+                                                 const model::ModelConfig& config) {
+  if (!options.rerank_yes_token.empty()) {
+    return {options.rerank_yes_token, options.rerank_no_token};
+  }
+  if (config.extra.is_object()) {
+    const auto it = config.extra.find("classifier_from_token");
+    if (it != config.extra.end() && it->is_array() && it->size() == 2 && (*it)[0].is_string() &&
+        (*it)[1].is_string()) {
+      return {(*it)[1].get<std::string>(), (*it)[0].get<std::string>()};
+    }
+  }
+  return {"yes", "no"};
+}
+
 }  // namespace
 
 const char* ModelTaskKind(ModelTask task) {
@@ -199,13 +216,15 @@ net::Response InferenceServer::Rerank(net::Request& request) {
     return ErrorResponse(WrongTask(parsed->model, task_, "/v1/rerank"));
   }
   // Qwen3-Reranker reads the logits of the tokens "yes" and "no" (convert_tokens_to_ids).
-  const std::optional<int32_t> yes = e->tokenizer().TokenToId(options_.rerank_yes_token);
-  const std::optional<int32_t> no = e->tokenizer().TokenToId(options_.rerank_no_token);
+  const auto [yes_token, no_token] = RerankTokens(options_, e->config());
+  const std::optional<int32_t> yes = e->tokenizer().TokenToId(yes_token);
+  const std::optional<int32_t> no = e->tokenizer().TokenToId(no_token);
   if (!yes || !no) {
     return ErrorResponse(InvalidRequestError(
         "model", "The model `" + parsed->model + "` cannot rerank: its tokenizer has no token '" +
-                     (yes ? options_.rerank_no_token : options_.rerank_yes_token) +
-                     "' (sovai-engine serve --rerank-tokens names them)."));
+                     (yes ? no_token : yes_token) +
+                     "' (sovai-engine serve --rerank-tokens or config.json's "
+                     "classifier_from_token name them)."));
   }
   if (static_cast<int64_t>(parsed->documents.size()) > options_.engine.max_waiting) {
     return ErrorResponse(InvalidRequestError(

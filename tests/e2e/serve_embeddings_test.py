@@ -46,12 +46,14 @@ class ServeEmbeddingsTest(unittest.TestCase):
             status, headers, fresh = post(server.url, "/v1/embeddings", body,
                                           {"Cache-Control": "no-store"})
             self.assertEqual((status, headers["X-Sovai-Cache"]), (200, "bypass"))
-            # Computed again (its prompts' blocks now come from the prefix cache): the same vectors
-            # up to float rounding.
+            # Computed again, its prompts' blocks now from the prefix cache. Q8_0 computes each
+            # row alike in any batch, but this model's MLP down projection (688 inputs, not whole
+            # Q8_0 blocks) stays bf16 through sgemm, whose rounding moves with the batch's shape:
+            # the same vectors within 1e-6 (measured: at most 4.5e-8), not the same bits.
             for got, want in zip(fresh["data"], first["data"]):
                 self.assertEqual(len(got["embedding"]), len(want["embedding"]))
                 for a, b in zip(got["embedding"], want["embedding"]):
-                    self.assertAlmostEqual(a, b, delta=1e-5)
+                    self.assertAlmostEqual(a, b, delta=1e-6)
 
             m = server.metrics()
             self.assertEqual(m["sovai_serve_embedding_requests_total"], 8)
