@@ -460,13 +460,6 @@ base::Result<CallArgs> Interpreter::EvalArgs(const Expr& expr, const ScopePtr& s
   return args;
 }
 
-namespace {
-
-bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
-int64_t AsInt(const Value& v) { return v.is_bool() ? (v.bool_value() ? 1 : 0) : v.int_value(); }
-
-}  // namespace
-
 base::Result<Value> Interpreter::EvalSlice(const Expr& expr, const ScopePtr& scope) {
   SOVAI_ASSIGN_OR_RETURN(Value obj, Eval(*expr.a, scope));
   if (obj.is_undefined()) return UndefinedError(obj, expr.offset);
