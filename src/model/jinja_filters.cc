@@ -130,7 +130,7 @@ base::Result<Value> AttributePath(Interpreter& in, uint32_t offset, const Value&
   return v;
 }
 
-// default d
+// Filters: default, d
 base::Result<Value> FilterDefault(Interpreter& in, const std::string& name, const Value& operand,
                                   const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"default_value", "boolean"}, name, offset));
@@ -141,14 +141,14 @@ base::Result<Value> FilterDefault(Interpreter& in, const std::string& name, cons
   return operand;
 }
 
-// safe
+// Filters: safe
 base::Result<Value> FilterSafe(Interpreter& in, const std::string& name, const Value& operand,
                                const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
   return operand;
 }
 
-// tojson
+// Filters: tojson
 base::Result<Value> FilterTojson(Interpreter& in, const std::string& name, const Value& operand,
                                  const CallArgs& args, uint32_t offset) {
   // transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
@@ -189,7 +189,7 @@ base::Result<Value> FilterTojson(Interpreter& in, const std::string& name, const
   return Value::String(std::move(*json));
 }
 
-// length count
+// Filters: length, count
 base::Result<Value> FilterLength(Interpreter& in, const std::string& name, const Value& operand,
                                  const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -208,7 +208,7 @@ base::Result<Value> FilterLength(Interpreter& in, const std::string& name, const
   }
 }
 
-// string
+// Filters: string
 base::Result<Value> FilterString(Interpreter& in, const std::string& name, const Value& operand,
                                  const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -217,7 +217,7 @@ base::Result<Value> FilterString(Interpreter& in, const std::string& name, const
   return Value::String(std::move(s));
 }
 
-// upper lower capitalize title escape e wordcount
+// Filters: upper, lower, capitalize, title, escape, e, wordcount
 base::Result<Value> FilterCaseEscapeWordcount(Interpreter& in, const std::string& name,
                                               const Value& operand, const CallArgs& args,
                                               uint32_t offset) {
@@ -240,7 +240,7 @@ base::Result<Value> FilterCaseEscapeWordcount(Interpreter& in, const std::string
   return in.MakeString(HtmlEscape(s), offset);
 }
 
-// trim
+// Filters: trim
 base::Result<Value> FilterTrim(Interpreter& in, const std::string& name, const Value& operand,
                                const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"chars"}, name, offset));
@@ -253,7 +253,7 @@ base::Result<Value> FilterTrim(Interpreter& in, const std::string& name, const V
   return Value::String(PyStrip(s, StripSide::kBoth, chars));
 }
 
-// replace
+// Filters: replace
 base::Result<Value> FilterReplace(Interpreter& in, const std::string& name, const Value& operand,
                                   const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"old", "new", "count"}, name, offset));
@@ -271,7 +271,7 @@ base::Result<Value> FilterReplace(Interpreter& in, const std::string& name, cons
                        offset);
 }
 
-// center
+// Filters: center
 base::Result<Value> FilterCenter(Interpreter& in, const std::string& name, const Value& operand,
                                  const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"width"}, name, offset));
@@ -282,7 +282,7 @@ base::Result<Value> FilterCenter(Interpreter& in, const std::string& name, const
                        offset);
 }
 
-// indent
+// Filters: indent
 base::Result<Value> FilterIndent(Interpreter& in, const std::string& name, const Value& operand,
                                  const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"width", "first", "blank"}, name, offset));
@@ -324,7 +324,7 @@ base::Result<Value> FilterIndent(Interpreter& in, const std::string& name, const
   return Value::String(std::move(rv));
 }
 
-// int
+// Filters: int
 base::Result<Value> FilterInt(Interpreter& in, const std::string& name, const Value& operand,
                               const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"default", "base"}, name, offset));
@@ -354,7 +354,7 @@ base::Result<Value> FilterInt(Interpreter& in, const std::string& name, const Va
   return fallback;
 }
 
-// float
+// Filters: float
 base::Result<Value> FilterFloat(Interpreter& in, const std::string& name, const Value& operand,
                                 const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"default"}, name, offset));
@@ -367,7 +367,7 @@ base::Result<Value> FilterFloat(Interpreter& in, const std::string& name, const 
   return fallback;
 }
 
-// abs
+// Filters: abs
 base::Result<Value> FilterAbs(Interpreter& in, const std::string& name, const Value& operand,
                               const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -381,7 +381,7 @@ base::Result<Value> FilterAbs(Interpreter& in, const std::string& name, const Va
   return in.Error(offset, "bad operand type for abs(): '" + std::string(TypeName(operand)) + "'");
 }
 
-// round
+// Filters: round
 base::Result<Value> FilterRound(Interpreter& in, const std::string& name, const Value& operand,
                                 const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"precision", "method"}, name, offset));
@@ -411,7 +411,7 @@ base::Result<Value> FilterRound(Interpreter& in, const std::string& name, const 
   return Value::Float(r / scale);
 }
 
-// first last
+// Filters: first, last
 base::Result<Value> FilterFirstLast(Interpreter& in, const std::string& name, const Value& operand,
                                     const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -425,7 +425,7 @@ base::Result<Value> FilterFirstLast(Interpreter& in, const std::string& name, co
   return name == "first" ? items.front() : items.back();
 }
 
-// list
+// Filters: list
 base::Result<Value> FilterList(Interpreter& in, const std::string& name, const Value& operand,
                                const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -434,7 +434,7 @@ base::Result<Value> FilterList(Interpreter& in, const std::string& name, const V
   return in.MakeList(std::move(items), offset);
 }
 
-// items
+// Filters: items
 base::Result<Value> FilterItems(Interpreter& in, const std::string& name, const Value& operand,
                                 const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -443,7 +443,7 @@ base::Result<Value> FilterItems(Interpreter& in, const std::string& name, const 
   return in.CallMethod(BoundMethod(operand, "items"), {}, offset);
 }
 
-// reverse
+// Filters: reverse
 base::Result<Value> FilterReverse(Interpreter& in, const std::string& name, const Value& operand,
                                   const CallArgs& args, uint32_t offset) {
   SOVAI_RETURN_IF_ERROR(NoArgs(in, name, args, offset));
@@ -457,7 +457,7 @@ base::Result<Value> FilterReverse(Interpreter& in, const std::string& name, cons
   return in.MakeList(std::move(items), offset);
 }
 
-// join
+// Filters: join
 base::Result<Value> FilterJoin(Interpreter& in, const std::string& name, const Value& operand,
                                const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"d", "attribute"}, name, offset));
@@ -481,7 +481,7 @@ base::Result<Value> FilterJoin(Interpreter& in, const std::string& name, const V
   return Value::String(std::move(out));
 }
 
-// attr
+// Filters: attr
 base::Result<Value> FilterAttr(Interpreter& in, const std::string& name, const Value& operand,
                                const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"name"}, name, offset));
@@ -500,7 +500,7 @@ base::Result<Value> FilterAttr(Interpreter& in, const std::string& name, const V
                           attr + "'");
 }
 
-// batch
+// Filters: batch
 base::Result<Value> FilterBatch(Interpreter& in, const std::string& name, const Value& operand,
                                 const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"linecount", "fill_with"}, name, offset));
@@ -521,7 +521,7 @@ base::Result<Value> FilterBatch(Interpreter& in, const std::string& name, const 
   return in.MakeList(std::move(batches), offset);
 }
 
-// sum
+// Filters: sum
 base::Result<Value> FilterSum(Interpreter& in, const std::string& name, const Value& operand,
                               const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b, in.Bind(args, {"attribute", "start"}, name, offset));
@@ -536,7 +536,7 @@ base::Result<Value> FilterSum(Interpreter& in, const std::string& name, const Va
   return total;
 }
 
-// sort unique min max
+// Filters: sort, unique, min, max
 base::Result<Value> FilterSortUniqueMinMax(Interpreter& in, const std::string& name,
                                            const Value& operand, const CallArgs& args,
                                            uint32_t offset) {
@@ -620,7 +620,7 @@ base::Result<Value> FilterSortUniqueMinMax(Interpreter& in, const std::string& n
   return items[best];
 }
 
-// dictsort
+// Filters: dictsort
 base::Result<Value> FilterDictsort(Interpreter& in, const std::string& name, const Value& operand,
                                    const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(BoundArgs b,
@@ -658,7 +658,7 @@ base::Result<Value> FilterDictsort(Interpreter& in, const std::string& name, con
   return in.MakeList(std::move(out), offset);
 }
 
-// map
+// Filters: map
 base::Result<Value> FilterMap(Interpreter& in, const std::string& name, const Value& operand,
                               const CallArgs& args, uint32_t offset) {
   SOVAI_ASSIGN_OR_RETURN(ValueList items, in.Iterate(operand, offset));
@@ -697,7 +697,7 @@ base::Result<Value> FilterMap(Interpreter& in, const std::string& name, const Va
   return in.MakeList(std::move(out), offset);
 }
 
-// select reject selectattr rejectattr
+// Filters: select, reject, selectattr, rejectattr
 base::Result<Value> FilterSelectReject(Interpreter& in, const std::string& name,
                                        const Value& operand, const CallArgs& args,
                                        uint32_t offset) {
