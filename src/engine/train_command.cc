@@ -27,6 +27,43 @@ std::optional<double> ParseNumber(const std::string& text) {
   return value;
 }
 
+// Runs the parsed training options on the named backend, printing progress and a summary.
+int TrainOnBackend(const train::TrainOptions& o, const std::string& backend_name) {
+  std::string backend_description;
+  auto backend = MakeBackend(backend_name, o.threads, &backend_description);
+  if (!backend.ok()) {
+    if (backend.status().code() == base::StatusCode::kInvalidArgument) {
+      return UsageError("train", backend.status().message());
+    }
+    std::fprintf(stderr, "sovai-engine train: %s\n", backend.status().ToString().c_str());
+    return kExitFailure;
+  }
+  // The job log says where the work runs (a GPU flavor must never look like GPU training when
+  // it is not).
+  std::fprintf(stdout, "backend: %s\n", backend_description.c_str());
+
+  std::atomic<bool>& stop = InstallStopSignalHandlers();
+  auto log = [](const std::string& line) {
+    std::fprintf(stdout, "%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  auto result = train::Train(base::Env::Default(), **backend, o, log, stop);
+  if (!result.ok()) {
+    std::fprintf(stderr, "sovai-engine train: %s\n", result.status().ToString().c_str());
+    return kExitFailure;
+  }
+  if (result->interrupted) return kExitOk;
+  std::string summary = "done: " + std::to_string(result->steps) + " steps, loss " +
+                        std::to_string(result->first_loss) + " -> " +
+                        std::to_string(result->last_loss);
+  if (result->base_eval_loss > 0) {
+    summary += ", validation loss " + std::to_string(result->base_eval_loss) + " -> " +
+               std::to_string(result->eval_loss);
+  }
+  log(summary);
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunTrainCommand(const std::vector<std::string>& args) {
@@ -159,39 +196,7 @@ int RunTrainCommand(const std::vector<std::string>& args) {
   o.write_merged = merge;
   o.threads = static_cast<int>(threads);
 
-  std::string backend_description;
-  auto backend = MakeBackend(backend_name, o.threads, &backend_description);
-  if (!backend.ok()) {
-    if (backend.status().code() == base::StatusCode::kInvalidArgument) {
-      return UsageError("train", backend.status().message());
-    }
-    std::fprintf(stderr, "sovai-engine train: %s\n", backend.status().ToString().c_str());
-    return kExitFailure;
-  }
-  // The job log says where the work runs (a GPU flavor must never look like GPU training when
-  // it is not).
-  std::fprintf(stdout, "backend: %s\n", backend_description.c_str());
-
-  std::atomic<bool>& stop = InstallStopSignalHandlers();
-  auto log = [](const std::string& line) {
-    std::fprintf(stdout, "%s\n", line.c_str());
-    std::fflush(stdout);
-  };
-  auto result = train::Train(base::Env::Default(), **backend, o, log, stop);
-  if (!result.ok()) {
-    std::fprintf(stderr, "sovai-engine train: %s\n", result.status().ToString().c_str());
-    return kExitFailure;
-  }
-  if (result->interrupted) return kExitOk;
-  std::string summary = "done: " + std::to_string(result->steps) + " steps, loss " +
-                        std::to_string(result->first_loss) + " -> " +
-                        std::to_string(result->last_loss);
-  if (result->base_eval_loss > 0) {
-    summary += ", validation loss " + std::to_string(result->base_eval_loss) + " -> " +
-               std::to_string(result->eval_loss);
-  }
-  log(summary);
-  return kExitOk;
+  return TrainOnBackend(o, backend_name);
 }
 
 }  // namespace sovai::engine

@@ -113,6 +113,102 @@ std::optional<std::pair<int64_t, uint32_t>> ParsePaxTime(std::string_view s) {
   return std::make_pair(negative ? -sec : sec, nanos);
 }
 
+// Applies the records of a PAX extended header ("<length> <key>=<value>\n"...) to `into`.
+Status ApplyPaxRecords(std::string_view pax, uint64_t header_offset, PendingExtensions& into) {
+  std::string_view rest = pax;
+  while (!rest.empty()) {
+    auto bad = [&](std::string_view why) {
+      return base::DataLossError("tar archive at byte " + std::to_string(header_offset) +
+                                 ": malformed PAX record (" + std::string(why) + ")");
+    };
+    size_t space = rest.find(' ');
+    if (space == std::string_view::npos || space == 0 || space > 20) {
+      return bad("no length");
+    }
+    Result<uint64_t> length = base::ParseUint64(rest.substr(0, space));
+    if (!length.ok()) return bad("invalid length");
+    if (*length < space + 3 || *length > rest.size()) return bad("length out of range");
+    std::string_view record = rest.substr(0, static_cast<size_t>(*length));
+    if (record.back() != '\n') return bad("no newline at the end");
+    std::string_view kv = record.substr(space + 1, record.size() - space - 2);
+    size_t eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) return bad("no key");
+    std::string_view key = kv.substr(0, eq);
+    std::string_view value = kv.substr(eq + 1);
+    rest.remove_prefix(record.size());
+    if (key.substr(0, 11) == "GNU.sparse.") {
+      return base::UnimplementedError("tar archive at byte " + std::to_string(header_offset) +
+                                      ": GNU sparse files are not supported");
+    }
+    // An empty value deletes the keyword (POSIX): fall back to the header's field.
+    auto number = [&](std::optional<uint64_t>& field) -> Status {
+      if (value.empty()) {
+        field.reset();
+        return Status();
+      }
+      Result<uint64_t> v = base::ParseUint64(value);
+      if (!v.ok() || *v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return bad("invalid " + std::string(key));
+      }
+      field = *v;
+      return Status();
+    };
+    if (key == "path" || key == "linkpath") {
+      if (value.find('\0') != std::string_view::npos) return bad(std::string(key) + " has NUL");
+      std::optional<std::string>& field = key == "path" ? into.path : into.link;
+      if (value.empty()) {
+        field.reset();
+      } else {
+        field = std::string(value);
+      }
+    } else if (key == "size") {
+      SOVAI_RETURN_IF_ERROR(number(into.size));
+    } else if (key == "uid") {
+      SOVAI_RETURN_IF_ERROR(number(into.uid));
+    } else if (key == "gid") {
+      SOVAI_RETURN_IF_ERROR(number(into.gid));
+    } else if (key == "mtime") {
+      if (value.empty()) {
+        into.mtime.reset();
+      } else {
+        into.mtime = ParsePaxTime(value);
+        if (!into.mtime) return bad("invalid mtime");
+      }
+    }
+  }
+  return Status();
+}
+
+// The entry type of a ustar typeflag; Unimplemented for the types this reader does not extract.
+Result<TarEntryType> EntryTypeOf(char flag, uint64_t header_offset) {
+  switch (flag) {
+    case '0':
+    case '\0':
+    case '7':  // contiguous file: a regular file everywhere but on one 1980s system
+      return TarEntryType::kRegular;
+    case '1':
+      return TarEntryType::kHardLink;
+    case '2':
+      return TarEntryType::kSymlink;
+    case '3':
+      return TarEntryType::kCharDevice;
+    case '4':
+      return TarEntryType::kBlockDevice;
+    case '5':
+      return TarEntryType::kDirectory;
+    case '6':
+      return TarEntryType::kFifo;
+    default: {
+      std::string what = TypeflagForMessage(flag);
+      if (flag == 'S') what += " (GNU sparse file)";
+      if (flag == 'M' || flag == 'V') what += " (multi-volume archive)";
+      return base::UnimplementedError("tar header at byte " + std::to_string(header_offset) +
+                                      ": entry type " + what + " is not supported");
+    }
+  }
+  return TarEntryType::kRegular;  // not reached: every case returns
+}
+
 }  // namespace
 
 // --- Byte sources ---
@@ -477,69 +573,8 @@ Result<std::optional<TarEntry>> TarReader::NextImpl() {
           std::string pax,
           ReadExtension(static_cast<uint64_t>(*header_size), limits_.max_pax_header_bytes,
                         "a PAX extended header", "max_pax_header_bytes", header_offset));
-      std::string_view rest = pax;
       PendingExtensions ignored;  // a global header's values are not applied (see the .h)
-      PendingExtensions& into = flag == 'x' ? ext : ignored;
-      while (!rest.empty()) {
-        auto bad = [&](std::string_view why) {
-          return base::DataLossError("tar archive at byte " + std::to_string(header_offset) +
-                                     ": malformed PAX record (" + std::string(why) + ")");
-        };
-        size_t space = rest.find(' ');
-        if (space == std::string_view::npos || space == 0 || space > 20) {
-          return bad("no length");
-        }
-        Result<uint64_t> length = base::ParseUint64(rest.substr(0, space));
-        if (!length.ok()) return bad("invalid length");
-        if (*length < space + 3 || *length > rest.size()) return bad("length out of range");
-        std::string_view record = rest.substr(0, static_cast<size_t>(*length));
-        if (record.back() != '\n') return bad("no newline at the end");
-        std::string_view kv = record.substr(space + 1, record.size() - space - 2);
-        size_t eq = kv.find('=');
-        if (eq == std::string_view::npos || eq == 0) return bad("no key");
-        std::string_view key = kv.substr(0, eq);
-        std::string_view value = kv.substr(eq + 1);
-        rest.remove_prefix(record.size());
-        if (key.substr(0, 11) == "GNU.sparse.") {
-          return base::UnimplementedError("tar archive at byte " + std::to_string(header_offset) +
-                                          ": GNU sparse files are not supported");
-        }
-        // An empty value deletes the keyword (POSIX): fall back to the header's field.
-        auto number = [&](std::optional<uint64_t>& field) -> Status {
-          if (value.empty()) {
-            field.reset();
-            return Status();
-          }
-          Result<uint64_t> v = base::ParseUint64(value);
-          if (!v.ok() || *v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-            return bad("invalid " + std::string(key));
-          }
-          field = *v;
-          return Status();
-        };
-        if (key == "path" || key == "linkpath") {
-          if (value.find('\0') != std::string_view::npos) return bad(std::string(key) + " has NUL");
-          std::optional<std::string>& field = key == "path" ? into.path : into.link;
-          if (value.empty()) {
-            field.reset();
-          } else {
-            field = std::string(value);
-          }
-        } else if (key == "size") {
-          SOVAI_RETURN_IF_ERROR(number(into.size));
-        } else if (key == "uid") {
-          SOVAI_RETURN_IF_ERROR(number(into.uid));
-        } else if (key == "gid") {
-          SOVAI_RETURN_IF_ERROR(number(into.gid));
-        } else if (key == "mtime") {
-          if (value.empty()) {
-            into.mtime.reset();
-          } else {
-            into.mtime = ParsePaxTime(value);
-            if (!into.mtime) return bad("invalid mtime");
-          }
-        }
-      }
+      SOVAI_RETURN_IF_ERROR(ApplyPaxRecords(pax, header_offset, flag == 'x' ? ext : ignored));
       if (flag == 'x') ext.any = true;
       continue;
     }
@@ -558,38 +593,7 @@ Result<std::optional<TarEntry>> TarReader::NextImpl() {
 
     TarEntry entry;
     entry.header_offset = first_header;
-    switch (flag) {
-      case '0':
-      case '\0':
-      case '7':  // contiguous file: a regular file everywhere but on one 1980s system
-        entry.type = TarEntryType::kRegular;
-        break;
-      case '1':
-        entry.type = TarEntryType::kHardLink;
-        break;
-      case '2':
-        entry.type = TarEntryType::kSymlink;
-        break;
-      case '3':
-        entry.type = TarEntryType::kCharDevice;
-        break;
-      case '4':
-        entry.type = TarEntryType::kBlockDevice;
-        break;
-      case '5':
-        entry.type = TarEntryType::kDirectory;
-        break;
-      case '6':
-        entry.type = TarEntryType::kFifo;
-        break;
-      default: {
-        std::string what = TypeflagForMessage(flag);
-        if (flag == 'S') what += " (GNU sparse file)";
-        if (flag == 'M' || flag == 'V') what += " (multi-volume archive)";
-        return base::UnimplementedError("tar header at byte " + std::to_string(header_offset) +
-                                        ": entry type " + what + " is not supported");
-      }
-    }
+    SOVAI_ASSIGN_OR_RETURN(entry.type, EntryTypeOf(flag, header_offset));
 
     const std::string_view magic(block + 257, 6);
     const bool posix_ustar = magic == std::string_view("ustar\0", 6);

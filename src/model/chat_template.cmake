@@ -8,6 +8,8 @@ add_library(sovai_model_template STATIC
   ${CMAKE_CURRENT_LIST_DIR}/jinja_parser.cc
   ${CMAKE_CURRENT_LIST_DIR}/jinja.cc
   ${CMAKE_CURRENT_LIST_DIR}/jinja_builtins.cc
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_filters.cc
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_methods.cc
   ${CMAKE_CURRENT_LIST_DIR}/chat_template.cc
 )
 target_include_directories(sovai_model_template PUBLIC ${PROJECT_SOURCE_DIR}/src)
@@ -21,6 +23,7 @@ sovai_test(NAME model_template_test LABELS unit DEPS sovai_model_template SRCS
   ${CMAKE_CURRENT_LIST_DIR}/jinja_lexer_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/jinja_parser_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/jinja_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/jinja_builtins_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/chat_template_test.cc
 )
 if(TARGET model_template_test)

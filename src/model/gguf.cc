@@ -711,19 +711,7 @@ base::Status GgufReader::ParseAll(const GgufLimits& limits) {
     metadata_.push_back(GgufKv{std::move(key), std::move(value)});
   }
 
-  if (const GgufValue* alignment = Find(kAlignmentKey)) {
-    const uint32_t* value = std::get_if<uint32_t>(&alignment->storage);
-    if (value == nullptr) {
-      return base::DataLossError("GGUF: general.alignment must be a u32, not " +
-                                 std::string(GgufValueTypeName(alignment->type())));
-    }
-    if (*value == 0 || *value > kMaxGgufAlignment || !std::has_single_bit(*value)) {
-      return base::DataLossError("GGUF: general.alignment " + std::to_string(*value) +
-                                 " is not a power of two up to " +
-                                 std::to_string(kMaxGgufAlignment));
-    }
-    alignment_ = *value;
-  }
+  SOVAI_RETURN_IF_ERROR(ApplyAlignment());
 
   // Tensor directory.
   tensors_.reserve(std::min<uint64_t>(tensor_count, cursor.remaining() / (8 + 4 + 4 + 8)));
@@ -772,9 +760,30 @@ base::Status GgufReader::ParseAll(const GgufLimits& limits) {
     tensors_.push_back(std::move(info));
   }
 
+  return PlaceTensorData(cursor.offset());
+}
+
+base::Status GgufReader::ApplyAlignment() {
+  if (const GgufValue* alignment = Find(kAlignmentKey)) {
+    const uint32_t* value = std::get_if<uint32_t>(&alignment->storage);
+    if (value == nullptr) {
+      return base::DataLossError("GGUF: general.alignment must be a u32, not " +
+                                 std::string(GgufValueTypeName(alignment->type())));
+    }
+    if (*value == 0 || *value > kMaxGgufAlignment || !std::has_single_bit(*value)) {
+      return base::DataLossError("GGUF: general.alignment " + std::to_string(*value) +
+                                 " is not a power of two up to " +
+                                 std::to_string(kMaxGgufAlignment));
+    }
+    alignment_ = *value;
+  }
+  return base::Status();
+}
+
+base::Status GgufReader::PlaceTensorData(uint64_t directory_end) {
   // Data section: it starts at the aligned end of the directory. A file without tensors may end
   // before that padding.
-  data_offset_ = AlignUp(cursor.offset(), alignment_);
+  data_offset_ = AlignUp(directory_end, alignment_);
   if (tensors_.empty()) return base::Status();
   if (data_offset_ > bytes_.size()) {
     return base::DataLossError("GGUF truncated: the data section would start at byte " +

@@ -299,6 +299,10 @@ class GgufReader {
   struct Mapping;  // an mmap'ed file (Open) or nothing (Parse)
   GgufReader() = default;
   base::Status ParseAll(const GgufLimits& limits);
+  // Steps of ParseAll after the metadata and after the tensor directory (which ends at byte
+  // `directory_end`).
+  base::Status ApplyAlignment();
+  base::Status PlaceTensorData(uint64_t directory_end);
 
   std::unique_ptr<Mapping> mapping_;
   std::span<const uint8_t> bytes_;

@@ -460,13 +460,6 @@ base::Result<CallArgs> Interpreter::EvalArgs(const Expr& expr, const ScopePtr& s
   return args;
 }
 
-namespace {
-
-bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
-int64_t AsInt(const Value& v) { return v.is_bool() ? (v.bool_value() ? 1 : 0) : v.int_value(); }
-
-}  // namespace
-
 base::Result<Value> Interpreter::EvalSlice(const Expr& expr, const ScopePtr& scope) {
   SOVAI_ASSIGN_OR_RETURN(Value obj, Eval(*expr.a, scope));
   if (obj.is_undefined()) return UndefinedError(obj, expr.offset);
@@ -945,6 +938,103 @@ std::string_view OpSymbol(BinaryOp op) {
   return "?";
 }
 
+// Python's int arithmetic (bools count as ints); nullopt for an operator ints do not define.
+base::Result<std::optional<Value>> IntArithmetic(const Interpreter& in, BinaryOp op, int64_t x,
+                                                 int64_t y, uint32_t offset) {
+  int64_t r = 0;
+  switch (op) {
+    case BinaryOp::kAdd:
+      if (__builtin_add_overflow(x, y, &r)) return in.Error(offset, "integer overflow");
+      return Value::Int(r);
+    case BinaryOp::kSub:
+      if (__builtin_sub_overflow(x, y, &r)) return in.Error(offset, "integer overflow");
+      return Value::Int(r);
+    case BinaryOp::kMul:
+      if (__builtin_mul_overflow(x, y, &r)) return in.Error(offset, "integer overflow");
+      return Value::Int(r);
+    case BinaryOp::kDiv:
+      if (y == 0) return in.Error(offset, "division by zero");
+      return Value::Float(static_cast<double>(x) / static_cast<double>(y));
+    case BinaryOp::kFloorDiv: {
+      if (y == 0) return in.Error(offset, "integer division or modulo by zero");
+      if (x == std::numeric_limits<int64_t>::min() && y == -1) {
+        return in.Error(offset, "integer overflow");
+      }
+      int64_t q = x / y;
+      if (x % y != 0 && ((x < 0) != (y < 0))) --q;
+      return Value::Int(q);
+    }
+    case BinaryOp::kMod: {
+      if (y == 0) return in.Error(offset, "integer division or modulo by zero");
+      if (y == -1) return Value::Int(0);
+      int64_t m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;
+      return Value::Int(m);
+    }
+    case BinaryOp::kPow: {
+      if (y < 0) {
+        if (x == 0) return in.Error(offset, "0.0 cannot be raised to a negative power");
+        return Value::Float(std::pow(static_cast<double>(x), static_cast<double>(y)));
+      }
+      int64_t result = 1, base = x, e = y;
+      while (e > 0) {
+        if (e & 1) {
+          if (__builtin_mul_overflow(result, base, &result)) {
+            return in.Error(offset, "integer overflow");
+          }
+        }
+        e >>= 1;
+        if (e > 0 && __builtin_mul_overflow(base, base, &base)) {
+          return in.Error(offset, "integer overflow");
+        }
+      }
+      return Value::Int(result);
+    }
+    default:
+      return std::optional<Value>();
+  }
+  return std::optional<Value>();
+}
+
+// Python's float arithmetic (either operand a float); nullopt for an operator it does not define.
+base::Result<std::optional<Value>> FloatArithmetic(const Interpreter& in, BinaryOp op, double x,
+                                                   double y, uint32_t offset) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return Value::Float(x + y);
+    case BinaryOp::kSub:
+      return Value::Float(x - y);
+    case BinaryOp::kMul:
+      return Value::Float(x * y);
+    case BinaryOp::kDiv:
+      if (y == 0) return in.Error(offset, "float division by zero");
+      return Value::Float(x / y);
+    case BinaryOp::kFloorDiv:
+      if (y == 0) return in.Error(offset, "float floor division by zero");
+      return Value::Float(std::floor(x / y));
+    case BinaryOp::kMod: {
+      if (y == 0) return in.Error(offset, "float modulo by zero");
+      double m = std::fmod(x, y);
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;
+      return Value::Float(m);
+    }
+    case BinaryOp::kPow: {
+      if (x == 0 && y < 0) return in.Error(offset, "0.0 cannot be raised to a negative power");
+      if (x < 0 && std::floor(y) != y) {
+        return in.Error(offset, "a negative number raised to a fractional power is complex");
+      }
+      double r = std::pow(x, y);
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
+        return in.Error(offset, "numerical result out of range");
+      }
+      return Value::Float(r);
+    }
+    default:
+      return std::optional<Value>();
+  }
+  return std::optional<Value>();
+}
+
 }  // namespace
 
 base::Result<Value> Interpreter::Binary(BinaryOp op, const Value& a, const Value& b,
@@ -959,97 +1049,11 @@ base::Result<Value> Interpreter::Binary(BinaryOp op, const Value& a, const Value
   const std::string_view symbol = OpSymbol(op);
 
   if (a.is_number() && b.is_number()) {
-    const bool ints = IsIntLike(a) && IsIntLike(b);
-    if (ints) {
-      const int64_t x = AsInt(a), y = AsInt(b);
-      int64_t r = 0;
-      switch (op) {
-        case BinaryOp::kAdd:
-          if (__builtin_add_overflow(x, y, &r)) return Error(offset, "integer overflow");
-          return Value::Int(r);
-        case BinaryOp::kSub:
-          if (__builtin_sub_overflow(x, y, &r)) return Error(offset, "integer overflow");
-          return Value::Int(r);
-        case BinaryOp::kMul:
-          if (__builtin_mul_overflow(x, y, &r)) return Error(offset, "integer overflow");
-          return Value::Int(r);
-        case BinaryOp::kDiv:
-          if (y == 0) return Error(offset, "division by zero");
-          return Value::Float(static_cast<double>(x) / static_cast<double>(y));
-        case BinaryOp::kFloorDiv: {
-          if (y == 0) return Error(offset, "integer division or modulo by zero");
-          if (x == std::numeric_limits<int64_t>::min() && y == -1) {
-            return Error(offset, "integer overflow");
-          }
-          int64_t q = x / y;
-          if (x % y != 0 && ((x < 0) != (y < 0))) --q;
-          return Value::Int(q);
-        }
-        case BinaryOp::kMod: {
-          if (y == 0) return Error(offset, "integer division or modulo by zero");
-          if (y == -1) return Value::Int(0);
-          int64_t m = x % y;
-          if (m != 0 && ((m < 0) != (y < 0))) m += y;
-          return Value::Int(m);
-        }
-        case BinaryOp::kPow: {
-          if (y < 0) {
-            if (x == 0) return Error(offset, "0.0 cannot be raised to a negative power");
-            return Value::Float(std::pow(static_cast<double>(x), static_cast<double>(y)));
-          }
-          int64_t result = 1, base = x, e = y;
-          while (e > 0) {
-            if (e & 1) {
-              if (__builtin_mul_overflow(result, base, &result)) {
-                return Error(offset, "integer overflow");
-              }
-            }
-            e >>= 1;
-            if (e > 0 && __builtin_mul_overflow(base, base, &base)) {
-              return Error(offset, "integer overflow");
-            }
-          }
-          return Value::Int(result);
-        }
-        default:
-          break;
-      }
-    } else {
-      const double x = a.AsDouble(), y = b.AsDouble();
-      switch (op) {
-        case BinaryOp::kAdd:
-          return Value::Float(x + y);
-        case BinaryOp::kSub:
-          return Value::Float(x - y);
-        case BinaryOp::kMul:
-          return Value::Float(x * y);
-        case BinaryOp::kDiv:
-          if (y == 0) return Error(offset, "float division by zero");
-          return Value::Float(x / y);
-        case BinaryOp::kFloorDiv:
-          if (y == 0) return Error(offset, "float floor division by zero");
-          return Value::Float(std::floor(x / y));
-        case BinaryOp::kMod: {
-          if (y == 0) return Error(offset, "float modulo by zero");
-          double m = std::fmod(x, y);
-          if (m != 0 && ((m < 0) != (y < 0))) m += y;
-          return Value::Float(m);
-        }
-        case BinaryOp::kPow: {
-          if (x == 0 && y < 0) return Error(offset, "0.0 cannot be raised to a negative power");
-          if (x < 0 && std::floor(y) != y) {
-            return Error(offset, "a negative number raised to a fractional power is complex");
-          }
-          double r = std::pow(x, y);
-          if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
-            return Error(offset, "numerical result out of range");
-          }
-          return Value::Float(r);
-        }
-        default:
-          break;
-      }
-    }
+    SOVAI_ASSIGN_OR_RETURN(std::optional<Value> number,
+                           IsIntLike(a) && IsIntLike(b)
+                               ? IntArithmetic(*this, op, AsInt(a), AsInt(b), offset)
+                               : FloatArithmetic(*this, op, a.AsDouble(), b.AsDouble(), offset));
+    if (number) return std::move(*number);
   }
 
   if (op == BinaryOp::kAdd) {

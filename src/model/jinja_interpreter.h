@@ -1,6 +1,7 @@
 // The tree-walking evaluator behind Template::Render (internal to sovai_model_template).
-// jinja.cc holds statements, expressions and operators; jinja_builtins.cc the filters, tests,
-// methods and global functions. See jinja.h for the contract.
+// jinja.cc holds statements, expressions and operators; jinja_filters.cc the filters,
+// jinja_methods.cc the methods of str/dict/list, jinja_builtins.cc the tests and global
+// functions. See jinja.h for the contract.
 //
 // Thread-safety: one Interpreter per render, used by one thread.
 #pragma once
@@ -121,7 +122,7 @@ class Interpreter {
   base::Result<BoundArgs> Bind(const CallArgs& args, std::initializer_list<std::string_view> names,
                                std::string_view function, uint32_t offset) const;
 
-  // Filters, tests, methods, global functions (jinja_builtins.cc).
+  // Filters (jinja_filters.cc), tests, methods (jinja_methods.cc), global functions.
   base::Result<Value> ApplyFilter(const std::string& name, const Value& operand, CallArgs args,
                                   uint32_t offset);
   base::Result<bool> ApplyTest(const std::string& name, const Value& operand, CallArgs args,
@@ -130,6 +131,8 @@ class Interpreter {
   base::Result<Value> CallBuiltin(const BuiltinFunction& fn, CallArgs args, uint32_t offset);
   // Whether `receiver.name` is a method the interpreter implements.
   static bool HasMethod(const Value& receiver, std::string_view name);
+  // Whether filter `name` has an implementation (every name IsKnownFilter accepts has one).
+  static bool HasFilter(std::string_view name);
 
   const RenderLimits& limits() const { return limits_; }
   // Remembers a namespace() made by this render, to clear it at the end.

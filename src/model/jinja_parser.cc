@@ -991,6 +991,7 @@ class Parser {
 
 bool IsKnownFilter(std::string_view name) { return Contains(kFilters, name); }
 bool IsKnownTest(std::string_view name) { return Contains(kTests, name); }
+std::span<const std::string_view> KnownFilterNames() { return kFilters; }
 
 base::Result<Program> Parse(const std::vector<Token>& tokens, const SourceMap& map,
                             const ParseLimits& limits) {

@@ -24,7 +24,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -147,6 +149,8 @@ base::Result<Program> Parse(const std::vector<Token>& tokens, const SourceMap& m
 
 // The filters and tests the interpreter implements (checked at parse time, as Jinja does).
 bool IsKnownFilter(std::string_view name);
+// Every filter name IsKnownFilter accepts, for checks that each has an implementation.
+std::span<const std::string_view> KnownFilterNames();
 bool IsKnownTest(std::string_view name);
 
 }  // namespace sovai::model::jinja

@@ -81,6 +81,18 @@ char32_t ToLower(char32_t cp) {
 
 bool IsCased(char32_t cp) { return ToUpper(cp) != cp || ToLower(cp) != cp; }
 
+bool IsAlphaApprox(char32_t cp) {
+  if (cp < 0x80) return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+  if (IsCased(cp)) return true;
+  if (IsPySpace(cp) || cp < 0xC0 || cp == 0xD7 || cp == 0xF7) return false;
+  if ((cp >= 0x2000 && cp <= 0x2BFF) || (cp >= 0x3000 && cp <= 0x303F) ||
+      (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF20) ||
+      (cp >= 0x1F000 && cp <= 0x1FAFF)) {
+    return false;
+  }
+  return true;
+}
+
 namespace {
 
 template <typename F>

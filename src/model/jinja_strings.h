@@ -41,6 +41,10 @@ char32_t ToUpper(char32_t cp);
 char32_t ToLower(char32_t cp);
 // A letter with case (one that ToUpper or ToLower changes, or would change back).
 bool IsCased(char32_t cp);
+inline bool IsAsciiDigit(char32_t cp) { return cp >= '0' && cp <= '9'; }
+// str.isalpha() approximated: ASCII letters, the cased scripts, and everything outside ASCII
+// that is neither whitespace nor punctuation/symbols of the common blocks (so CJK counts).
+bool IsAlphaApprox(char32_t cp);
 
 std::string PyUpper(std::string_view s);
 std::string PyLower(std::string_view s);

@@ -325,16 +325,9 @@ std::string ToPyStr(const Value& v) {
   return out;
 }
 
-namespace {
-
-bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
-int64_t IntLike(const Value& v) { return v.is_bool() ? (v.bool_value() ? 1 : 0) : v.int_value(); }
-
-}  // namespace
-
 bool Equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
-    if (IsIntLike(a) && IsIntLike(b)) return IntLike(a) == IntLike(b);
+    if (IsIntLike(a) && IsIntLike(b)) return AsInt(a) == AsInt(b);
     return a.AsDouble() == b.AsDouble();
   }
   if (a.kind() != b.kind()) return false;
@@ -378,7 +371,7 @@ bool Equals(const Value& a, const Value& b) {
 std::optional<int> Compare(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {
     if (IsIntLike(a) && IsIntLike(b)) {
-      int64_t x = IntLike(a), y = IntLike(b);
+      int64_t x = AsInt(a), y = AsInt(b);
       return x < y ? -1 : (x > y ? 1 : 0);
     }
     double x = a.AsDouble(), y = b.AsDouble();

@@ -170,6 +170,11 @@ class Callable {
 
 // Python truthiness: None, False, 0, 0.0, "", [], {} and undefined are false.
 bool Truthy(const Value& v);
+// Python's bool is an int (True + 1 == 2, x[True] == x[1]): an int or a bool, and its value.
+inline bool IsIntLike(const Value& v) { return v.is_int() || v.is_bool(); }
+inline int64_t AsInt(const Value& v) {
+  return v.is_bool() ? (v.bool_value() ? 1 : 0) : v.int_value();
+}
 // Python's type name for messages: "str", "int", "NoneType", "dict", "undefined", ...
 std::string_view TypeName(const Value& v);
 

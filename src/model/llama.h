@@ -290,6 +290,15 @@ class LlamaModel {
   void InferOutputs(kernels::Backend& backend, std::span<const InferenceSequence> sequences,
                     int64_t kept, int64_t with_logits, std::vector<float>& logits,
                     std::vector<float>& hidden);
+  // Infer's other steps: the check that model, cache and adapters share `backend`; the
+  // sequences flattened into the scratch's tokens, positions, sequence of each token, cache
+  // slots and block tables (each checked against the model and the cache); and, before the
+  // last layer's attention, the rows whose outputs leave the step moved to the front of q and x.
+  base::Status CheckInferBackends(kernels::Backend& backend, KvCache& cache,
+                                  std::span<const InferenceSequence> sequences) const;
+  base::Status FlattenSequences(KvCache& cache, std::span<const InferenceSequence> sequences,
+                                int64_t max_blocks);
+  void MoveKeptRowsUp(kernels::Backend& backend, std::span<const InferenceSequence> sequences);
   std::unique_ptr<InferScratch> infer_;
 };
 

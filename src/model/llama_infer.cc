@@ -139,12 +139,6 @@ Status LlamaModel::InferScratch::Prepare(Backend& backend, const ModelConfig& co
   return Status();
 }
 
-Status LlamaModel::Infer(Backend& backend, KvCache& cache,
-                         std::span<const InferenceSequence> sequences, std::vector<float>& logits) {
-  std::vector<float> hidden;
-  return Infer(backend, cache, sequences, logits, hidden);
-}
-
 namespace {
 
 // The rows of a sequence's tokens that the last layer must compute: those whose hidden state
@@ -158,15 +152,8 @@ int64_t KeptRows(const InferenceSequence& seq) {
 
 }  // namespace
 
-Status LlamaModel::Infer(Backend& backend, KvCache& cache,
-                         std::span<const InferenceSequence> sequences, std::vector<float>& logits,
-                         std::vector<float>& hidden) {
-  const int64_t c = config_.hidden_size, f = config_.intermediate_size;
-  const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
-  const int64_t d = config_.head_dim, qd = config_.q_dim(), kvd = config_.kv_dim();
-  const int64_t vocab = config_.vocab_size;
-  const int64_t block_size = cache.block_size();
-  const float eps = static_cast<float>(config_.rms_norm_eps);
+Status LlamaModel::CheckInferBackends(kernels::Backend& backend, KvCache& cache,
+                                      std::span<const InferenceSequence> sequences) const {
   if (!backend.Supports(kernels::Op::kPagedAttention)) {
     return Status(StatusCode::kFailedPrecondition,
                   "the " + std::string(backend.name()) + " backend cannot run inference");
@@ -181,24 +168,14 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
                     "an adapter was loaded into another backend's memory than the model's");
     }
   }
-  if (!infer_) infer_ = std::make_unique<InferScratch>();
-  InferScratch& s = *infer_;
+  return Status();
+}
 
-  // Flatten the sequences: token n belongs to sequence seq_of[n] at position positions[n] and is
-  // stored at cache slot slots[n].
-  int64_t max_blocks = 1;
-  int64_t with_logits = 0;
-  int64_t kept = 0;  // rows the last layer computes (logits and hidden states are read from)
-  int64_t hidden_rows = 0;
-  for (const InferenceSequence& seq : sequences) {
-    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
-    if (seq.want_logits && !seq.tokens.empty()) ++with_logits;
-    kept += KeptRows(seq);
-    if (seq.hidden != HiddenOutput::kNone) {
-      hidden_rows += seq.hidden == HiddenOutput::kAll ? static_cast<int64_t>(seq.tokens.size())
-                                                      : (seq.tokens.empty() ? 0 : 1);
-    }
-  }
+Status LlamaModel::FlattenSequences(KvCache& cache, std::span<const InferenceSequence> sequences,
+                                    int64_t max_blocks) {
+  InferScratch& s = *infer_;
+  const int64_t vocab = config_.vocab_size;
+  const int64_t block_size = cache.block_size();
   s.tokens.clear();
   s.positions.clear();
   s.seq_of.clear();
@@ -242,6 +219,70 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
           seq.block_table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size));
     }
   }
+  return Status();
+}
+
+void LlamaModel::MoveKeptRowsUp(kernels::Backend& backend,
+                                std::span<const InferenceSequence> sequences) {
+  InferScratch& s = *infer_;
+  const int64_t c = config_.hidden_size, qd = config_.q_dim();
+  s.kept_seq_of.clear();
+  s.kept_positions.clear();
+  int64_t row = 0;
+  for (size_t si = 0; si < sequences.size(); ++si) {
+    const int64_t rows = s.seq_rows[si];
+    const int64_t keep = KeptRows(sequences[si]);
+    s.seq_rows[si] = keep;
+    for (int64_t k = rows - keep; k < rows; ++k) {
+      const auto from = static_cast<size_t>(row + k);
+      const auto to = s.kept_seq_of.size();
+      if (to != from) {
+        backend.Copy(F32(s.q) + to * qd, F32(s.q) + from * qd, qd * sizeof(float));
+        backend.Copy(F32(s.x) + to * c, F32(s.x) + from * c, c * sizeof(float));
+      }
+      s.kept_seq_of.push_back(s.seq_of[from]);
+      s.kept_positions.push_back(s.positions[from]);
+    }
+    row += rows;
+  }
+}
+
+Status LlamaModel::Infer(Backend& backend, KvCache& cache,
+                         std::span<const InferenceSequence> sequences, std::vector<float>& logits) {
+  std::vector<float> hidden;
+  return Infer(backend, cache, sequences, logits, hidden);
+}
+
+Status LlamaModel::Infer(Backend& backend, KvCache& cache,
+                         std::span<const InferenceSequence> sequences, std::vector<float>& logits,
+                         std::vector<float>& hidden) {
+  const int64_t c = config_.hidden_size, f = config_.intermediate_size;
+  const int64_t hq = config_.num_attention_heads, hkv = config_.num_key_value_heads;
+  const int64_t d = config_.head_dim, qd = config_.q_dim(), kvd = config_.kv_dim();
+  const int64_t vocab = config_.vocab_size;
+  const int64_t block_size = cache.block_size();
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  SOVAI_RETURN_IF_ERROR(CheckInferBackends(backend, cache, sequences));
+  if (!infer_) infer_ = std::make_unique<InferScratch>();
+  InferScratch& s = *infer_;
+
+  // The step's sizes: the widest block table, and the rows of logits, kept and hidden states.
+  int64_t max_blocks = 1;
+  int64_t with_logits = 0;
+  int64_t kept = 0;  // rows the last layer computes (logits and hidden states are read from)
+  int64_t hidden_rows = 0;
+  for (const InferenceSequence& seq : sequences) {
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
+    if (seq.want_logits && !seq.tokens.empty()) ++with_logits;
+    kept += KeptRows(seq);
+    if (seq.hidden != HiddenOutput::kNone) {
+      hidden_rows += seq.hidden == HiddenOutput::kAll ? static_cast<int64_t>(seq.tokens.size())
+                                                      : (seq.tokens.empty() ? 0 : 1);
+    }
+  }
+  // Flatten the sequences: token n belongs to sequence seq_of[n] at position positions[n] and is
+  // stored at cache slot slots[n].
+  SOVAI_RETURN_IF_ERROR(FlattenSequences(cache, sequences, max_blocks));
   const int64_t n = static_cast<int64_t>(s.tokens.size());
   logits.resize(static_cast<size_t>(with_logits * vocab));
   hidden.resize(static_cast<size_t>(hidden_rows * c));
@@ -311,25 +352,7 @@ Status LlamaModel::Infer(Backend& backend, KvCache& cache,
       // skips 31/32 of the last layer's attention, output and MLP). Kept rows move up in order (a
       // row's copy never overlaps another row); every op computes a row the same way in any
       // batch, so their results do not change.
-      s.kept_seq_of.clear();
-      s.kept_positions.clear();
-      int64_t row = 0;
-      for (size_t si = 0; si < sequences.size(); ++si) {
-        const int64_t rows = s.seq_rows[si];
-        const int64_t keep = KeptRows(sequences[si]);
-        s.seq_rows[si] = keep;
-        for (int64_t k = rows - keep; k < rows; ++k) {
-          const auto from = static_cast<size_t>(row + k);
-          const auto to = s.kept_seq_of.size();
-          if (to != from) {
-            backend.Copy(F32(s.q) + to * qd, F32(s.q) + from * qd, qd * sizeof(float));
-            backend.Copy(F32(s.x) + to * c, F32(s.x) + from * c, c * sizeof(float));
-          }
-          s.kept_seq_of.push_back(s.seq_of[from]);
-          s.kept_positions.push_back(s.positions[from]);
-        }
-        row += rows;
-      }
+      MoveKeptRowsUp(backend, sequences);
       rows_now = kept;
       if (rows_now == 0) break;  // a prefill chunk that produces no token
       SOVAI_RETURN_IF_ERROR(UploadInts(backend, s.d_kept_seq_of, s.kept_seq_of));

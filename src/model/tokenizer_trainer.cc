@@ -74,6 +74,95 @@ struct Candidate {
   }
 };
 
+// The files of a trained tokenizer: tokenizer.json (written by hand so that the vocabulary keeps
+// id order) and tokenizer_config.json, from the learned symbols and merges.
+TrainedTokenizer WriteTokenizerFiles(const std::vector<std::string>& spelling,
+                                     const std::vector<std::pair<uint32_t, uint32_t>>& merges) {
+  const size_t specials = SpecialTokens().size();
+  auto byte_level = [](std::string_view raw) {
+    std::string out;
+    unicode::AppendByteLevel(&out, raw);
+    return out;
+  };
+  const auto first_special = static_cast<uint32_t>(spelling.size());
+  std::string added;
+  for (size_t i = 0; i < specials; ++i) {
+    if (i > 0) added += ",\n    ";
+    added += "{\"id\": " + std::to_string(first_special + i) +
+             ", \"content\": " + Quote(SpecialTokens()[i]) +
+             ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+             "\"normalized\": false, \"special\": true}";
+  }
+  std::string vocab;
+  for (size_t id = 0; id < spelling.size(); ++id) {
+    if (id > 0) vocab += ",\n      ";
+    vocab += Quote(byte_level(spelling[id])) + ": " + std::to_string(id);
+  }
+  std::string merge_list;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    if (i > 0) merge_list += ",\n      ";
+    merge_list += "[" + Quote(byte_level(spelling[merges[i].first])) + ", " +
+                  Quote(byte_level(spelling[merges[i].second])) + "]";
+  }
+  const std::string bos = Quote(kBeginOfTextToken);
+  std::string json;
+  json += "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
+  json += "  \"added_tokens\": [\n    " + added + "\n  ],\n";
+  json += "  \"normalizer\": null,\n";
+  json +=
+      "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+      "\"trim_offsets\": true, \"use_regex\": true},\n";
+  json +=
+      "  \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+      "{\"id\": " +
+      bos +
+      ", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
+      "\"pair\": [{\"SpecialToken\": {\"id\": " +
+      bos +
+      ", \"type_id\": 0}}, {\"Sequence\": "
+      "{\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": " +
+      bos +
+      ", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], "
+      "\"special_tokens\": {" +
+      bos + ": {\"id\": " + bos + ", \"ids\": [" + std::to_string(first_special) +
+      "], \"tokens\": [" + bos + "]}}},\n";
+  json +=
+      "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+      "\"trim_offsets\": true, \"use_regex\": true},\n";
+  json +=
+      "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
+      "    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": null,\n"
+      "    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n";
+  json += "    \"vocab\": {\n      " + vocab + "\n    },\n";
+  json += "    \"merges\": [\n      " + merge_list + "\n    ]\n  }\n}\n";
+
+  nlohmann::json config = {
+      {"tokenizer_class", "PreTrainedTokenizerFast"},
+      {"bos_token", kBeginOfTextToken},
+      {"eos_token", kEndOfTextToken},
+      {"add_bos_token", true},
+      {"add_eos_token", false},
+      {"clean_up_tokenization_spaces", false},
+      {"model_input_names", {"input_ids", "attention_mask"}},
+      {"chat_template", kChatTemplate},
+  };
+  nlohmann::json decoder = nlohmann::json::object();
+  for (size_t i = 0; i < specials; ++i) {
+    decoder[std::to_string(first_special + i)] = {
+        {"content", SpecialTokens()[i]}, {"lstrip", false},
+        {"normalized", false},           {"rstrip", false},
+        {"single_word", false},          {"special", true}};
+  }
+  config["added_tokens_decoder"] = decoder;
+
+  TrainedTokenizer out;
+  out.tokenizer_json = std::move(json);
+  out.tokenizer_config_json = base::DumpJson(config, 2) + "\n";
+  out.vocab_size = spelling.size() + specials;
+  out.merges = merges.size();
+  return out;
+}
+
 }  // namespace
 
 Status BpeTrainer::AddText(std::string_view text, std::string_view what) {
@@ -225,89 +314,7 @@ Result<TrainedTokenizer> BpeTrainer::Train() const {
     }
   }
 
-  // tokenizer.json, written by hand so that the vocabulary keeps id order.
-  auto byte_level = [](std::string_view raw) {
-    std::string out;
-    unicode::AppendByteLevel(&out, raw);
-    return out;
-  };
-  const auto first_special = static_cast<uint32_t>(spelling.size());
-  std::string added;
-  for (size_t i = 0; i < specials; ++i) {
-    if (i > 0) added += ",\n    ";
-    added += "{\"id\": " + std::to_string(first_special + i) +
-             ", \"content\": " + Quote(SpecialTokens()[i]) +
-             ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
-             "\"normalized\": false, \"special\": true}";
-  }
-  std::string vocab;
-  for (size_t id = 0; id < spelling.size(); ++id) {
-    if (id > 0) vocab += ",\n      ";
-    vocab += Quote(byte_level(spelling[id])) + ": " + std::to_string(id);
-  }
-  std::string merge_list;
-  for (size_t i = 0; i < merges.size(); ++i) {
-    if (i > 0) merge_list += ",\n      ";
-    merge_list += "[" + Quote(byte_level(spelling[merges[i].first])) + ", " +
-                  Quote(byte_level(spelling[merges[i].second])) + "]";
-  }
-  const std::string bos = Quote(kBeginOfTextToken);
-  std::string json;
-  json += "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n";
-  json += "  \"added_tokens\": [\n    " + added + "\n  ],\n";
-  json += "  \"normalizer\": null,\n";
-  json +=
-      "  \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-      "\"trim_offsets\": true, \"use_regex\": true},\n";
-  json +=
-      "  \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
-      "{\"id\": " +
-      bos +
-      ", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], "
-      "\"pair\": [{\"SpecialToken\": {\"id\": " +
-      bos +
-      ", \"type_id\": 0}}, {\"Sequence\": "
-      "{\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": " +
-      bos +
-      ", \"type_id\": 1}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 1}}], "
-      "\"special_tokens\": {" +
-      bos + ": {\"id\": " + bos + ", \"ids\": [" + std::to_string(first_special) +
-      "], \"tokens\": [" + bos + "]}}},\n";
-  json +=
-      "  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-      "\"trim_offsets\": true, \"use_regex\": true},\n";
-  json +=
-      "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
-      "    \"continuing_subword_prefix\": null,\n    \"end_of_word_suffix\": null,\n"
-      "    \"fuse_unk\": false,\n    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n";
-  json += "    \"vocab\": {\n      " + vocab + "\n    },\n";
-  json += "    \"merges\": [\n      " + merge_list + "\n    ]\n  }\n}\n";
-
-  nlohmann::json config = {
-      {"tokenizer_class", "PreTrainedTokenizerFast"},
-      {"bos_token", kBeginOfTextToken},
-      {"eos_token", kEndOfTextToken},
-      {"add_bos_token", true},
-      {"add_eos_token", false},
-      {"clean_up_tokenization_spaces", false},
-      {"model_input_names", {"input_ids", "attention_mask"}},
-      {"chat_template", kChatTemplate},
-  };
-  nlohmann::json decoder = nlohmann::json::object();
-  for (size_t i = 0; i < specials; ++i) {
-    decoder[std::to_string(first_special + i)] = {
-        {"content", SpecialTokens()[i]}, {"lstrip", false},
-        {"normalized", false},           {"rstrip", false},
-        {"single_word", false},          {"special", true}};
-  }
-  config["added_tokens_decoder"] = decoder;
-
-  TrainedTokenizer out;
-  out.tokenizer_json = std::move(json);
-  out.tokenizer_config_json = base::DumpJson(config, 2) + "\n";
-  out.vocab_size = spelling.size() + specials;
-  out.merges = merges.size();
-  return out;
+  return WriteTokenizerFiles(spelling, merges);
 }
 
 Result<TrainedTokenizer> TrainTokenizerFiles(base::Env& env, const std::vector<std::string>& inputs,

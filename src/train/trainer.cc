@@ -76,6 +76,15 @@ class Run {
   Result<double> EvalLoss();
   Status AppendMetrics(const nlohmann::json& line);
   Status WriteOutputs();
+  // Go's steps: AdamW's moments and, with --resume, the latest checkpoint; then one optimizer
+  // step over a step's micro-batches (forward, backward, clipping, AdamW).
+  Status StartOptimizer();
+  struct StepOutcome {
+    double loss_sum = 0;
+    double grad_norm = 0;
+    float learning_rate = 0;
+  };
+  Result<StepOutcome> OptimizerStep(const StepData& step, const Schedule& schedule);
 
   base::Env& env_;
   kernels::Backend& backend_;
@@ -266,9 +275,7 @@ Status Run::WriteOutputs() {
   return Status();
 }
 
-Result<TrainResult> Run::Go() {
-  SOVAI_RETURN_IF_ERROR(env_.CreateDirs(o_.output_dir));
-  SOVAI_RETURN_IF_ERROR(LoadModelAndData());
+Status Run::StartOptimizer() {
   params_ = model_->TrainableParameters();
   moments_.resize(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -279,7 +286,6 @@ Result<TrainResult> Run::Go() {
                            kernels::AllocateZeros<float>(backend_, params_[i]->numel()));
   }
   state_.seed = o_.seed;
-  TrainResult result;
   if (o_.resume) {
     SOVAI_ASSIGN_OR_RETURN(std::optional<std::string> latest,
                            LatestCheckpoint(env_, o_.output_dir));
@@ -295,6 +301,52 @@ Result<TrainResult> Run::Go() {
       log_("no checkpoint under " + o_.output_dir + "/checkpoints: starting from the beginning");
     }
   }
+  return Status();
+}
+
+Result<Run::StepOutcome> Run::OptimizerStep(const StepData& step, const Schedule& schedule) {
+  const float grad_scale = step.counted > 0 ? 1.0f / static_cast<float>(step.counted) : 0.0f;
+  StepOutcome outcome;
+  for (const PackedRows& rows : step.micro) {
+    model::Batch batch{rows.rows,    rows.seq_len,   rows.tokens,
+                       rows.targets, rows.positions, rows.segments};
+    SOVAI_ASSIGN_OR_RETURN(
+        double loss, model_->TrainForwardBackward(
+                         backend_, batch, grad_scale,
+                         SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(state_.step) + 7))));
+    outcome.loss_sum += loss;
+  }
+  // The global norm: each parameter's sum of squares comes back to the host as a value.
+  double norm_sq = 0;
+  for (model::Parameter* p : params_) {
+    norm_sq += backend_.SumOfSquares(p->grad.as<float>(), p->numel());
+  }
+  outcome.grad_norm = std::sqrt(norm_sq);
+  const double grad_norm = outcome.grad_norm;
+  if (o_.max_grad_norm > 0 && grad_norm > o_.max_grad_norm) {
+    // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
+    float factor = static_cast<float>(o_.max_grad_norm / (grad_norm + 1e-6));
+    for (model::Parameter* p : params_) backend_.Scale(p->grad.as<float>(), factor, p->numel());
+  }
+  kernels::Backend::AdamWParams adam;
+  adam.learning_rate = static_cast<float>(schedule.LearningRate(state_.step));
+  adam.weight_decay = static_cast<float>(o_.weight_decay);
+  adam.step = state_.step + 1;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    model::Parameter& p = *params_[i];
+    backend_.AdamWStep(p.value.as<float>(), p.grad.as<float>(), moments_[i].exp_avg.as<float>(),
+                       moments_[i].exp_avg_sq.as<float>(), p.numel(), adam);
+    backend_.Zero(p.grad.data(), p.grad.bytes());
+  }
+  outcome.learning_rate = adam.learning_rate;
+  return outcome;
+}
+
+Result<TrainResult> Run::Go() {
+  SOVAI_RETURN_IF_ERROR(env_.CreateDirs(o_.output_dir));
+  SOVAI_RETURN_IF_ERROR(LoadModelAndData());
+  SOVAI_RETURN_IF_ERROR(StartOptimizer());
+  TrainResult result;
 
   const int64_t steps_per_epoch = CountStepsPerEpoch();
   Schedule schedule = o_.schedule;
@@ -333,39 +385,9 @@ Result<TrainResult> Run::Go() {
     }
     StepData step = NextStep();
     if (step.micro.empty()) break;
-    const float grad_scale = step.counted > 0 ? 1.0f / static_cast<float>(step.counted) : 0.0f;
-    double loss_sum = 0;
-    for (const PackedRows& rows : step.micro) {
-      model::Batch batch{rows.rows,    rows.seq_len,   rows.tokens,
-                         rows.targets, rows.positions, rows.segments};
-      SOVAI_ASSIGN_OR_RETURN(
-          double loss,
-          model_->TrainForwardBackward(
-              backend_, batch, grad_scale,
-              SplitMix64(o_.seed ^ SplitMix64(static_cast<uint64_t>(state_.step) + 7))));
-      loss_sum += loss;
-    }
-    // The global norm: each parameter's sum of squares comes back to the host as a value.
-    double norm_sq = 0;
-    for (model::Parameter* p : params_) {
-      norm_sq += backend_.SumOfSquares(p->grad.as<float>(), p->numel());
-    }
-    const double grad_norm = std::sqrt(norm_sq);
-    if (o_.max_grad_norm > 0 && grad_norm > o_.max_grad_norm) {
-      // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6).
-      float factor = static_cast<float>(o_.max_grad_norm / (grad_norm + 1e-6));
-      for (model::Parameter* p : params_) backend_.Scale(p->grad.as<float>(), factor, p->numel());
-    }
-    kernels::Backend::AdamWParams adam;
-    adam.learning_rate = static_cast<float>(schedule.LearningRate(state_.step));
-    adam.weight_decay = static_cast<float>(o_.weight_decay);
-    adam.step = state_.step + 1;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      model::Parameter& p = *params_[i];
-      backend_.AdamWStep(p.value.as<float>(), p.grad.as<float>(), moments_[i].exp_avg.as<float>(),
-                         moments_[i].exp_avg_sq.as<float>(), p.numel(), adam);
-      backend_.Zero(p.grad.data(), p.grad.bytes());
-    }
+    SOVAI_ASSIGN_OR_RETURN(StepOutcome outcome, OptimizerStep(step, schedule));
+    const double loss_sum = outcome.loss_sum;
+    const double grad_norm = outcome.grad_norm;
     ++state_.step;
     state_.tokens_seen += step.tokens;
     const double step_loss = step.counted > 0 ? loss_sum / static_cast<double>(step.counted) : 0;
@@ -392,13 +414,13 @@ Result<TrainResult> Run::Go() {
                     "step %lld/%lld  loss %.4f  lr %.3g  grad_norm %.3f  %.0f tokens/s  eta %s",
                     static_cast<long long>(state_.step),
                     static_cast<long long>(schedule.total_steps), loss,
-                    static_cast<double>(adam.learning_rate), grad_norm, tokens_per_second,
+                    static_cast<double>(outcome.learning_rate), grad_norm, tokens_per_second,
                     FormatDuration(eta).c_str());
       log_(line);
       SOVAI_RETURN_IF_ERROR(AppendMetrics({{"step", state_.step},
                                            {"epoch", state_.epoch},
                                            {"loss", loss},
-                                           {"learning_rate", adam.learning_rate},
+                                           {"learning_rate", outcome.learning_rate},
                                            {"grad_norm", grad_norm},
                                            {"tokens_per_second", tokens_per_second},
                                            {"tokens_seen", state_.tokens_seen},

@@ -69,6 +69,61 @@ std::string MonthsText(const std::optional<int64_t>& months) {
   return months ? std::to_string(*months) : "never";
 }
 
+// The table output: the owning costs, then assumed (and actual) pay-as-you-go against owning.
+std::string TcoText(const TcoInputs& in, const TcoReport& report, const std::string& gpu_model,
+                    bool price_given, const std::optional<TcoCatalogPrice>& catalog) {
+  const OwningCost& o = report.owning;
+  std::string out =
+      std::to_string(in.gpus) + " x " + gpu_model + " at " +
+      FormatMicroUnits(in.price_per_gpu_minute_micro_eur, 2) + " EUR per GPU-minute (" +
+      (price_given ? std::string("--price-per-gpu-minute-eur") : "catalog: " + catalog->flavor) +
+      "), months of " + std::to_string(kTcoHoursPerMonth) + " h\n\n";
+  Table owning({"OWNING, PER MONTH", "EUR"});
+  owning.AddRow({"depreciation (" + FormatMicroUnits(in.purchase_micro_eur, 0) + " over " +
+                     std::to_string(in.depreciation_months) + " months)",
+                 FormatCents(o.depreciation_cents)});
+  owning.AddRow({"power (" + FormatMicroUnits(in.power_micro_kw, 0) + " kW x " +
+                     std::to_string(kTcoHoursPerMonth) + " h x " +
+                     FormatMicroUnits(in.micro_eur_per_kwh, 0) + " EUR/kWh)",
+                 FormatCents(o.power_cents)});
+  owning.AddRow({"cooling (" + FormatMicroUnits(in.cooling_overhead_ppm, 0) + " x power)",
+                 FormatCents(o.cooling_cents)});
+  owning.AddRow({"rack / colocation", FormatCents(o.rack_cents)});
+  owning.AddRow(
+      {"maintenance (" + FormatMicroUnits(in.maintenance_micro_eur_per_year, 0) + " a year)",
+       FormatCents(o.maintenance_cents)});
+  owning.AddRow({"staff (" + FormatMicroUnits(in.staff_micro_eur_per_year, 0) + " a year x " +
+                     FormatMicroUnits(in.staff_fraction_ppm, 0) + ")",
+                 FormatCents(o.staff_cents)});
+  owning.AddRow({"TOTAL", FormatCents(o.total_cents())});
+  out += owning.Render() + "\n";
+
+  std::vector<std::string> headers = {"COMPARISON, PER MONTH", "ASSUMED"};
+  if (report.actual)
+    headers.push_back("ACTUAL (LAST " + std::to_string(kTcoHistoryDays) + " DAYS)");
+  Table compare(headers);
+  const auto row = [&](std::string label, auto value) {
+    std::vector<std::string> cells = {std::move(label), value(report.assumed)};
+    if (report.actual) cells.push_back(value(*report.actual));
+    compare.AddRow(std::move(cells));
+  };
+  row("utilisation", [](const TcoScenario& s) { return FormatPpmPercent(s.utilisation_ppm); });
+  row("GPU-hours", [](const TcoScenario& s) { return GpuHoursText(s.gpu_minutes_per_month); });
+  row("pay-as-you-go EUR", [](const TcoScenario& s) { return FormatCents(s.pay_as_you_go_cents); });
+  row("owning EUR", [](const TcoScenario& s) { return FormatCents(s.owning_cents); });
+  row("cheaper", [](const TcoScenario& s) -> std::string {
+    return s.owning_cheaper() ? "owning" : "pay-as-you-go";
+  });
+  row("months to break even",
+      [](const TcoScenario& s) { return MonthsText(s.months_to_break_even); });
+  out += compare.Render() + "\n";
+  out += "Break-even utilisation: " + FormatPpmPercent(report.break_even_utilisation_ppm);
+  if (report.break_even_utilisation_ppm > kTcoMicro) out += " (never: above 100%)";
+  out += " (pay-as-you-go with every GPU busy: " + FormatCents(report.pay_as_you_go_full_cents) +
+         " EUR/month)\n";
+  return out;
+}
+
 int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(
       ctx, "sovai tco",
@@ -200,56 +255,7 @@ int RunTco(CommandContext& ctx, const std::vector<std::string>& args) {
     cmd.PrintJson(control::TcoReportJson(in, report, json_ctx));
     return kExitOk;
   }
-  const OwningCost& o = report.owning;
-  std::string out =
-      std::to_string(in.gpus) + " x " + gpu_model + " at " +
-      FormatMicroUnits(in.price_per_gpu_minute_micro_eur, 2) + " EUR per GPU-minute (" +
-      (price_given ? std::string("--price-per-gpu-minute-eur") : "catalog: " + catalog->flavor) +
-      "), months of " + std::to_string(kTcoHoursPerMonth) + " h\n\n";
-  Table owning({"OWNING, PER MONTH", "EUR"});
-  owning.AddRow({"depreciation (" + FormatMicroUnits(in.purchase_micro_eur, 0) + " over " +
-                     std::to_string(in.depreciation_months) + " months)",
-                 FormatCents(o.depreciation_cents)});
-  owning.AddRow({"power (" + FormatMicroUnits(in.power_micro_kw, 0) + " kW x " +
-                     std::to_string(kTcoHoursPerMonth) + " h x " +
-                     FormatMicroUnits(in.micro_eur_per_kwh, 0) + " EUR/kWh)",
-                 FormatCents(o.power_cents)});
-  owning.AddRow({"cooling (" + FormatMicroUnits(in.cooling_overhead_ppm, 0) + " x power)",
-                 FormatCents(o.cooling_cents)});
-  owning.AddRow({"rack / colocation", FormatCents(o.rack_cents)});
-  owning.AddRow(
-      {"maintenance (" + FormatMicroUnits(in.maintenance_micro_eur_per_year, 0) + " a year)",
-       FormatCents(o.maintenance_cents)});
-  owning.AddRow({"staff (" + FormatMicroUnits(in.staff_micro_eur_per_year, 0) + " a year x " +
-                     FormatMicroUnits(in.staff_fraction_ppm, 0) + ")",
-                 FormatCents(o.staff_cents)});
-  owning.AddRow({"TOTAL", FormatCents(o.total_cents())});
-  out += owning.Render() + "\n";
-
-  std::vector<std::string> headers = {"COMPARISON, PER MONTH", "ASSUMED"};
-  if (report.actual)
-    headers.push_back("ACTUAL (LAST " + std::to_string(kTcoHistoryDays) + " DAYS)");
-  Table compare(headers);
-  const auto row = [&](std::string label, auto value) {
-    std::vector<std::string> cells = {std::move(label), value(report.assumed)};
-    if (report.actual) cells.push_back(value(*report.actual));
-    compare.AddRow(std::move(cells));
-  };
-  row("utilisation", [](const TcoScenario& s) { return FormatPpmPercent(s.utilisation_ppm); });
-  row("GPU-hours", [](const TcoScenario& s) { return GpuHoursText(s.gpu_minutes_per_month); });
-  row("pay-as-you-go EUR", [](const TcoScenario& s) { return FormatCents(s.pay_as_you_go_cents); });
-  row("owning EUR", [](const TcoScenario& s) { return FormatCents(s.owning_cents); });
-  row("cheaper", [](const TcoScenario& s) -> std::string {
-    return s.owning_cheaper() ? "owning" : "pay-as-you-go";
-  });
-  row("months to break even",
-      [](const TcoScenario& s) { return MonthsText(s.months_to_break_even); });
-  out += compare.Render() + "\n";
-  out += "Break-even utilisation: " + FormatPpmPercent(report.break_even_utilisation_ppm);
-  if (report.break_even_utilisation_ppm > kTcoMicro) out += " (never: above 100%)";
-  out += " (pay-as-you-go with every GPU busy: " + FormatCents(report.pay_as_you_go_full_cents) +
-         " EUR/month)\n";
-  ctx.console.Out(out);
+  ctx.console.Out(TcoText(in, report, gpu_model, price_given, catalog));
   return kExitOk;
 }
 

@@ -719,19 +719,13 @@ void Q8_0ProductInt8(Context& context, float* out, const float* x, const WeightR
                       beta);
 }
 
-void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const float* x,
-                         const WeightRef& w, int64_t n, float beta) {
-  SOVAI_CHECK(RunsHere(kernel)) << "int8 kernel " << static_cast<int>(kernel)
-                                << " needs instructions this CPU lacks";
-  SOVAI_CHECK_EQ(w.cols % kBlockValues, int64_t{0}) << "Q8_0 rows are whole blocks of 32";
-  if (n <= 0 || w.rows <= 0) return;
-  const int64_t in = w.cols;
-  const int64_t out_features = w.rows;
-  const int64_t blocks = in / kBlockValues;
-  const int64_t row_bytes = blocks * kBlockBytes;
-  const auto* weights = static_cast<const uint8_t*>(w.data);
-  const bool plus_128 = kernel == Int8Kernel::kAvx512Vnni;
+namespace {
 
+// The setup of Q8_0ProductInt8With: x[n][in] quantized once per call into the kernel's layout in
+// the context's shared buffer, and the per-thread scratch reserved for the product's tasks.
+PackedRows PackActivations(Int8Kernel kernel, Context& context, const float* x, int64_t n,
+                           int64_t in, bool plus_128) {
+  const int64_t blocks = in / kBlockValues;
   // x quantized once per call, in the kernel's layout: [tiles * L * blocks] scales, then the bytes.
   PackedRows packed;
   packed.lanes = Int8TileRows(kernel);
@@ -770,6 +764,27 @@ void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const 
           }
         }
       });
+  return packed;
+}
+
+}  // namespace
+
+void Q8_0ProductInt8With(Int8Kernel kernel, Context& context, float* out, const float* x,
+                         const WeightRef& w, int64_t n, float beta) {
+  SOVAI_CHECK(RunsHere(kernel)) << "int8 kernel " << static_cast<int>(kernel)
+                                << " needs instructions this CPU lacks";
+  SOVAI_CHECK_EQ(w.cols % kBlockValues, int64_t{0}) << "Q8_0 rows are whole blocks of 32";
+  if (n <= 0 || w.rows <= 0) return;
+  const int64_t in = w.cols;
+  const int64_t out_features = w.rows;
+  const int64_t blocks = in / kBlockValues;
+  const int64_t row_bytes = blocks * kBlockBytes;
+  const auto* weights = static_cast<const uint8_t*>(w.data);
+  const bool plus_128 = kernel == Int8Kernel::kAvx512Vnni;
+
+  // x quantized once per call; the tiles of packed.lanes rows it is read in.
+  const PackedRows packed = PackActivations(kernel, context, x, n, in, plus_128);
+  const int64_t tiles = (n + packed.lanes - 1) / packed.lanes;
 
   // Tasks are tiles of kQ8_0OutputTile outputs, as Q8_0Product's: the tile's weights stay in
   // cache while every row (or row tile) passes them.
