@@ -1068,7 +1068,13 @@ class RestApi {
   net::Response GetJob(net::Request& request, const Principal& p) {
     auto job = VisibleJob(request, p);
     if (!job.ok()) return Problem(job.status());
-    return JsonResponse(200, JobToJson(*job));
+    Json body = JobToJson(*job);
+    if (JobService* jobs = control_.jobs(); jobs != nullptr) {
+      if (auto sync = jobs->SyncProgress(job->id)) {
+        body["status"]["sync"] = LiveSyncToJson(*sync, base::Env::Default().NowUnixMicros());
+      }
+    }
+    return JsonResponse(200, body);
   }
 
   net::Response StopJob(net::Request& request, const Principal& p) {
