@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/inotify.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include "base/strings.h"
 #include "base/unit_manifest.h"
+#include "exec/internal/sync_common.h"
 #include "exec/local_executor.h"
 #include "exec/volume_sync.h"
 
@@ -30,18 +30,14 @@ constexpr uint32_t kWatchMask = IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | I
 // The longest the thread sleeps between looks at a stop or a push request.
 constexpr int kPollSliceMs = 100;
 
-struct Stat {
-  bool regular = false;
-  bool directory = false;
-  uint64_t size_bytes = 0;
-  int64_t mtime_unix_micros = 0;
-};
-std::optional<Stat> LStatPath(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
-  return Stat{S_ISREG(st.st_mode), S_ISDIR(st.st_mode), static_cast<uint64_t>(st.st_size),
-              static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000 + st.st_mtim.tv_nsec / 1000};
+// lstat(2) as the volume sync sees files, or nullopt when it fails (gone meanwhile).
+std::optional<internal::LinkStat> LStatPath(const std::string& path) {
+  base::Result<internal::LinkStat> st = internal::LStat(path);
+  if (!st.ok()) return std::nullopt;
+  return *st;
 }
+bool IsRegular(const internal::LinkStat& st) { return st.type == base::FileType::kRegular; }
+bool IsDirectory(const internal::LinkStat& st) { return st.type == base::FileType::kDirectory; }
 
 std::string Join(const std::string& dir, std::string_view name) {
   return dir.empty() ? std::string(name) : dir + "/" + std::string(name);
@@ -140,7 +136,13 @@ struct LiveSync::Impl {
         Status st = Upload(v, /*force=*/ticket != 0);
         if (!st.ok() && first.ok()) first = st;
       }
-      if (ran) Publish();
+      if (ran) {
+        {
+          std::lock_guard lock(mu);
+          last_round_unix_micros = env.NowUnixMicros();
+        }
+        Publish();
+      }
       if (ticket != 0) {
         std::lock_guard lock(mu);
         now_done = ticket;
@@ -232,11 +234,11 @@ struct LiveSync::Impl {
       for (const std::string& name : *names) {
         if (base::IsAtomicWriteTempName(name) || name == base::kUnitManifestName) continue;
         const std::string rel = Join(dir, name);
-        std::optional<Stat> st = LStatPath(base::JoinPath(v.dir, rel));
+        std::optional<internal::LinkStat> st = LStatPath(base::JoinPath(v.dir, rel));
         if (!st) continue;
-        if (st->directory && depth + 1 < kMaxSyncDirDepth) {
+        if (IsDirectory(*st) && depth + 1 < kMaxSyncDirDepth) {
           pending.emplace_back(rel, depth + 1);
-        } else if (st->regular) {
+        } else if (IsRegular(*st)) {
           const ManifestEntry* known = v.state.Find(rel);
           if (known != nullptr && known->size_bytes == st->size_bytes &&
               known->mtime_unix_micros == st->mtime_unix_micros) {
@@ -286,7 +288,13 @@ struct LiveSync::Impl {
         } else if (e->mask & IN_CREATE) {
           v.dirty[rel].open = true;
         } else if (e->mask & (IN_CLOSE_WRITE | IN_MOVED_TO)) {
-          v.dirty[rel].open = false;
+          Dirty& d = v.dirty[rel];
+          d.open = false;
+          // For the status: what is pending, and since when.
+          if (std::optional<internal::LinkStat> st = LStatPath(base::JoinPath(v.dir, rel))) {
+            d.size_bytes = st->size_bytes;
+            d.mtime_unix_micros = st->mtime_unix_micros;
+          }
         }
       }
     }
@@ -334,9 +342,9 @@ struct LiveSync::Impl {
     std::vector<std::string> ready;
     v.next_check_unix = 0;
     for (auto it = v.dirty.begin(); it != v.dirty.end();) {
-      std::optional<Stat> st = LStatPath(base::JoinPath(v.dir, it->first));
+      std::optional<internal::LinkStat> st = LStatPath(base::JoinPath(v.dir, it->first));
       const ManifestEntry* known = st ? v.state.Find(it->first) : nullptr;
-      if (!st || !st->regular ||
+      if (!st || !IsRegular(*st) ||
           (known != nullptr && known->size_bytes == st->size_bytes &&
            known->mtime_unix_micros == st->mtime_unix_micros)) {
         it = v.dirty.erase(it);
@@ -388,7 +396,6 @@ struct LiveSync::Impl {
       }
     }
     std::lock_guard lock(mu);
-    last_round_unix_micros = env.NowUnixMicros();
     if (!report.ok()) {
       ++status.errors;
       status.last_error =

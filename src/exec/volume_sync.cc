@@ -480,6 +480,36 @@ Result<SyncManifest> SyncDown(S3Client& s3, const VolumeSpec& spec, const std::s
   return manifest;
 }
 
+namespace {
+
+// SyncUp's deletions (rwd): the objects of `state`'s files that are not `present` any more. A
+// unit's manifest stays while its directory does (it is no local file), and goes before the
+// unit's files when the directory is gone, so that no reader trusts a unit half deleted.
+Status DeleteRemoved(Env& env, S3Client& s3, const VolumeSpec& spec, const std::string& local_dir,
+                     const std::set<std::string>& present, SyncManifest& state,
+                     SyncReport& report) {
+  auto is_manifest = [](const ManifestEntry& e) {
+    return base::BaseName(e.path) == base::kUnitManifestName;
+  };
+  std::set<std::string> gone;
+  Status failed;
+  for (bool manifests : {true, false}) {
+    for (const ManifestEntry& e : state.files) {
+      if (is_manifest(e) != manifests || present.count(e.path) != 0) continue;
+      if (manifests && env.FileExists(base::JoinPath(local_dir, base::DirName(e.path)))) continue;
+      failed = s3.DeleteObject(spec.bucket, spec.KeyPrefix() + e.path);
+      if (!failed.ok()) break;
+      ++report.deleted;
+      gone.insert(e.path);
+    }
+    if (!failed.ok()) break;
+  }
+  std::erase_if(state.files, [&](const ManifestEntry& e) { return gone.count(e.path) != 0; });
+  return failed;
+}
+
+}  // namespace
+
 Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::string& local_dir,
                           const SyncManifest& baseline, bool delete_removed,
                           const SyncOptions& options, SyncManifest* state_out) {
@@ -580,6 +610,22 @@ Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::strin
   state.prefix = spec.prefix;
   std::vector<std::string> paths;
   for (const File& f : changed) paths.push_back(f.relative);
+  if (delete_removed) {
+    // A unit that loses a file gets a manifest without it before the file's object goes.
+    for (const ManifestEntry& e : baseline.files) {
+      if (present.count(e.path) != 0) continue;
+      const std::string unit = UnitDirFor(e.path, [&](const std::string& dir) {
+        return env.FileExists(
+            base::JoinPath(base::JoinPath(local_dir, dir), std::string(base::kUnitMarkerName)));
+      });
+      if (unit.empty() || !env.FileExists(base::JoinPath(local_dir, unit))) continue;
+      auto manifest = std::find_if(state.files.begin(), state.files.end(), [&](const auto& m) {
+        return m.path == unit + "/" + std::string(base::kUnitManifestName);
+      });
+      if (manifest != state.files.end()) state.files.erase(manifest);
+      paths.push_back(e.path);
+    }
+  }
   SyncOptions upload_options = options;
   upload_options.progress = [&](std::string_view line) {
     // Warnings are counted in this report; everything else is passed on.
@@ -594,25 +640,7 @@ Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::strin
   for (std::string& w : uploaded.warnings) progress.Warn(std::move(w));
 
   if (delete_removed) {
-    // A unit's manifest stays while its directory does (it is no local file), and goes before
-    // the unit's files when the directory is gone, so that no reader trusts a unit half deleted.
-    auto is_manifest = [](const ManifestEntry& e) {
-      return base::BaseName(e.path) == base::kUnitManifestName;
-    };
-    std::vector<std::string> removed;
-    for (bool manifests : {true, false}) {
-      for (const ManifestEntry& e : state.files) {
-        if (is_manifest(e) != manifests || present.count(e.path) != 0) continue;
-        if (manifests && env.FileExists(base::JoinPath(local_dir, base::DirName(e.path)))) {
-          continue;
-        }
-        SOVAI_RETURN_IF_ERROR(s3.DeleteObject(spec.bucket, spec.KeyPrefix() + e.path));
-        ++report.deleted;
-        removed.push_back(e.path);
-      }
-    }
-    std::set<std::string> gone(removed.begin(), removed.end());
-    std::erase_if(state.files, [&](const ManifestEntry& e) { return gone.count(e.path) != 0; });
+    SOVAI_RETURN_IF_ERROR(DeleteRemoved(env, s3, spec, local_dir, present, state, report));
   }
   if (state_out != nullptr) *state_out = std::move(state);
   report.summary = UpSummary(spec, report, delete_removed);

@@ -450,6 +450,21 @@ TEST_F(VolumeSyncTest, RwdRemovesAUnitsManifestBeforeItsFiles) {
   auto kept = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->deleted, 0u);
+  // A file removed from a unit: the manifest is rewritten without it before its object goes.
+  Write(vol + "/checkpoints/step-00000001/scratch.bin", "temporary");
+  ASSERT_TRUE(SyncUp(*s3_, spec, vol, stored, true, options_, &stored).ok());
+  ASSERT_TRUE(env_.DeleteFile(vol + "/checkpoints/step-00000001/scratch.bin").ok());
+  auto trimmed = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  EXPECT_EQ(trimmed->deleted, 1u);
+  auto contents = BucketContents();
+  EXPECT_EQ(contents.count("out/checkpoints/step-00000001/scratch.bin"), 0u);
+  auto manifest =
+      base::UnitManifest::FromJson(contents["out/checkpoints/step-00000001/.sovai-unit.json"]);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_TRUE(manifest->complete);
+  ASSERT_EQ(manifest->files.size(), 1u);
+  EXPECT_EQ(manifest->files[0].path, "state.json");
   // ...and goes with it.
   ASSERT_TRUE(env_.DeleteDirRecursive(vol + "/checkpoints/step-00000001").ok());
   auto gone = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
