@@ -45,10 +45,18 @@ class Bucket:
                 out[o["Key"][len(self.prefix):]] = (o["Size"], o["ETag"].strip('"'))
         return out
 
+    def head(self, key):
+        try:
+            o = self.s3.head_object(Bucket=self.bucket, Key=self.prefix + key)
+        except self.s3.exceptions.ClientError:
+            return None
+        return (o["ContentLength"], o["ETag"].strip('"'))
+
     def units(self, objects):
-        """{unit dir: "complete" | "partial" | "in flight"}: complete when its manifest says so
-        and lists exactly what the bucket holds; partial when a complete manifest does not
-        match (what a reader must never see); in flight when the manifest is not complete."""
+        """{unit dir: "complete" | "partial" | "in flight"}, as a reader sees them: the manifest
+        first, then each file it lists. Complete when the manifest says so and every file is
+        there as listed; partial when a complete manifest does not match (what a reader must
+        never see); in flight when the manifest is not complete."""
         verdicts = {}
         for key in objects:
             if not key.endswith("/" + MANIFEST):
@@ -59,7 +67,7 @@ class Bucket:
             if not manifest["complete"]:
                 verdicts[unit] = "in flight"
                 continue
-            ok = all(objects.get(unit + "/" + f["path"]) == (f["size"], f["etag"])
+            ok = all(self.head(unit + "/" + f["path"]) == (f["size"], f["etag"])
                      for f in manifest["files"])
             verdicts[unit] = "complete" if ok and manifest["files"] else "partial"
         return verdicts
