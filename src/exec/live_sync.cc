@@ -118,6 +118,9 @@ struct LiveSync::Impl {
       if (ticket != 0 || now >= next_scan) {
         for (Followed& v : volumes) Scan(v, "");
         next_scan = now + ScanInterval();
+        // The kernel queued the events of every file the scan saw before the scan saw it: a
+        // file created and not yet closed is known open.
+        ReadEvents();
       }
       Status first;
       bool ran = false;
@@ -352,8 +355,12 @@ struct LiveSync::Impl {
       }
       it->second.size_bytes = st->size_bytes;
       it->second.mtime_unix_micros = st->mtime_unix_micros;
-      if (force ||
-          (it->second.due && !it->second.open && now - st->mtime_unix_micros >= v.settle_micros)) {
+      const bool settled = now - st->mtime_unix_micros >= v.settle_micros;
+      // A push takes every changed file but one being written this very moment (open, and
+      // changed within the settle time): `echo x > f` must not go up as the empty file it is
+      // between its create and its write.
+      if ((force && (!it->second.open || settled)) ||
+          (it->second.due && !it->second.open && settled)) {
         ready.push_back(it->first);
       } else if (it->second.due) {
         // Closed: settled at mtime + settle; open: looked at again a settle time from now.

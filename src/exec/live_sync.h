@@ -51,8 +51,9 @@ class LiveSync {
   LiveSync(const LiveSync&) = delete;
   LiveSync& operator=(const LiveSync&) = delete;
 
-  // Uploads every changed file now, settled or not, and returns when done: OK, or the first
-  // error (naming its volume). OK at once when nothing is followed or it stopped.
+  // Uploads every changed file now, settled or not (but one being written this very moment:
+  // open, changed within the settle time), and returns when done: OK, or the first error
+  // (naming its volume). OK at once when nothing is followed or it stopped.
   base::Status SyncNow();
   // Ends the thread after the upload in progress; the manifests hold everything stored.
   void Stop();
