@@ -211,6 +211,10 @@ struct PlatformServer::Impl {
                  if (app_gateway) text += app_gateway->RenderMetrics();
                  if (notebook_gateway) text += notebook_gateway->RenderMetrics();
                  if (audit_export) text += audit_export->RenderMetrics();
+                 if (jobs) {
+                   text += control::RenderLiveSyncMetrics(jobs->LiveSyncSums(),
+                                                          base::Env::Default().NowUnixMicros());
+                 }
                  return net::Response::Text(200, std::move(text),
                                             "text/plain; version=0.0.4; charset=utf-8");
                },

@@ -784,6 +784,24 @@ std::shared_ptr<exec::Workload> JobService::LiveWorkload(const std::string& id) 
   return it->second->workload;
 }
 
+std::optional<exec::LiveSyncStatus> JobService::SyncProgress(const std::string& id) {
+  std::shared_ptr<exec::Workload> workload = LiveWorkload(id);
+  if (!workload) return std::nullopt;
+  exec::LiveSyncStatus status = workload->SyncProgress();
+  if (!status.active) return std::nullopt;
+  return status;
+}
+
+LiveSyncTotals JobService::LiveSyncSums() {
+  std::lock_guard lock(mu_);
+  LiveSyncTotals totals = ended_syncs_;
+  for (const auto& [id, runner] : runners_) {
+    std::lock_guard rl(runner->mu);
+    if (runner->workload) totals.Add(runner->workload->SyncProgress(), /*running=*/true);
+  }
+  return totals;
+}
+
 Result<std::vector<pid_t>> JobService::ProcessIds(const std::string& id) {
   std::shared_ptr<exec::Workload> workload = LiveWorkload(id);
   if (!workload) return std::vector<pid_t>();
@@ -1047,7 +1065,10 @@ void JobService::Run(Runner& runner) {
   }
   const exec::WorkloadOutcome outcome = workload->Wait();
   {
+    // Its uploads stay in the totals: the counters of /metrics only grow.
+    std::lock_guard lock(mu_);
     std::lock_guard rl(runner.mu);
+    ended_syncs_.Add(workload->SyncProgress(), /*running=*/false);
     runner.workload.reset();
   }
   workload.reset();

@@ -102,6 +102,26 @@ struct Job {
 // The REST representation (docs/api/openapi.yaml, schema Job).
 nlohmann::json JobToJson(const Job& job);
 
+// The live syncs of the jobs of a server, for /metrics (job_sync.cc).
+struct LiveSyncTotals {
+  uint64_t workloads = 0;  // running jobs with a live volume
+  uint64_t pending_files = 0;
+  uint64_t pending_bytes = 0;
+  int64_t oldest_pending_unix_micros = 0;  // 0 = nothing pending
+  uint64_t uploaded_files = 0;             // since the server started
+  uint64_t uploaded_bytes = 0;
+  uint64_t units = 0;
+  uint64_t retried = 0;
+  uint64_t errors = 0;
+
+  void Add(const exec::LiveSyncStatus& s, bool running);
+};
+// The job's "status.sync" object (docs/api/jobs.md): pending files and bytes, the last round,
+// the age of the oldest pending change, what went up.
+nlohmann::json LiveSyncToJson(const exec::LiveSyncStatus& s, int64_t now_unix_micros);
+// sovai_live_sync_* gauges and counters.
+std::string RenderLiveSyncMetrics(const LiveSyncTotals& totals, int64_t now_unix_micros);
+
 // How the platform reaches the object store on behalf of a project.
 struct S3Access {
   std::string endpoint;  // "http://127.0.0.1:9000"
@@ -212,6 +232,12 @@ class JobService {
   // Persists and applies a project's quota (queued jobs start when it allows).
   base::Status SetQuota(const std::string& project, Quota quota);
   Quota GetQuota(const std::string& project);
+  // Where the live sync of a job running here stands (exec::Workload::SyncProgress); nullopt
+  // when it does not run on this server or follows no volume.
+  std::optional<exec::LiveSyncStatus> SyncProgress(const std::string& id);
+  // The live syncs of every job running here, summed, with the uploads of the jobs that ended
+  // since the start (the *_total counters only grow). For /metrics (RenderLiveSyncMetrics).
+  LiveSyncTotals LiveSyncSums();
   // Host pids of the processes of a RUNNING job's sandbox (exec::Workload::ProcessIds);
   // empty when the job is not running. For the autoscaler's CPU and memory measurements.
   base::Result<std::vector<pid_t>> ProcessIds(const std::string& id);
@@ -281,6 +307,7 @@ class JobService {
   // By job id, while it runs. Shared: Stop and PushData keep a runner alive while they talk to it.
   std::map<std::string, std::shared_ptr<Runner>> runners_;
   std::vector<std::shared_ptr<Runner>> finished_;  // to join
+  LiveSyncTotals ended_syncs_;                     // the live syncs of the jobs that ended
   bool shutting_down_ = false;
   bool leading_ = false;
   std::thread coordinator_;  // joined by Shutdown

@@ -135,7 +135,13 @@ class JobApi : public RestHandlers {
   net::Response GetJob(net::Request& request, const Principal& p) {
     auto job = VisibleJob(request, p);
     if (!job.ok()) return Problem(job.status());
-    return JsonResponse(200, JobToJson(*job));
+    Json body = JobToJson(*job);
+    if (JobService* jobs = control_.jobs(); jobs != nullptr) {
+      if (auto sync = jobs->SyncProgress(job->id)) {
+        body["status"]["sync"] = LiveSyncToJson(*sync, control_.env().NowUnixMicros());
+      }
+    }
+    return JsonResponse(200, body);
   }
 
   net::Response StopJob(net::Request& request, const Principal& p) {

@@ -144,6 +144,21 @@ class WorkloadObserver {
   virtual void OnNode(const std::string& host) { (void)host; }
 };
 
+// What the live sync of a workload has done and what it still has to do; all volumes together.
+struct LiveSyncStatus {
+  bool active = false;         // at least one volume is followed
+  uint64_t pending_files = 0;  // changed and not yet uploaded
+  uint64_t pending_bytes = 0;
+  int64_t oldest_pending_unix_micros = 0;  // the oldest pending change (its mtime); 0 = none
+  int64_t last_sync_unix_micros = 0;       // the end of the last round; 0 = none yet
+  uint64_t uploaded_files = 0;             // since the start
+  uint64_t uploaded_bytes = 0;
+  uint64_t units = 0;    // units (checkpoint directories) completed
+  uint64_t retried = 0;  // files that changed while they were uploaded (and went up again)
+  uint64_t errors = 0;   // rounds that failed (each one a line in the log)
+  std::string last_error;
+};
+
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -163,6 +178,9 @@ class Workload {
   virtual base::Result<LogChunk> ReadLog(uint64_t offset, size_t max_bytes) = 0;
   // Host pids of its processes while it runs here; empty otherwise.
   virtual base::Result<std::vector<pid_t>> ProcessIds() = 0;
+  // Where the live sync of its rw/rwd volumes stands (live_sync.h); inactive when it has none
+  // or the backend does not report it.
+  virtual LiveSyncStatus SyncProgress() { return {}; }
 };
 
 // Where a workload was when the process that ran it ended (a restart, a new leader).

@@ -10,6 +10,7 @@
 #include "base/crypto.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "exec/live_sync.h"
 #include "exec/volume_sync.h"
 
 namespace sovai::exec {
@@ -87,6 +88,10 @@ class LocalWorkload final : public Workload {
     std::lock_guard lock(mu_);
     if (process_ == nullptr) return std::vector<pid_t>();
     return process_->ProcessIds();
+  }
+  LiveSyncStatus SyncProgress() override {
+    std::lock_guard lock(mu_);
+    return live_ != nullptr ? live_->Report() : last_live_;
   }
 
  private:
@@ -169,10 +174,24 @@ class LocalWorkload final : public Workload {
 
     // --- RUNNING ---
     observer_.OnPhase(WorkloadPhase::kRunning);
+    {
+      // rw/rwd volumes go up while it runs; the final sync-up takes what is still pending.
+      auto live = std::make_unique<LiveSync>(
+          env_, spec_, [this](std::string_view l) { Say(l); }, options_.live_sync);
+      std::lock_guard lock(mu_);
+      live_ = std::move(live);
+    }
     WorkloadOutcome outcome = Follow();
+    std::unique_ptr<LiveSync> live;
     {
       std::lock_guard lock(mu_);
       process_.reset();  // the log holds everything the workload wrote
+      live = std::move(live_);
+    }
+    live->Stop();
+    {
+      std::lock_guard lock(mu_);
+      last_live_ = live->Report();
     }
 
     // --- FINALIZING ---
@@ -229,7 +248,13 @@ class LocalWorkload final : public Workload {
         const uint64_t ticket = push_requested_;
         lock.unlock();
         Say("push-data: syncing rw volumes while the job runs");
-        Status pushed = SyncUp();
+        // The live sync owns the volumes it follows; the others go up as they always did.
+        Status pushed = live_->SyncNow();
+        if (pushed.ok()) {
+          pushed = StageVolumesOut(
+              env_, spec_, stores_, [&](auto l) { Say(l); },
+              [](const WorkloadVolume& v) { return !v.spec.live_sync(); });
+        }
         Say(pushed.ok() ? "push-data: done" : "push-data failed: " + pushed.message());
         lock.lock();
         push_done_ = ticket;
@@ -276,6 +301,8 @@ class LocalWorkload final : public Workload {
   uint64_t push_done_ = 0;       // the last ticket served
   Status push_result_;
   std::unique_ptr<LaunchedProcess> process_;  // while RUNNING
+  std::unique_ptr<LiveSync> live_;            // while RUNNING
+  LiveSyncStatus last_live_;                  // after it
   bool done_ = false;
   WorkloadOutcome outcome_;
   std::thread thread_;  // last: started when everything above is built
@@ -423,20 +450,23 @@ Status StageVolumesIn(base::Env& env, const WorkloadSpec& spec, WorkloadStores& 
 }
 
 Status StageVolumesOut(base::Env& env, const WorkloadSpec& spec, WorkloadStores& stores,
-                       const Say& say) {
+                       const Say& say, const std::function<bool(const WorkloadVolume&)>& only) {
   Status first;
   for (size_t i = 0; i < spec.volumes.size(); ++i) {
     const WorkloadVolume& v = spec.volumes[i];
-    if (v.spec.permission == VolumePermission::kReadOnly) continue;
+    if (v.spec.permission == VolumePermission::kReadOnly || (only && !only(v))) continue;
     auto sync = [&]() -> Status {
       auto text = env.ReadFile(WorkloadManifestPath(spec.dir, i));
       if (!text.ok()) return Status(text.status().code(), "it was never synced down");
       SOVAI_ASSIGN_OR_RETURN(SyncManifest baseline, SyncManifest::FromJson(*text));
       SOVAI_ASSIGN_OR_RETURN(S3Client * s3, stores.ForVolume(v));
-      return SyncUp(*s3, v.spec, WorkloadVolumeDir(spec.dir, i), baseline,
-                    v.spec.permission == VolumePermission::kReadWriteDelete,
-                    SyncOptionsFor(env, v, say))
-          .status();
+      SyncManifest stored;
+      SOVAI_RETURN_IF_ERROR(SyncUp(*s3, v.spec, WorkloadVolumeDir(spec.dir, i), baseline,
+                                   v.spec.permission == VolumePermission::kReadWriteDelete,
+                                   SyncOptionsFor(env, v, say), &stored)
+                                .status());
+      // A later sync (the next push, the end) compares against what is in the bucket now.
+      return env.WriteFileAtomically(WorkloadManifestPath(spec.dir, i), stored.ToJson());
     };
     if (Status st = sync(); !st.ok() && first.ok()) {
       first = Status(st.code(), "volume " + v.spec.SourceName() + ": " + st.message());

@@ -16,6 +16,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "exec/executor.h"
+#include "exec/live_sync.h"
 #include "exec/oci_image.h"
 #include "exec/s3_client.h"
 #include "exec/sandbox.h"
@@ -57,6 +58,8 @@ struct LocalExecutorOptions {
       stage_in;
   // The word the log's last line starts with: "job DONE: exited with code 0".
   std::string end_note = "job";
+  // The live sync of rw/rwd volumes while the workload runs (live_sync.h).
+  LiveSyncOptions live_sync;
 };
 
 class LocalExecutor final : public Executor {
@@ -108,10 +111,12 @@ base::Result<std::optional<CachedImage>> PrepareRootfs(
 base::Status StageVolumesIn(base::Env& env, const WorkloadSpec& spec, WorkloadStores& stores,
                             const std::function<void(std::string_view)>& say,
                             const std::function<bool()>& stop = nullptr);
-// The rw/rwd volumes up (rwd: deletions too), every one tried; the first error, naming its
-// volume, or OK.
+// The rw/rwd volumes up (rwd: deletions too), every one tried (`only`: those it accepts); the
+// first error, naming its volume, or OK. Each manifest then records what is in the bucket, so
+// the next call uploads only what changed since.
 base::Status StageVolumesOut(base::Env& env, const WorkloadSpec& spec, WorkloadStores& stores,
-                             const std::function<void(std::string_view)>& say);
+                             const std::function<void(std::string_view)>& say,
+                             const std::function<bool(const WorkloadVolume&)>& only = nullptr);
 std::vector<StagedVolume> StagedVolumes(const WorkloadSpec& spec);
 // The log into s3://<project_bucket>/<log_archive_key> of the platform's own store (the bucket
 // made on first use); skipped, with a line in the log, when that store cannot be reached.

@@ -484,6 +484,54 @@ Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::strin
   return PutSingle(bucket, key, path, stat.size_bytes);
 }
 
+Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::string_view key,
+                                             const std::string& path,
+                                             const std::function<Status()>& before_commit) {
+  SOVAI_RETURN_IF_ERROR(options_status_);
+  SOVAI_ASSIGN_OR_RETURN(base::FileStat stat, env_.Stat(path));
+  if (stat.type != base::FileType::kRegular) {
+    return base::InvalidArgumentError("PUT " + ObjectUri(bucket, key) + ": '" + path +
+                                      "' is not a regular file");
+  }
+  if (stat.size_bytes > kMaxObjectBytes) {
+    return base::InvalidArgumentError("PUT " + ObjectUri(bucket, key) + ": '" + path +
+                                      "' is larger than S3's largest object (5 TiB)");
+  }
+  const uint64_t in_memory_bytes =
+      std::min(kSnapshotInMemoryBytes, options_.multipart_threshold_bytes);
+  if (stat.size_bytes > in_memory_bytes) {
+    return PutMultipart(bucket, key, path, stat.size_bytes, &before_commit);
+  }
+  // Read whole (it may have grown since the stat: up to the bound, checked by the caller).
+  SOVAI_ASSIGN_OR_RETURN(std::string data, env_.ReadFile(path, in_memory_bytes));
+  if (before_commit) SOVAI_RETURN_IF_ERROR(before_commit());
+  return PutObject(bucket, key, data);
+}
+
+Result<S3Object> S3Client::PutObject(std::string_view bucket, std::string_view key,
+                                     std::string_view data) {
+  SOVAI_RETURN_IF_ERROR(options_status_);
+  Call call;
+  call.method = "PUT";
+  call.bucket = std::string(bucket);
+  call.key = std::string(key);
+  call.what = "PUT " + ObjectUri(bucket, key);
+  call.content_type = "application/octet-stream";
+  call.body = std::string(data);
+  SOVAI_ASSIGN_OR_RETURN(Response res, Execute(call));
+  S3Object object;
+  object.key = std::string(key);
+  object.size_bytes = data.size();
+  object.etag = std::string(Unquote(res.headers.Get("ETag").value_or("")));
+  const std::string digest = base::HexEncode(base::Md5(data));
+  if (options_.verify_md5_etags && IsMd5Etag(object.etag) &&
+      !base::EqualsIgnoreCase(object.etag, digest)) {
+    return base::DataLossError(call.what + ": the server's ETag " + object.etag +
+                               " does not match the MD5 of the sent bytes (" + digest + ")");
+  }
+  return object;
+}
+
 namespace {
 
 // A request body that reads [offset, offset + length) of a file and hashes it as it goes.
@@ -552,7 +600,8 @@ Result<S3Object> S3Client::PutSingle(std::string_view bucket, std::string_view k
 }
 
 Result<S3Object> S3Client::PutMultipart(std::string_view bucket, std::string_view key,
-                                        const std::string& path, uint64_t size_bytes) {
+                                        const std::string& path, uint64_t size_bytes,
+                                        const std::function<Status()>* before_commit) {
   const std::string uri = ObjectUri(bucket, key);
   SOVAI_ASSIGN_OR_RETURN(auto file, env_.NewRandomAccessFile(path));
 
@@ -620,6 +669,8 @@ Result<S3Object> S3Client::PutMultipart(std::string_view bucket, std::string_vie
     complete_xml.Close();
   }
   complete_xml.Close();
+  // The caller's last word (the file unchanged since its parts were read): a refusal aborts.
+  if (before_commit != nullptr && *before_commit) SOVAI_RETURN_IF_ERROR((*before_commit)());
 
   Call complete;
   complete.method = "POST";

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -119,6 +120,20 @@ class S3Client {
   base::Result<S3Object> PutObjectFromFile(std::string_view bucket, std::string_view key,
                                            const std::string& path);
 
+  // As above, for a file that may be written while it is read (a running workload's): the file
+  // is never stored torn. `before_commit` runs once every byte has been read and sent and
+  // before the object becomes visible; its error is returned and nothing is stored. A file of at
+  // most kSnapshotInMemoryBytes (and multipart_threshold_bytes) is read into memory, checked,
+  // then PUT; a larger one goes up as a multipart upload (parts of part_size_bytes), checked
+  // before CompleteMultipartUpload and aborted on error. Memory: at most kSnapshotInMemoryBytes.
+  base::Result<S3Object> PutObjectFromFile(std::string_view bucket, std::string_view key,
+                                           const std::string& path,
+                                           const std::function<base::Status()>& before_commit);
+
+  // Uploads `data` as `key` in one PUT (small objects: manifests). Errors: as above.
+  base::Result<S3Object> PutObject(std::string_view bucket, std::string_view key,
+                                   std::string_view data);
+
   // Deletes the latest version of `key` (a missing key is success, as in S3).
   base::Status DeleteObject(std::string_view bucket, std::string_view key);
 
@@ -146,7 +161,8 @@ class S3Client {
   base::Result<S3Object> PutSingle(std::string_view bucket, std::string_view key,
                                    const std::string& path, uint64_t size_bytes);
   base::Result<S3Object> PutMultipart(std::string_view bucket, std::string_view key,
-                                      const std::string& path, uint64_t size_bytes);
+                                      const std::string& path, uint64_t size_bytes,
+                                      const std::function<base::Status()>* before_commit = nullptr);
 
   S3ClientOptions options_;
   base::Status options_status_;

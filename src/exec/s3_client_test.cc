@@ -301,6 +301,41 @@ TEST_F(S3ClientTest, AFailedMultipartUploadIsAborted) {
   EXPECT_FALSE(server_.store().Head("data", "broken.bin", std::nullopt).ok());
 }
 
+TEST_F(S3ClientTest, ACheckedUploadStoresNothingWhenTheCheckRefuses) {
+  S3ClientOptions options = server_.ClientOptions();
+  options.multipart_threshold_bytes = 1 << 20;
+  options.part_size_bytes = kMinPartSizeBytes;
+  S3Client client(options);
+  // The file is rewritten while it is read: the check (size/mtime compared by the volume sync)
+  // refuses, and neither the small PUT nor the multipart upload leaves an object behind.
+  const std::string small = WriteLocal("small", "before");
+  const std::string big = WriteLocal("big", Pattern(2 * kMinPartSizeBytes + 10, 5));
+  for (const std::string& path : {small, big}) {
+    int checks = 0;
+    auto put = client.PutObjectFromFile("data", "torn.bin", path, [&]() -> base::Status {
+      ++checks;
+      return base::AbortedError("it changed while it was read");
+    });
+    ASSERT_FALSE(put.ok()) << path;
+    EXPECT_EQ(put.status().code(), base::StatusCode::kAborted);
+    EXPECT_EQ(checks, 1);
+    EXPECT_FALSE(server_.store().Head("data", "torn.bin", std::nullopt).ok()) << path;
+  }
+  bool truncated = false;
+  auto uploads = server_.store().ListUploads("data", {}, &truncated);
+  ASSERT_TRUE(uploads.ok());
+  EXPECT_TRUE(uploads->empty()) << uploads->size() << " multipart uploads left behind";
+
+  // Accepted: the large file went up in parts (1 MiB threshold), the small one in one PUT.
+  auto whole = client.PutObjectFromFile("data", "whole.bin", big, [] { return base::Status(); });
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(whole->etag.ends_with("-3")) << whole->etag;
+  auto tiny = client.PutObjectFromFile("data", "tiny.bin", small, [] { return base::Status(); });
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(tiny->etag, base::HexEncode(base::Md5("before")));
+  EXPECT_EQ(Get("tiny.bin"), "before");
+}
+
 TEST_F(S3ClientTest, DeleteObject) {
   Put(*client_, "gone.txt", "bye");
   EXPECT_TRUE(client_->DeleteObject("data", "gone.txt").ok());

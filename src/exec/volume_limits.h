@@ -18,6 +18,10 @@ inline constexpr size_t kMinRegionBytes = 2;
 inline constexpr size_t kMaxRegionBytes = 32;
 // Volumes one job may mount.
 inline constexpr size_t kMaxVolumesPerJob = 32;
+// ":sync=30s": the live sync's round interval of rw/rwd volumes (volume_spec.h, live_sync.h).
+inline constexpr int64_t kDefaultSyncIntervalS = 30;
+inline constexpr int64_t kMinSyncIntervalS = 1;
+inline constexpr int64_t kMaxSyncIntervalS = 24 * 3600;
 
 // --- Local paths ------------------------------------------------------------------------------
 // One path component (NAME_MAX on Linux filesystems).
@@ -70,5 +74,21 @@ inline constexpr size_t kMaxReportWarnings = 100;
 inline constexpr uint64_t kDefaultVolumeCacheMaxBytes = 100ull << 30;  // 100 GiB
 // How often a running sync reports progress.
 inline constexpr int64_t kProgressIntervalMicros = 10'000'000;
+
+// --- Live sync (live_sync.h) ------------------------------------------------------------------
+// A file is uploaded once closed and unchanged for the settle time: min(this, the interval).
+inline constexpr int64_t kMaxSyncSettleMicros = 5'000'000;
+// The full scan (the safety net under inotify) runs every this many rounds, and at least once a
+// kMaxScanIntervalMicros.
+inline constexpr int kScanEveryRounds = 10;
+inline constexpr int64_t kMaxScanIntervalMicros = 300'000'000;
+// inotify watches one workload may hold (one per directory); beyond it, the volume is followed
+// by scans only (a line in the log says so).
+inline constexpr size_t kMaxSyncWatches = 65'536;
+// A file at most this large is read into memory and checked unchanged before its PUT; larger
+// ones go up as multipart uploads, checked unchanged before the upload completes
+// (S3Client::PutObjectFromFile with before_commit). So a sync holds at most this much of a file
+// in memory, and never stores a file that changed while it was read.
+inline constexpr uint64_t kSnapshotInMemoryBytes = 8ull << 20;
 
 }  // namespace sovai::exec

@@ -17,7 +17,7 @@ using base::Result;
 using base::Status;
 
 constexpr std::string_view kSyntax =
-    "expected bucket@REGION[/prefix]:/mount/path[:ro|rw|rwd][:cache|no-cache]";
+    "expected bucket@REGION[/prefix]:/mount/path[:ro|rw|rwd][:cache|no-cache][:sync=30s|end]";
 
 // Mount points the sandbox itself provides: a volume there would hide the process's view of the
 // kernel (/proc, /sys), its devices (/dev), or the whole root filesystem.
@@ -119,11 +119,54 @@ Status CheckMountPath(std::string_view path) {
   return Status();
 }
 
-// Applies one ":option" to `spec`. `seen_permission` / `seen_cache` hold the option already given
-// for that slot ("" when none), so a repeated or contradictory one is refused.
+// "30s", "5m", "1h" → seconds; "end" → 0.
+Result<int64_t> ParseSyncInterval(std::string_view value) {
+  if (value == "end") return int64_t{0};
+  const std::string bounds = "give sync=end or an interval from " +
+                             std::to_string(kMinSyncIntervalS) + "s to " +
+                             std::to_string(kMaxSyncIntervalS / 3600) + "h such as sync=30s";
+  int64_t unit_s = 0;
+  if (!value.empty()) {
+    unit_s = value.back() == 's' ? 1 : value.back() == 'm' ? 60 : value.back() == 'h' ? 3600 : 0;
+  }
+  std::string_view digits = value.substr(0, value.empty() ? 0 : value.size() - 1);
+  bool ok = unit_s > 0 && !digits.empty() && digits.size() <= 6;
+  int64_t n = 0;
+  for (char c : digits) {
+    ok = ok && c >= '0' && c <= '9';
+    n = n * 10 + (c - '0');
+  }
+  if (!ok) return InvalidArgumentError("sync '" + std::string(value) + "' is malformed; " + bounds);
+  const int64_t seconds = n * unit_s;
+  if (seconds < kMinSyncIntervalS || seconds > kMaxSyncIntervalS) {
+    return InvalidArgumentError("sync interval " + std::string(value) + " is out of range; " +
+                                bounds);
+  }
+  return seconds;
+}
+
+std::string SyncIntervalName(int64_t seconds) {
+  if (seconds == 0) return "end";
+  if (seconds % 3600 == 0) return std::to_string(seconds / 3600) + "h";
+  if (seconds % 60 == 0) return std::to_string(seconds / 60) + "m";
+  return std::to_string(seconds) + "s";
+}
+
+// Applies one ":option" to `spec`. `seen_permission` / `seen_cache` / `seen_sync` hold the
+// option already given for that slot ("" when none), so a repeated or contradictory one is
+// refused.
 Status ApplyOption(std::string_view option, VolumeSpec& spec, std::string& seen_permission,
-                   std::string& seen_cache) {
+                   std::string& seen_cache, std::string& seen_sync) {
   if (option.empty()) return InvalidArgumentError("empty option (a stray ':')");
+  if (option.starts_with("sync=")) {
+    if (!seen_sync.empty()) {
+      return InvalidArgumentError("option '" + std::string(option) + "' repeats '" + seen_sync +
+                                  "'; give one sync option");
+    }
+    seen_sync = std::string(option);
+    SOVAI_ASSIGN_OR_RETURN(spec.sync_interval_s, ParseSyncInterval(option.substr(5)));
+    return Status();
+  }
   auto set_permission = [&](VolumePermission permission) -> Status {
     if (!seen_permission.empty()) {
       return InvalidArgumentError("option '" + std::string(option) + "' repeats the permission '" +
@@ -149,7 +192,7 @@ Status ApplyOption(std::string_view option, VolumeSpec& spec, std::string& seen_
   if (option == "cache") return set_cache(true);
   if (option == "no-cache") return set_cache(false);
   return InvalidArgumentError("unknown option '" + std::string(option) +
-                              "'; the options are ro, rw, rwd, cache and no-cache");
+                              "'; the options are ro, rw, rwd, cache, no-cache and sync=");
 }
 
 // Whether `inner` is `outer` or a path below it ("/a" contains "/a/b", not "/ab").
@@ -204,8 +247,11 @@ std::string VolumeSpec::SourceName() const {
 }
 
 std::string VolumeSpec::ToString() const {
-  return SourceName() + ":" + mount_path + ":" + std::string(VolumePermissionName(permission)) +
-         (cache ? ":cache" : ":no-cache");
+  std::string out = SourceName() + ":" + mount_path + ":" +
+                    std::string(VolumePermissionName(permission)) +
+                    (cache ? ":cache" : ":no-cache");
+  if (sync_interval_s != kDefaultSyncIntervalS) out += ":sync=" + SyncIntervalName(sync_interval_s);
+  return out;
 }
 
 std::string VolumeSpec::KeyPrefix() const { return prefix.empty() ? "" : prefix + "/"; }
@@ -252,11 +298,17 @@ Result<VolumeSpec> ParseVolumeSpec(std::string_view text) {
   if (Status st = CheckMountPath(fields[1]); !st.ok()) return SpecError(text, st.message());
   spec.mount_path = std::string(fields[1]);
 
-  std::string seen_permission, seen_cache;
+  std::string seen_permission, seen_cache, seen_sync;
   for (size_t i = 2; i < fields.size(); ++i) {
-    if (Status st = ApplyOption(fields[i], spec, seen_permission, seen_cache); !st.ok()) {
+    if (Status st = ApplyOption(fields[i], spec, seen_permission, seen_cache, seen_sync);
+        !st.ok()) {
       return SpecError(text, st.message());
     }
+  }
+  if (!seen_sync.empty() && spec.permission == VolumePermission::kReadOnly) {
+    return SpecError(text, "'" + seen_sync +
+                               "' needs a writable volume (rw or rwd); a read-only one never "
+                               "syncs up");
   }
   return spec;
 }

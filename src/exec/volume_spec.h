@@ -4,6 +4,9 @@
 //   └┬─┘ └─────┬─────┘ └─────┬─────┘ └──────┬──────┘ └┬┘ └─┬─┘
 //  bucket   region        prefix       mount path   perm  cache
 //
+//   out@EU-WEST-LOCAL/run-1:/workspace/output:rw:sync=30s     (live sync every 30 s; the default)
+//   out@EU-WEST-LOCAL/run-1:/workspace/output:rw:sync=end     (only when the workload ends)
+//
 // The syntax, every error and the mapping between object keys and files are written down in
 // docs/formats/volume-spec.md:
 //
@@ -24,14 +27,15 @@
 #include <vector>
 
 #include "base/status.h"
+#include "exec/volume_limits.h"
 
 namespace sovai::exec {
 
 // What the job may do to the bucket, and so what happens when it ends.
 enum class VolumePermission : uint8_t {
   kReadOnly,         // "ro": synced down, mounted read-only, never synced up
-  kReadWrite,        // "rw": new and changed files are uploaded at the end
-  kReadWriteDelete,  // "rwd": as rw, and objects whose files were removed are deleted
+  kReadWrite,        // "rw": new and changed files are uploaded (while it runs and at the end)
+  kReadWriteDelete,  // "rwd": as rw, and objects whose files were removed are deleted at the end
 };
 
 // "ro", "rw", "rwd".
@@ -47,8 +51,18 @@ struct VolumeSpec {
   std::string mount_path;  // absolute and normalized, e.g. "/workspace/data"
   VolumePermission permission = VolumePermission::kReadOnly;
   bool cache = false;  // ":cache": reuse unchanged objects from the server's volume cache
+  // ":sync=30s" (rw and rwd volumes): changed files are uploaded while the workload runs, a
+  // round every this many seconds (live_sync.h); 0 = ":sync=end", only when it ends. Read-only
+  // volumes keep the default and never sync up.
+  int64_t sync_interval_s = kDefaultSyncIntervalS;
 
-  // "bucket@REGION[/prefix]:/mount/path:perm:cache|no-cache" (both options always written).
+  // Whether changed files go up while the workload runs.
+  bool live_sync() const {
+    return permission != VolumePermission::kReadOnly && sync_interval_s > 0;
+  }
+
+  // "bucket@REGION[/prefix]:/mount/path:perm:cache|no-cache[:sync=...]" (the permission and the
+  // cache option always written, the sync option when it is not the default).
   std::string ToString() const;
   // "bucket@REGION[/prefix]", how progress lines and errors name the volume.
   std::string SourceName() const;
@@ -64,7 +78,9 @@ struct VolumeSpec {
 // empty, "." or ".." segment, or a control character; a mount path that is relative, not
 // normalized ("//", "/./", "/../", a trailing '/'), has a control character, or is "/",
 // "/proc", "/sys", "/dev" or inside one of them; an empty, unknown or repeated option (two
-// permissions, or cache and no-cache, count as repeated).
+// permissions, or cache and no-cache, count as repeated); a sync option that is neither "end"
+// nor a whole number of s, m or h within kMinSyncIntervalS..kMaxSyncIntervalS, or one on a
+// read-only volume.
 base::Result<VolumeSpec> ParseVolumeSpec(std::string_view text);
 
 // Checks a job's volumes together. Errors (InvalidArgument): more than kMaxVolumesPerJob volumes;

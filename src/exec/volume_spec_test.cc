@@ -67,6 +67,34 @@ TEST(ParseVolumeSpecTest, CanonicalForm) {
   EXPECT_EQ(whole->KeyPrefix(), "");
 }
 
+TEST(ParseVolumeSpecTest, SyncOptionSetsTheLiveSyncInterval) {
+  auto by_default = ParseVolumeSpec("out@EU-WEST/run:/out:rw");
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_EQ(by_default->sync_interval_s, kDefaultSyncIntervalS);
+  EXPECT_TRUE(by_default->live_sync());
+  EXPECT_EQ(by_default->ToString(), "out@EU-WEST/run:/out:rw:no-cache");  // the default unwritten
+
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"sync=1s", 1}, {"sync=45s", 45}, {"sync=5m", 300}, {"sync=2h", 7200}, {"sync=24h", 86400}};
+  for (const auto& [option, seconds] : cases) {
+    auto spec = ParseVolumeSpec("out@EU-WEST/run:/out:rwd:" + option);
+    ASSERT_TRUE(spec.ok()) << option << ": " << spec.status();
+    EXPECT_EQ(spec->sync_interval_s, seconds) << option;
+    auto again = ParseVolumeSpec(spec->ToString());  // canonical form round-trips
+    ASSERT_TRUE(again.ok()) << spec->ToString();
+    EXPECT_EQ(*again, *spec) << spec->ToString();
+  }
+  auto at_end = ParseVolumeSpec("out@EU-WEST/run:/out:sync=end:rw");
+  ASSERT_TRUE(at_end.ok()) << at_end.status();
+  EXPECT_EQ(at_end->sync_interval_s, 0);
+  EXPECT_FALSE(at_end->live_sync());
+  EXPECT_EQ(at_end->ToString(), "out@EU-WEST/run:/out:rw:no-cache:sync=end");
+  // Read-only volumes never sync up.
+  auto ro = ParseVolumeSpec("data@EU-WEST/ds:/data");
+  ASSERT_TRUE(ro.ok());
+  EXPECT_FALSE(ro->live_sync());
+}
+
 struct BadCase {
   std::string text;
   std::string message_part;  // a substring the error message must contain
@@ -74,6 +102,19 @@ struct BadCase {
 
 TEST(ParseVolumeSpecTest, RefusesMalformedSpecsWithAClearMessage) {
   const std::vector<BadCase> cases = {
+      // Sync options.
+      {"out@EU-WEST:/out:rw:sync=", "sync '' is malformed"},
+      {"out@EU-WEST:/out:rw:sync=30", "sync '30' is malformed"},
+      {"out@EU-WEST:/out:rw:sync=s", "malformed"},
+      {"out@EU-WEST:/out:rw:sync=-5s", "malformed"},
+      {"out@EU-WEST:/out:rw:sync=1.5m", "malformed"},
+      {"out@EU-WEST:/out:rw:sync=30d", "malformed; give sync=end or an interval from 1s to 24h"},
+      {"out@EU-WEST:/out:rw:sync=0s", "sync interval 0s is out of range"},
+      {"out@EU-WEST:/out:rw:sync=25h", "sync interval 25h is out of range"},
+      {"out@EU-WEST:/out:rw:sync=9999999s", "malformed"},
+      {"out@EU-WEST:/out:rw:sync=30s:sync=end", "repeats 'sync=30s'"},
+      {"out@EU-WEST:/out:ro:sync=30s", "needs a writable volume"},
+      {"out@EU-WEST:/out:sync=end", "needs a writable volume"},
       // Structure.
       {"", "empty"},
       {"data@EU-WEST", "missing ':/mount/path'"},

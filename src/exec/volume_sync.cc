@@ -17,29 +17,18 @@
 #include "base/crypto.h"
 #include "base/json.h"
 #include "base/strings.h"
+#include "base/unit_manifest.h"
+#include "exec/internal/sync_common.h"
 
 namespace sovai::exec {
-namespace {
 
 using base::Env;
 using base::FileType;
 using base::Result;
 using base::Status;
 
-constexpr int kManifestVersion = 1;
-constexpr std::string_view kManifestFormat = "sovai-volume-manifest";
-// Cached copies live in <cache_dir>/objects, one flat directory of hash-named files.
-constexpr std::string_view kCacheObjectsDir = "objects";
-// A temporary in the cache older than this was left by a crashed sync and is removed.
-constexpr int64_t kStaleCacheTempMicros = 24ll * 3600 * 1'000'000;
+namespace internal {
 
-// lstat(2). Env::Stat follows symlinks, and a sync must see the link itself: following one could
-// read or write outside the volume directory.
-struct LinkStat {
-  FileType type = FileType::kOther;
-  uint64_t size_bytes = 0;
-  int64_t mtime_unix_micros = 0;
-};
 Result<LinkStat> LStat(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return base::ErrnoToStatus(errno, "lstat '" + path + "'");
@@ -54,8 +43,6 @@ Result<LinkStat> LStat(const std::string& path) {
   return out;
 }
 
-// A fresh name in `dir` for a file that becomes `final_name`, in AtomicFileWriter's temporary
-// form, so that every sweep of leftovers (IsAtomicWriteTempName) recognizes it.
 std::string TempPathFor(const std::string& dir, std::string_view final_name) {
   std::string name =
       "." + std::string(final_name) + ".sovai-tmp." + base::HexEncode(base::RandomBytes(8));
@@ -63,39 +50,38 @@ std::string TempPathFor(const std::string& dir, std::string_view final_name) {
   return base::JoinPath(dir, name);
 }
 
-// Collects the report and sends progress lines.
-class Progress {
- public:
-  Progress(const SyncOptions& options, Env& env, SyncReport& report)
-      : options_(options), env_(env), report_(report), last_micros_(env.NowMonotonicMicros()) {}
+void Progress::Warn(std::string line) {
+  ++report_.skipped;
+  if (report_.warnings.size() < kMaxReportWarnings) {
+    Line("warning: " + line);
+    report_.warnings.push_back(std::move(line));
+  } else if (report_.skipped == kMaxReportWarnings + 1) {
+    Line("warning: more keys or files skipped; only their count is reported");
+  }
+}
 
-  void Line(std::string_view line) {
-    if (options_.progress) options_.progress(line);
-  }
-  // A skipped key or file: counted always; reported and kept for the first kMaxReportWarnings.
-  void Warn(std::string line) {
-    ++report_.skipped;
-    if (report_.warnings.size() < kMaxReportWarnings) {
-      Line("warning: " + line);
-      report_.warnings.push_back(std::move(line));
-    } else if (report_.skipped == kMaxReportWarnings + 1) {
-      Line("warning: more keys or files skipped; only their count is reported");
-    }
-  }
-  // A progress line at most every kProgressIntervalMicros.
-  void Tick(const std::string& text) {
-    const int64_t now = env_.NowMonotonicMicros();
-    if (now - last_micros_ < kProgressIntervalMicros) return;
-    last_micros_ = now;
-    Line(text);
-  }
+void Progress::Tick(const std::string& text) {
+  const int64_t now = env_.NowMonotonicMicros();
+  if (now - last_micros_ < kProgressIntervalMicros) return;
+  last_micros_ = now;
+  Line(text);
+}
 
- private:
-  const SyncOptions& options_;
-  Env& env_;
-  SyncReport& report_;
-  int64_t last_micros_;
-};
+}  // namespace internal
+
+namespace {
+
+using internal::LinkStat;
+using internal::LStat;
+using internal::Progress;
+using internal::TempPathFor;
+
+constexpr int kManifestVersion = 1;
+constexpr std::string_view kManifestFormat = "sovai-volume-manifest";
+// Cached copies live in <cache_dir>/objects, one flat directory of hash-named files.
+constexpr std::string_view kCacheObjectsDir = "objects";
+// A temporary in the cache older than this was left by a crashed sync and is removed.
+constexpr int64_t kStaleCacheTempMicros = 24ll * 3600 * 1'000'000;
 
 // Makes sure every directory of `relative_dir` exists inside `root` as a real directory,
 // creating missing ones. FailedPrecondition when a component is a file, a symlink or something
@@ -431,9 +417,14 @@ Result<SyncManifest> SyncDown(S3Client& s3, const VolumeSpec& spec, const std::s
   progress.Line("sync down " + spec.SourceName() + ": " + std::to_string(objects.size()) +
                 " objects, " + base::HumanBytes(listed_bytes));
 
+  // Units (checkpoint directories) come down whole or not at all.
+  SOVAI_ASSIGN_OR_RETURN(std::set<std::string> refused,
+                         internal::UntrustedUnitKeys(s3, spec, objects, local_dir, env, progress));
+
   std::set<std::string> verified_dirs;
   const std::string key_prefix = spec.KeyPrefix();
   for (const S3Object& object : objects) {
+    if (refused.count(object.key) != 0) continue;
     // A directory marker ("ds/sub/") makes the directory, so empty directories survive.
     if (!object.key.empty() && object.key.back() == '/') {
       std::string_view without_slash(object.key.data(), object.key.size() - 1);
@@ -489,9 +480,39 @@ Result<SyncManifest> SyncDown(S3Client& s3, const VolumeSpec& spec, const std::s
   return manifest;
 }
 
+namespace {
+
+// SyncUp's deletions (rwd): the objects of `state`'s files that are not `present` any more. A
+// unit's manifest stays while its directory does (it is no local file), and goes before the
+// unit's files when the directory is gone, so that no reader trusts a unit half deleted.
+Status DeleteRemoved(Env& env, S3Client& s3, const VolumeSpec& spec, const std::string& local_dir,
+                     const std::set<std::string>& present, SyncManifest& state,
+                     SyncReport& report) {
+  auto is_manifest = [](const ManifestEntry& e) {
+    return base::BaseName(e.path) == base::kUnitManifestName;
+  };
+  std::set<std::string> gone;
+  Status failed;
+  for (bool manifests : {true, false}) {
+    for (const ManifestEntry& e : state.files) {
+      if (is_manifest(e) != manifests || present.count(e.path) != 0) continue;
+      if (manifests && env.FileExists(base::JoinPath(local_dir, base::DirName(e.path)))) continue;
+      failed = s3.DeleteObject(spec.bucket, spec.KeyPrefix() + e.path);
+      if (!failed.ok()) break;
+      ++report.deleted;
+      gone.insert(e.path);
+    }
+    if (!failed.ok()) break;
+  }
+  std::erase_if(state.files, [&](const ManifestEntry& e) { return gone.count(e.path) != 0; });
+  return failed;
+}
+
+}  // namespace
+
 Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::string& local_dir,
                           const SyncManifest& baseline, bool delete_removed,
-                          const SyncOptions& options) {
+                          const SyncOptions& options, SyncManifest* state_out) {
   const std::string name = "sync up " + spec.SourceName();
   if (spec.permission == VolumePermission::kReadOnly) {
     return base::FailedPreconditionError(name + ": the volume is read-only");
@@ -542,6 +563,8 @@ Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::strin
       }
       switch (st->type) {
         case FileType::kDirectory:
+          // A staging directory is renamed into place once complete; only then it goes up.
+          if (IsStagingPath(relative + "/")) break;
           if (depth + 1 >= kMaxSyncDirDepth) {
             return base::ResourceExhaustedError(name + ": '" + relative +
                                                 "' is nested deeper than " +
@@ -555,6 +578,8 @@ Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::strin
                                                 std::to_string(kMaxSyncFiles) + " files");
           }
           present.insert(relative);
+          // A unit manifest that came down with the volume: SyncUpPaths writes its own.
+          if (entry_name == base::kUnitManifestName) break;
           const ManifestEntry* known = baseline.Find(relative);
           if (known != nullptr && known->size_bytes == st->size_bytes &&
               known->mtime_unix_micros == st->mtime_unix_micros) {
@@ -580,27 +605,44 @@ Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::strin
   progress.Line(name + ": " + std::to_string(changed.size()) + " new or changed files, " +
                 base::HumanBytes(changed_bytes));
 
-  for (const File& f : changed) {
-    Result<std::string> key = KeyForRelativePath(spec, f.relative);
-    if (!key.ok()) {
-      progress.Warn("skipped '" + f.relative + "': " + key.status().message());
-      continue;
-    }
-    SOVAI_ASSIGN_OR_RETURN(
-        S3Object stored,
-        s3.PutObjectFromFile(spec.bucket, *key, base::JoinPath(local_dir, f.relative)));
-    ++report.files;
-    report.bytes += stored.size_bytes;
-    progress.Tick(UpSummary(spec, report, delete_removed) + " so far");
-  }
-
+  SyncManifest state = baseline;
+  state.bucket = spec.bucket;
+  state.prefix = spec.prefix;
+  std::vector<std::string> paths;
+  for (const File& f : changed) paths.push_back(f.relative);
   if (delete_removed) {
+    // A unit that loses a file gets a manifest without it before the file's object goes.
     for (const ManifestEntry& e : baseline.files) {
       if (present.count(e.path) != 0) continue;
-      SOVAI_RETURN_IF_ERROR(s3.DeleteObject(spec.bucket, spec.KeyPrefix() + e.path));
-      ++report.deleted;
+      const std::string unit = UnitDirFor(e.path, [&](const std::string& dir) {
+        return env.FileExists(
+            base::JoinPath(base::JoinPath(local_dir, dir), std::string(base::kUnitMarkerName)));
+      });
+      if (unit.empty() || !env.FileExists(base::JoinPath(local_dir, unit))) continue;
+      auto manifest = std::find_if(state.files.begin(), state.files.end(), [&](const auto& m) {
+        return m.path == unit + "/" + std::string(base::kUnitManifestName);
+      });
+      if (manifest != state.files.end()) state.files.erase(manifest);
+      paths.push_back(e.path);
     }
   }
+  SyncOptions upload_options = options;
+  upload_options.progress = [&](std::string_view line) {
+    // Warnings are counted in this report; everything else is passed on.
+    if (!line.starts_with("warning: ")) progress.Line(line);
+  };
+  SOVAI_ASSIGN_OR_RETURN(SyncReport uploaded,
+                         SyncUpPaths(s3, spec, local_dir, paths, state, upload_options));
+  report.files += uploaded.files;
+  report.bytes += uploaded.bytes;
+  report.units += uploaded.units;
+  report.retried += uploaded.retried;
+  for (std::string& w : uploaded.warnings) progress.Warn(std::move(w));
+
+  if (delete_removed) {
+    SOVAI_RETURN_IF_ERROR(DeleteRemoved(env, s3, spec, local_dir, present, state, report));
+  }
+  if (state_out != nullptr) *state_out = std::move(state);
   report.summary = UpSummary(spec, report, delete_removed);
   progress.Line(report.summary);
   return report;

@@ -54,6 +54,9 @@ struct SyncReport {
   uint64_t unchanged = 0;   // SyncUp: files equal to the baseline, not uploaded
   uint64_t deleted = 0;     // SyncUp with delete_removed: objects deleted
   uint64_t skipped = 0;     // keys or files skipped (each one also gives a warning)
+  // Not persisted in a manifest's report:
+  uint64_t units = 0;    // SyncUp: units (checkpoint directories) completed, manifest last
+  uint64_t retried = 0;  // SyncUp: files that changed while read, left for the next sync
   // One line per skipped key or file, the first kMaxReportWarnings of them.
   std::vector<std::string> warnings;
   // The final progress line: "sync down data@EU-WEST-LOCAL/ds: 12 files, 3.4 MiB, 2 from cache".
@@ -102,6 +105,9 @@ struct SyncOptions {
   std::function<void(std::string_view line)> progress;
   // Files and clock. nullptr = Env::Default().
   base::Env* env = nullptr;
+  // SyncUpPaths: a unit goes up only when every file of it was last modified before this time
+  // (the live sync's settle rule); 0 = whatever their age.
+  int64_t unit_settled_before_unix_micros = 0;
 };
 
 // Downloads every object under spec's prefix into `local_dir` (created when missing), replacing
@@ -121,8 +127,38 @@ base::Result<SyncManifest> SyncDown(S3Client& s3, const VolumeSpec& spec,
 // prefix; NotFound when `local_dir` does not exist; ResourceExhausted beyond kMaxSyncFiles files
 // or kMaxSyncDirDepth levels; S3Client's and the filesystem's errors. Uploads happen before
 // deletions: a failed upload stops the sync before anything is deleted.
+//
+// Units (docs/formats/volume-spec.md): the files of a unit directory (UnitDirFor) go up together
+// once one of them changed — first the unit manifest with "complete": false, then the changed
+// files, then the manifest listing every file — so that no reader trusts half a unit; staging
+// directories (IsStagingPath) are never uploaded. Files are read so that none is stored torn
+// (S3Client::PutObjectFromFile with a check): one that changes while read is counted in
+// `retried` and left as it was in the bucket. With delete_removed, the manifest of a unit whose
+// directory is gone is deleted before its files. `state_out`, when given, receives the baseline
+// with every upload and deletion applied (what a later SyncUp compares against).
 base::Result<SyncReport> SyncUp(S3Client& s3, const VolumeSpec& spec, const std::string& local_dir,
                                 const SyncManifest& baseline, bool delete_removed,
-                                const SyncOptions& options = {});
+                                const SyncOptions& options = {}, SyncManifest* state_out = nullptr);
+
+// Uploads those of `paths` (relative to `local_dir`) that are new or changed since `state`, as
+// SyncUp does (units as units, never a torn file), and records each upload in `state`. A path
+// inside a unit stands for its whole unit. Paths that are gone, staging paths, unit manifests
+// and AtomicFileWriter temporaries are passed over. Errors: as SyncUp's uploads (the first one
+// stops the call; `state` holds what was stored until then).
+base::Result<SyncReport> SyncUpPaths(S3Client& s3, const VolumeSpec& spec,
+                                     const std::string& local_dir,
+                                     const std::vector<std::string>& paths, SyncManifest& state,
+                                     const SyncOptions& options = {});
+
+// The unit `relative_path` belongs to: the innermost directory above it that is named
+// "checkpoint-<digits>" (Hugging Face, PyTorch Lightning), or "step-<digits>" inside a
+// "checkpoints" directory (sovai-engine train), or that holds base::kUnitMarkerName
+// (`has_marker`, asked with the directory's relative path); "" when none.
+std::string UnitDirFor(std::string_view relative_path,
+                       const std::function<bool(const std::string& dir)>& has_marker);
+
+// Whether `relative_path` is inside a staging directory: one a writer fills and then renames
+// into place (".tmp-*", sovai-engine's; "tmp-checkpoint-*", Hugging Face's). Never uploaded.
+bool IsStagingPath(std::string_view relative_path);
 
 }  // namespace sovai::exec

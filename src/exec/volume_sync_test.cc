@@ -18,6 +18,7 @@
 #include "base/crypto.h"
 #include "base/env.h"
 #include "base/json.h"
+#include "base/unit_manifest.h"
 #include "exec/s3_test_server.h"
 #include "net/http.h"
 #include "objstore/s3_api.h"
@@ -388,6 +389,106 @@ TEST_F(VolumeSyncTest, ALargeFileGoesUpInPartsAndComesBackIdentical) {
   ASSERT_TRUE(down.ok()) << down.status();
   EXPECT_TRUE(down->files[0].etag.ends_with("-2")) << down->files[0].etag;
   EXPECT_TRUE(Read(dir_ + "/back/model/weights.bin") == big);
+}
+
+TEST_F(VolumeSyncTest, UnitsGoUpManifestLastAndComeDownWholeOrNotAtAll) {
+  const std::string vol = dir_ + "/vol";
+  Write(vol + "/checkpoint-1/model.bin", "weights-1");
+  Write(vol + "/checkpoint-1/state.json", "{}");
+  Write(vol + "/checkpoints/.tmp-step-00000002-7/half.bin", "a staging directory");
+  Write(vol + "/plain/a.txt", "ordinary");
+  SyncManifest stored;
+  auto up = SyncUp(*s3_, Spec("data@EU-WEST-LOCAL/out:/mnt:rw"), vol, SyncManifest{}, false,
+                   options_, &stored);
+  ASSERT_TRUE(up.ok()) << up.status();
+  EXPECT_EQ(up->units, 1u);
+  EXPECT_EQ(up->files, 3u);  // the staging directory stays local
+  auto contents = BucketContents();
+  EXPECT_EQ(contents.count("out/checkpoints/.tmp-step-00000002-7/half.bin"), 0u);
+  auto manifest = base::UnitManifest::FromJson(contents["out/checkpoint-1/.sovai-unit.json"]);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_TRUE(manifest->complete);
+  ASSERT_EQ(manifest->files.size(), 2u);
+  ASSERT_NE(stored.Find("checkpoint-1/.sovai-unit.json"), nullptr);
+  // Nothing changed: nothing goes up again, the unit included.
+  auto again = SyncUp(*s3_, Spec("data@EU-WEST-LOCAL/out:/mnt:rw"), vol, stored, false, options_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->files, 0u);
+  EXPECT_EQ(again->units, 0u);
+
+  // A unit interrupted after its first file, and one whose file is not the listed version.
+  PutObject("out/checkpoint-2/.sovai-unit.json", base::UnitManifest{}.ToJson());
+  PutObject("out/checkpoint-2/model.bin", "half of a checkpoint");
+  base::UnitManifest stale;
+  stale.complete = true;
+  stale.files = {{"model.bin", 9, "0000"}};
+  PutObject("out/checkpoint-3/model.bin", "weights-3");
+  PutObject("out/checkpoint-3/.sovai-unit.json", stale.ToJson());
+  // An object added to a complete unit after its manifest is not part of it.
+  PutObject("out/checkpoint-1/extra.bin", "not listed");
+
+  auto down = SyncDown(*s3_, Spec("data@EU-WEST-LOCAL/out:/mnt"), dir_ + "/back", options_);
+  ASSERT_TRUE(down.ok()) << down.status();
+  EXPECT_EQ(Read(dir_ + "/back/checkpoint-1/model.bin"), "weights-1");
+  EXPECT_TRUE(base::CheckLocalUnit(env_, dir_ + "/back/checkpoint-1").ok());
+  EXPECT_FALSE(env_.FileExists(dir_ + "/back/checkpoint-1/extra.bin"));
+  EXPECT_FALSE(env_.FileExists(dir_ + "/back/checkpoint-2"));
+  EXPECT_FALSE(env_.FileExists(dir_ + "/back/checkpoint-3"));
+  EXPECT_EQ(Read(dir_ + "/back/plain/a.txt"), "ordinary");
+  EXPECT_TRUE(LinesContain("skipped unit 'checkpoint-2': it is still being written"));
+  EXPECT_TRUE(LinesContain("skipped unit 'checkpoint-3': 'model.bin' is not the version"));
+}
+
+TEST_F(VolumeSyncTest, RwdRemovesAUnitsManifestBeforeItsFiles) {
+  const std::string vol = dir_ + "/vol";
+  Write(vol + "/checkpoints/step-00000001/state.json", "{}");
+  auto spec = Spec("data@EU-WEST-LOCAL/out:/mnt:rwd");
+  SyncManifest stored;
+  ASSERT_TRUE(SyncUp(*s3_, spec, vol, SyncManifest{}, true, options_, &stored).ok());
+  EXPECT_EQ(BucketContents().count("out/checkpoints/step-00000001/.sovai-unit.json"), 1u);
+  // The unit's manifest is no local file: it stays while the directory does...
+  auto kept = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->deleted, 0u);
+  // A file removed from a unit: the manifest is rewritten without it before its object goes.
+  Write(vol + "/checkpoints/step-00000001/scratch.bin", "temporary");
+  ASSERT_TRUE(SyncUp(*s3_, spec, vol, stored, true, options_, &stored).ok());
+  ASSERT_TRUE(env_.DeleteFile(vol + "/checkpoints/step-00000001/scratch.bin").ok());
+  auto trimmed = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  EXPECT_EQ(trimmed->deleted, 1u);
+  auto contents = BucketContents();
+  EXPECT_EQ(contents.count("out/checkpoints/step-00000001/scratch.bin"), 0u);
+  auto manifest =
+      base::UnitManifest::FromJson(contents["out/checkpoints/step-00000001/.sovai-unit.json"]);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_TRUE(manifest->complete);
+  ASSERT_EQ(manifest->files.size(), 1u);
+  EXPECT_EQ(manifest->files[0].path, "state.json");
+  // ...and goes with it.
+  ASSERT_TRUE(env_.DeleteDirRecursive(vol + "/checkpoints/step-00000001").ok());
+  auto gone = SyncUp(*s3_, spec, vol, stored, true, options_, &stored);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->deleted, 2u);
+  EXPECT_TRUE(BucketContents().empty());
+  EXPECT_TRUE(stored.files.empty());
+}
+
+TEST(UnitRulesTest, CheckpointNamesMarkersAndStagingDirectories) {
+  auto none = [](const std::string&) { return false; };
+  EXPECT_EQ(UnitDirFor("checkpoint-500/model.safetensors", none), "checkpoint-500");
+  EXPECT_EQ(UnitDirFor("run/checkpoint-7/sub/x.pt", none), "run/checkpoint-7");
+  EXPECT_EQ(UnitDirFor("checkpoints/step-00000010/state.json", none), "checkpoints/step-00000010");
+  EXPECT_EQ(UnitDirFor("step-10/state.json", none), "");  // not under checkpoints/
+  EXPECT_EQ(UnitDirFor("checkpoint-x/a", none), "");
+  EXPECT_EQ(UnitDirFor("checkpoint-500", none), "");  // a file, not a directory
+  EXPECT_EQ(UnitDirFor("notes.txt", none), "");
+  auto marked = [](const std::string& dir) { return dir == "exports/v1"; };
+  EXPECT_EQ(UnitDirFor("exports/v1/deep/w.bin", marked), "exports/v1");
+  EXPECT_TRUE(IsStagingPath("checkpoints/.tmp-step-00000002-9/a"));
+  EXPECT_TRUE(IsStagingPath("tmp-checkpoint-20/model.safetensors"));
+  EXPECT_FALSE(IsStagingPath(".tmp-file"));  // a file, not a directory
+  EXPECT_FALSE(IsStagingPath("checkpoint-20/a"));
 }
 
 TEST(SyncManifestTest, JsonRoundTrip) {

@@ -6,6 +6,7 @@ add_library(sovai_exec_volumes STATIC
   ${CMAKE_CURRENT_LIST_DIR}/s3_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/volume_spec.cc
   ${CMAKE_CURRENT_LIST_DIR}/volume_sync.cc
+  ${CMAKE_CURRENT_LIST_DIR}/volume_units.cc
 )
 target_include_directories(sovai_exec_volumes PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(sovai_exec_volumes

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/json.h"
+#include "base/log.h"
+#include "base/unit_manifest.h"
 #include "model/safetensors.h"
 
 namespace sovai::train {
@@ -123,9 +125,15 @@ Result<std::optional<std::string>> LatestCheckpoint(base::Env& env, const std::s
   SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> names, env.ListDir(root));
   std::vector<std::string> steps;
   for (const std::string& name : names) {
-    if (name.starts_with(kStepPrefix) && env.FileExists(root + "/" + name + "/state.json")) {
-      steps.push_back(name);
+    const std::string dir = root + "/" + name;
+    if (!name.starts_with(kStepPrefix) || !env.FileExists(dir + "/state.json")) continue;
+    // A checkpoint that came from a bucket carries the manifest the volume sync wrote last;
+    // one that does not match it is part of an interrupted upload, never resumed from.
+    if (Status unit = base::CheckLocalUnit(env, dir); !unit.ok()) {
+      SOVAI_LOG(WARNING) << "skipping checkpoint: " << unit.message();
+      continue;
     }
+    steps.push_back(name);
   }
   if (steps.empty()) return std::optional<std::string>();
   // Zero-padded step numbers sort as text.

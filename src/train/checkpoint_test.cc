@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "base/unit_manifest.h"
 #include "kernels/backend.h"
 
 namespace sovai::train {
@@ -107,6 +108,38 @@ TEST_F(CheckpointTest, TheNewestCompleteCheckpointWinsAndPruneKeepsTheNewest) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/checkpoints/step-00000005"));
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoints/step-00000020"));
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/checkpoints/step-00000100"));
+}
+
+TEST_F(CheckpointTest, ACheckpointThatDoesNotMatchItsUnitManifestIsSkipped) {
+  base::Env& env = base::Env::Default();
+  for (int64_t step : {10, 20}) {
+    TrainState state;
+    state.step = step;
+    ASSERT_TRUE(SaveCheckpoint(env, dir_, Params(), moments_, state).ok());
+  }
+  // step 20 came back from a bucket with a manifest of an upload that never completed.
+  const std::string newest = dir_ + "/checkpoints/step-00000020";
+  base::UnitManifest incomplete;
+  ASSERT_TRUE(env.WriteFileAtomically(newest + "/" + std::string(base::kUnitManifestName),
+                                      incomplete.ToJson())
+                  .ok());
+  auto latest = LatestCheckpoint(env, dir_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->value_or(""), dir_ + "/checkpoints/step-00000010");
+  // Its complete manifest, listing the files as they are: trusted again.
+  base::UnitManifest complete;
+  complete.complete = true;
+  for (const char* name : {"optimizer.safetensors", "state.json", "trainable.safetensors"}) {
+    auto size = env.GetFileSize(newest + "/" + name);
+    ASSERT_TRUE(size.ok());
+    complete.files.push_back({name, *size, ""});
+  }
+  ASSERT_TRUE(env.WriteFileAtomically(newest + "/" + std::string(base::kUnitManifestName),
+                                      complete.ToJson())
+                  .ok());
+  latest = LatestCheckpoint(env, dir_);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->value_or(""), newest);
 }
 
 TEST_F(CheckpointTest, AFailedWriteLeavesNoCheckpointVisible) {
