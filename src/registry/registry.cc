@@ -339,8 +339,7 @@ net::Response Registry::HandleSettings(net::Request& req) {
   if (!settings.ok()) {
     return ErrorResponse(500, "UNKNOWN", std::string(settings.status().message()));
   }
-  nlohmann::json body = {{"repository", repository},
-                         {"immutable_tags", settings->immutable_tags}};
+  nlohmann::json body = {{"repository", repository}, {"immutable_tags", settings->immutable_tags}};
   return Json(200, base::DumpJson(body));
 }
 

@@ -109,18 +109,18 @@ TEST_F(RegistryImagesTest, AnIndexResolvesToThePlatformsManifest) {
 }
 
 TEST_F(RegistryImagesTest, ImmutableTagsCannotMoveNorBeDeleted) {
-  auto defaults = Call("GET", "/sovai/registry/v1/settings?repository=alpha/img", "",
-                       "tok-alpha-read");
+  auto defaults =
+      Call("GET", "/sovai/registry/v1/settings?repository=alpha/img", "", "tok-alpha-read");
   ASSERT_EQ(defaults.status, 200) << defaults.body;
   EXPECT_FALSE(nlohmann::json::parse(defaults.body)["immutable_tags"]);
   // Reading needs pull rights, changing push rights; another project's is unknown.
-  EXPECT_EQ(Call("PUT", "/sovai/registry/v1/settings?repository=alpha/img&immutable_tags=true",
-                 "", "tok-alpha-read")
+  EXPECT_EQ(Call("PUT", "/sovai/registry/v1/settings?repository=alpha/img&immutable_tags=true", "",
+                 "tok-alpha-read")
                 .status,
             403);
-  EXPECT_EQ(Call("GET", "/sovai/registry/v1/settings?repository=alpha/img", "", "tok-beta-op")
-                .status,
-            404);
+  EXPECT_EQ(
+      Call("GET", "/sovai/registry/v1/settings?repository=alpha/img", "", "tok-beta-op").status,
+      404);
   EXPECT_EQ(Code(Call("PUT", "/sovai/registry/v1/settings?repository=alpha/img&immutable_tags=1")),
             "UNSUPPORTED");
   EXPECT_EQ(Code(Call("GET", "/sovai/registry/v1/settings?repository=img")), "NAME_INVALID");
@@ -146,9 +146,9 @@ TEST_F(RegistryImagesTest, ImmutableTagsCannotMoveNorBeDeleted) {
   EXPECT_EQ(moved.status, 400);
   EXPECT_EQ(Code(moved), "TAG_INVALID");
   EXPECT_NE(moved.body.find("immutable"), std::string::npos) << moved.body;
-  EXPECT_EQ(Call("GET", "/v2/alpha/img/manifests/v1").headers.Get("Docker-Content-Digest")
-                .value_or(""),
-            first);
+  EXPECT_EQ(
+      Call("GET", "/v2/alpha/img/manifests/v1").headers.Get("Docker-Content-Digest").value_or(""),
+      first);
   // A new tag is fine; deleting a tag, or a tagged manifest, is denied.
   EXPECT_EQ(Call("PUT", "/v2/alpha/img/manifests/v2", other, "tok-alpha-op",
                  {{"Content-Type", "application/vnd.oci.image.manifest.v1+json"}})

@@ -144,8 +144,7 @@ base::Result<Digest> Storage::PutManifest(const std::string& repository,
   if (!by_digest) {
     SOVAI_ASSIGN_OR_RETURN(RepositorySettings settings, GetSettings(repository));
     auto tag = store_.Head(options_.bucket, TagPrefix(repository) + reference, std::nullopt);
-    if (settings.immutable_tags && tag.ok() &&
-        UserMeta(tag->meta, "digest") != digest.ToString()) {
+    if (settings.immutable_tags && tag.ok() && UserMeta(tag->meta, "digest") != digest.ToString()) {
       return base::AlreadyExistsError(
           "tag " + reference + " of " + repository + " points at " +
           UserMeta(tag->meta, "digest").value_or("") +
@@ -217,8 +216,7 @@ base::Status Storage::DeleteTag(const std::string& repository, const std::string
 }
 
 base::Result<ResolvedImage> Storage::ResolveImage(const std::string& repository,
-                                                  const std::string& reference,
-                                                  std::string_view os,
+                                                  const std::string& reference, std::string_view os,
                                                   std::string_view architecture) {
   ResolvedImage out;
   out.repository = repository;
