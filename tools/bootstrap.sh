@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 # One package per line; keep sorted. Why each is here is in docs/dependencies.md.
 debian_packages=(
   bubblewrap
+  buildah
   busybox-static
   ca-certificates
   ccache
@@ -38,6 +39,7 @@ debian_packages=(
   nlohmann-json3-dev
   openssl
   pkg-config
+  podman
   postgresql
   procps
   python3

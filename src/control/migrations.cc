@@ -339,6 +339,11 @@ CREATE TABLE leaders (
 -- gateway reaches an app replica or a notebook.
 ALTER TABLE jobs ADD COLUMN node TEXT NOT NULL DEFAULT '';
 )sql"},
+    {"jobs_image_digest", R"sql(
+-- The manifest digest a registry image reference resolved to at submission (jobs.h
+-- Job::image_digest): every try of the job runs that image.
+ALTER TABLE jobs ADD COLUMN image_digest TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -165,6 +165,7 @@ class Storage {
                                            const std::string& reference, std::string_view os,
                                            std::string_view architecture);
   const std::string& bucket() const { return options_.bucket; }
+  const std::string& owner() const { return options_.owner; }
 
   // Settings of a repository (defaults when none were set). Setting them needs no manifest:
   // a repository may be made immutable before its first push.
