@@ -278,10 +278,8 @@ int RunImageDelete(CommandContext& ctx, const std::vector<std::string>& args) {
 
 int RunImageImmutable(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai image immutable",
-                  "Shows, or turns on or off, tag immutability of a repository, PROJECT/NAME:
-"
-                  "while on, a pushed tag is never moved to another manifest nor deleted
-"
+                  "Shows, or turns on or off, tag immutability of a repository, PROJECT/NAME:\n"
+                  "while on, a pushed tag is never moved to another manifest nor deleted\n"
                   "(pushes answer TAG_INVALID, deletes DENIED). Changing it needs an operator.");
   std::string registry;
   cmd.flags().Positional("PROJECT/NAME [on|off]");
