@@ -80,9 +80,9 @@ base::Result<exec::RegistryImage> ResolveJobImage(registry::Storage& storage,
     return base::NotFoundError("repository " + repository + " does not exist in project " +
                                project_name);
   }
-  SOVAI_ASSIGN_OR_RETURN(registry::ResolvedImage resolved,
-                         storage.ResolveImage(repository, ref.reference(), "linux",
-                                              exec::HostImageArchitecture()));
+  SOVAI_ASSIGN_OR_RETURN(
+      registry::ResolvedImage resolved,
+      storage.ResolveImage(repository, ref.reference(), "linux", exec::HostImageArchitecture()));
   auto blob = [](const registry::ResolvedBlob& b) {
     return exec::RegistryBlob{b.descriptor.digest.ToString(), b.descriptor.size, b.key};
   };

@@ -466,9 +466,9 @@ struct PlatformServer::Impl {
     };
     o.s3_access = jobs_s3_access;
     if (registry) {
-      o.resolve_image = [this, system_project, s3_ca_file](const std::string& project,
-                                                          const std::string& reference)
-          -> base::Result<exec::RegistryImage> {
+      o.resolve_image = [this, system_project, s3_ca_file](
+                            const std::string& project,
+                            const std::string& reference) -> base::Result<exec::RegistryImage> {
         SOVAI_ASSIGN_OR_RETURN(control::Project p, control->identity().GetProject(project));
         // The registry's own key: it reads the registry's bucket, and nothing else.
         SOVAI_ASSIGN_OR_RETURN(

@@ -141,10 +141,11 @@ std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx,
     if (EngineSubcommandOf(spec.image)) {
       errors.Add("image", "the engine images are chosen by the platform; give model instead");
     } else if (IsRegistryImage(spec.image) && !registry::ParseImageReference(spec.image).ok()) {
-      errors.Add("image", "must be an image of this server's registry (HOST:PORT/project/name:tag, "
-                          "name@sha256:<hex>), oci:bucket@REGION/path/image.tar or " +
-                              std::string(kShellImage) + ": " +
-                              registry::ParseImageReference(spec.image).status().message());
+      errors.Add("image",
+                 "must be an image of this server's registry (HOST:PORT/project/name:tag, "
+                 "name@sha256:<hex>), oci:bucket@REGION/path/image.tar or " +
+                     std::string(kShellImage) + ": " +
+                     registry::ParseImageReference(spec.image).status().message());
     }
     if (spec.image == kShellImage && spec.command.empty()) {
       errors.Add("command", "is required with " + std::string(kShellImage));

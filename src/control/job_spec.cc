@@ -262,10 +262,9 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
   }
   if (!spec.image.empty() && IsRegistryImage(spec.image)) {
     if (auto reference = registry::ParseImageReference(spec.image); !reference.ok()) {
-      errors.Add("image", "unknown image '" + spec.image.substr(0, 200) +
-                              "': " + reference.status().message() + "; use " +
-                              std::string(kShellImage) + ", " + std::string(kFinetuneImage) +
-                              ", " + std::string(kServeImage) +
+      errors.Add("image", "unknown image '" + spec.image.substr(0, 200) + "': " +
+                              reference.status().message() + "; use " + std::string(kShellImage) +
+                              ", " + std::string(kFinetuneImage) + ", " + std::string(kServeImage) +
                               ", an image of this server's registry (HOST:PORT/project/name:tag, "
                               "project/name@sha256:<hex>, name:tag) or "
                               "oci:bucket@REGION/path/to/image.tar");

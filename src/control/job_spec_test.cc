@@ -121,6 +121,23 @@ TEST(JobSpecTest, EveryBadFieldIsNamed) {
   }
 }
 
+TEST(JobSpecTest, RegistryImagesInTheirThreeForms) {
+  const std::string hex(64, 'a');
+  for (const std::string& image :
+       {std::string("127.0.0.1:5000/alpha/trainer:latest"), "alpha/trainer@sha256:" + hex,
+        "127.0.0.1:5000/alpha/trainer@sha256:" + hex, std::string("trainer:v1"),
+        std::string("alpha/trainer")}) {
+    auto parsed =
+        ParseJobSpec(nlohmann::json{{"image", image}, {"flavor", "ai1-1-cpu"}}, Context());
+    ASSERT_TRUE(std::holds_alternative<JobSpec>(parsed)) << image;
+    EXPECT_EQ(std::get<JobSpec>(parsed).image, image);
+    EXPECT_TRUE(IsRegistryImage(image)) << image;
+  }
+  for (const char* other : {"sovai/shell", "sovai/finetune", "oci:b@EU-WEST-LOCAL/x.tar", ""}) {
+    EXPECT_FALSE(IsRegistryImage(other)) << other;
+  }
+}
+
 TEST(JobSpecTest, DistributedShapeRoundTrips) {
   auto parsed = Parse(R"({"image": "sovai/shell", "command": ["x"], "flavor": "ai1-1-cpu",
                           "nodes": 2, "tasks_per_node": 4})");

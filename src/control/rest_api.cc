@@ -272,8 +272,8 @@ class RestApi {
         if (auto created = base::ParseJson(response.body);
             created.ok() && created->is_object() && created->contains("status") &&
             (*created)["status"].is_object() && (*created)["status"]["image_digest"].is_string()) {
-          event.detail = "image " + (*created)["spec"].value("image", std::string()) + " resolved to " +
-                         (*created)["status"]["image_digest"].get<std::string>();
+          event.detail = "image " + (*created)["spec"].value("image", std::string()) +
+                         " resolved to " + (*created)["status"]["image_digest"].get<std::string>();
         }
       }
       // A refused call says why: the problem's detail (RFC 9457 JSON, written by Problem()).
