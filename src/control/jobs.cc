@@ -389,7 +389,7 @@ Status JobService::Recover(bool take_over) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
       SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
-      if (std::string stop = st.ColumnText(15); !stop.empty()) {
+      if (std::string stop = st.ColumnText(16); !stop.empty()) {
         stop_requests.emplace_back(job.id, std::move(stop));
       }
       live.push_back(std::move(job));
