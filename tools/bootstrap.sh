@@ -10,6 +10,7 @@ source tools/lib/debian_packages.sh
 # One package per line; keep sorted. Why each is here is in docs/dependencies.md.
 debian_packages=(
   bubblewrap
+  buildah
   busybox-static
   ca-certificates
   ccache
@@ -40,6 +41,7 @@ debian_packages=(
   nlohmann-json3-dev
   openssl
   pkg-config
+  podman
   postgresql
   procps
   python3

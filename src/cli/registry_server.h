@@ -9,6 +9,7 @@
 #include "base/env.h"
 #include "base/status.h"
 #include "control/identity.h"
+#include "exec/executor.h"
 #include "net/http.h"
 #include "objstore/store.h"
 #include "registry/auth.h"
@@ -45,7 +46,7 @@ class RegistryListener {
   const std::string& url() const { return url_; }
   void Shutdown(std::chrono::milliseconds grace);
   net::ServerStats Stats() const { return server_->Stats(); }
-  registry::Storage& storage() { return registry_->storage(); }
+  registry::Registry& registry() { return *registry_; }
 
  private:
   RegistryListener() = default;
@@ -54,5 +55,16 @@ class RegistryListener {
   std::unique_ptr<net::Server> server_;
   std::string url_;
 };
+
+// A job's registry image (control/job_spec.h IsRegistryImage) for project `project_name`, in
+// the registry listening on `address` ("host:port"): a reference naming another host is
+// InvalidArgument; a bare name is the project's repository; another project's repository is
+// NotFound like a missing one; an index resolves to this host's platform. `s3` reads the
+// registry's bucket.
+base::Result<exec::RegistryImage> ResolveJobImage(registry::Storage& storage,
+                                                  std::string_view address,
+                                                  const std::string& project_name,
+                                                  const std::string& reference,
+                                                  exec::S3ClientOptions s3);
 
 }  // namespace sovai::cli

@@ -157,6 +157,12 @@ struct PlatformServer::Impl {
   std::mutex leader_mu;
   std::string own_api_url;       // guarded by leader_mu
   bool leader_recorded = false;  // guarded by leader_mu
+  // The OCI registry: after the store and identity it uses, before the jobs that resolve their
+  // images in it (they go first).
+  std::unique_ptr<RegistryListener> registry;
+  // The registry's storage while it runs, for the billing sampler's thread.
+  std::mutex registry_mu;  // guards registry_storage; held while the sampler measures it
+  registry::Storage* registry_storage = nullptr;
   std::unique_ptr<control::JobService> jobs;
   // Apps and the gateway in front of them; the gateway learns routes from the apps and tells
   // them the autoscaler's decisions (set once both exist).
@@ -168,11 +174,6 @@ struct PlatformServer::Impl {
   std::unique_ptr<gateway::NotebookGateway> notebook_gateway;
   std::unique_ptr<net::Server> api;
   std::unique_ptr<net::Server> s3;
-  // The OCI registry (declared last: it goes first, before the store and identity it uses).
-  std::unique_ptr<RegistryListener> registry;
-  // The registry's storage while it runs, for the billing sampler's thread.
-  std::mutex registry_mu;  // guards registry_storage; held while the sampler measures it
-  registry::Storage* registry_storage = nullptr;
   std::string api_url;
   std::string s3_url;
   std::string registry_url;
@@ -481,6 +482,24 @@ struct PlatformServer::Impl {
       return DatastoreAccess(project, region);
     };
     o.s3_access = jobs_s3_access;
+    if (registry) {
+      o.resolve_image = [this, system_project, s3_ca_file](
+                            const std::string& project,
+                            const std::string& reference) -> base::Result<exec::RegistryImage> {
+        SOVAI_ASSIGN_OR_RETURN(control::Project p, control->identity().GetProject(project));
+        // The registry's own key: it reads the registry's bucket, and nothing else.
+        SOVAI_ASSIGN_OR_RETURN(
+            control::S3Access access,
+            LocalS3Access(registry->registry().storage().owner(), system_project, s3_ca_file));
+        std::string address = registry->url().substr(registry->url().find("://") + 3);
+        return ResolveJobImage(registry->registry().storage(), address, p.name, reference,
+                               {.endpoint = access.endpoint,
+                                .region = access.region,
+                                .access_key = access.access_key,
+                                .secret_key = access.secret_key,
+                                .ca_file = access.ca_file});
+      };
+    }
     o.admission_check = [this](const std::string& project, const control::JobSpec& spec) {
       return billing->AdmissionCheck(project, spec);
     };
@@ -998,7 +1017,6 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
       [impl = impl.get(), system = system_project.id](const std::string& project) {
         return impl->LocalS3Access(project, system, "");
       });
-  SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
   if (!impl->config.listen_registry.empty()) {
     net::ServerOptions registry_options = impl->Options(impl->config.listen_registry);
     if (!impl->config.registry_tls_cert_file.empty()) {
@@ -1010,8 +1028,9 @@ base::Result<std::unique_ptr<PlatformServer>> PlatformServer::Start(
                                                 std::move(registry_options)));
     impl->registry_url = impl->registry->url();
     std::lock_guard lock(impl->registry_mu);
-    impl->registry_storage = &impl->registry->storage();
+    impl->registry_storage = &impl->registry->registry().storage();
   }
+  SOVAI_RETURN_IF_ERROR(impl->StartJobs(s3_options.tls_cert_file));
 
   net::Router router = impl->ApiRouter();
   SOVAI_RETURN_IF_ERROR(control::RegisterRestApi(router, *impl->control));
@@ -1051,7 +1070,6 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
     impl_->registry_storage = nullptr;
   }
   if (impl_->registry) impl_->registry->Shutdown(grace);
-  impl_->registry.reset();
   // The cap watcher stops nothing any more (the shutdown stops everything); the service stays
   // for the jobs' admission check until they are gone.
   if (impl_->billing) impl_->billing->Shutdown();
@@ -1065,6 +1083,7 @@ void PlatformServer::Shutdown(std::chrono::milliseconds grace) {
   impl_->notebook_gateway.reset();
   impl_->notebooks.reset();
   impl_->jobs.reset();
+  impl_->registry.reset();  // after the jobs, which resolve their images in it
   impl_->billing.reset();
   if (impl_->s3) impl_->s3->Shutdown(grace);
   impl_->audit_ptr.store(nullptr);

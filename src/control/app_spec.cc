@@ -5,6 +5,7 @@
 
 #include "control/limits.h"
 #include "exec/volume_spec.h"
+#include "registry/names.h"
 
 namespace sovai::control {
 
@@ -139,9 +140,12 @@ std::variant<AppSpec, SpecError> Validate(AppSpec spec, const SpecContext& ctx,
   if (!spec.image.empty()) {
     if (EngineSubcommandOf(spec.image)) {
       errors.Add("image", "the engine images are chosen by the platform; give model instead");
-    } else if (spec.image != kShellImage && !spec.image.starts_with(kOciImagePrefix)) {
+    } else if (IsRegistryImage(spec.image) && !registry::ParseImageReference(spec.image).ok()) {
       errors.Add("image",
-                 "must be oci:bucket@REGION/path/image.tar or " + std::string(kShellImage));
+                 "must be an image of this server's registry (HOST:PORT/project/name:tag, "
+                 "name@sha256:<hex>), oci:bucket@REGION/path/image.tar or " +
+                     std::string(kShellImage) + ": " +
+                     registry::ParseImageReference(spec.image).status().message());
     }
     if (spec.image == kShellImage && spec.command.empty()) {
       errors.Add("command", "is required with " + std::string(kShellImage));

@@ -523,6 +523,9 @@ Status AppService::CheckImage(const std::string& project, const AppSpec& spec,
                               std::string* bad_field) {
   // An oci: archive that is not there fails the request, as for a job, rather than every
   // replica's start after the app was accepted.
+  if (IsRegistryImage(spec.image)) {
+    return options_.jobs->ResolveImage(project, spec.image, bad_field).status();
+  }
   if (!spec.image.starts_with(kOciImagePrefix)) return Status();
   JobSpec image_only;
   image_only.image = spec.image;

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "base/strings.h"
 #include "exec/volume_spec.h"
+#include "registry/names.h"
 
 namespace sovai::control {
 
@@ -25,6 +26,11 @@ SpecError SpecErrorCollector::Finish(base::StatusCode code) {
     summary += f.field + ": " + f.message;
   }
   return SpecError{base::Status(code, summary), std::move(fields_)};
+}
+
+bool IsRegistryImage(std::string_view image) {
+  return !image.empty() && image != kShellImage && !EngineSubcommandOf(image) &&
+         !image.starts_with(kOciImagePrefix);
 }
 
 std::optional<std::string_view> EngineSubcommandOf(std::string_view image) {
@@ -254,11 +260,15 @@ std::variant<JobSpec, SpecError> ParseJobSpec(const nlohmann::json& body, const 
       }
     }
   }
-  if (!spec.image.empty() && spec.image != kShellImage && !EngineSubcommandOf(spec.image) &&
-      !spec.image.starts_with(kOciImagePrefix)) {
-    errors.Add("image", "unknown image '" + spec.image + "'; use " + std::string(kShellImage) +
-                            ", " + std::string(kFinetuneImage) + ", " + std::string(kServeImage) +
-                            " or oci:bucket@REGION/path/to/image.tar");
+  if (!spec.image.empty() && IsRegistryImage(spec.image)) {
+    if (auto reference = registry::ParseImageReference(spec.image); !reference.ok()) {
+      errors.Add("image", "unknown image '" + spec.image.substr(0, 200) + "': " +
+                              reference.status().message() + "; use " + std::string(kShellImage) +
+                              ", " + std::string(kFinetuneImage) + ", " + std::string(kServeImage) +
+                              ", an image of this server's registry (HOST:PORT/project/name:tag, "
+                              "project/name@sha256:<hex>, name:tag) or "
+                              "oci:bucket@REGION/path/to/image.tar");
+    }
   }
   if (spec.image == kShellImage && spec.command.empty()) {
     errors.Add("command", "is required with " + std::string(kShellImage));

@@ -31,7 +31,10 @@
 namespace sovai::control {
 
 // Built-in images run on the host's root filesystem (read-only); `oci:` images name an image
-// archive in a bucket: `oci:bucket@REGION/path/to/image.tar`.
+// archive in a bucket: `oci:bucket@REGION/path/to/image.tar`; every other image is a reference to
+// the server's own registry (registry/names.h ParseImageReference: HOST:PORT/project/name:tag,
+// ...@sha256:<hex>, project/name:tag or a bare name:tag of the submitting project), resolved to a
+// digest at submission (jobs.h).
 inline constexpr std::string_view kShellImage = "sovai/shell";
 // The ML engine's images: the job's command is the arguments of `sovai-engine train` / `serve`.
 inline constexpr std::string_view kFinetuneImage = "sovai/finetune";
@@ -41,6 +44,9 @@ inline constexpr std::string_view kOciImagePrefix = "oci:";
 // The sovai-engine subcommand a built-in engine image runs ("train", "serve"); nullopt for
 // every other image.
 std::optional<std::string_view> EngineSubcommandOf(std::string_view image);
+// Whether `image` is a registry reference: neither a built-in image nor an oci: archive (its
+// syntax is checked by ParseJobSpec).
+bool IsRegistryImage(std::string_view image);
 
 enum class RestartPolicy : uint8_t { kNever, kOnFailure };
 enum class NetworkMode : uint8_t { kNone, kHost };

@@ -52,8 +52,12 @@ TEST(JobSpecTest, EveryBadFieldIsNamed) {
       {R"({"image": "sovai/shell", "command": ["x"]})", "flavor", "is required"},
       {R"({"image": "sovai/shell", "command": ["x"], "flavor": "nope"})", "flavor",
        "unknown flavor 'nope'", base::StatusCode::kNotFound},
-      {R"({"image": "ubuntu:22.04", "command": ["x"], "flavor": "ai1-1-cpu"})", "image",
-       "unknown image 'ubuntu:22.04'"},
+      {R"({"image": "Ubuntu:22.04", "command": ["x"], "flavor": "ai1-1-cpu"})", "image",
+       "unknown image 'Ubuntu:22.04'"},
+      {R"({"image": "127.0.0.1:5000/trainer", "flavor": "ai1-1-cpu"})", "image",
+       "must name <project>/<name> after the registry host"},
+      {R"({"image": "alpha/trainer@sha256:abc", "flavor": "ai1-1-cpu"})", "image",
+       "must be sha256:<64 lowercase hex>"},
       {R"({"image": "sovai/shell", "flavor": "ai1-1-cpu"})", "command", "is required"},
       {R"({"image": "sovai/shell", "command": "ls", "flavor": "ai1-1-cpu"})", "command",
        "must be an array"},
@@ -114,6 +118,23 @@ TEST(JobSpecTest, EveryBadFieldIsNamed) {
     }
     EXPECT_TRUE(found) << c.json << " should report " << c.field << ": " << c.message
                        << ", got: " << e.status;
+  }
+}
+
+TEST(JobSpecTest, RegistryImagesInTheirThreeForms) {
+  const std::string hex(64, 'a');
+  for (const std::string& image :
+       {std::string("127.0.0.1:5000/alpha/trainer:latest"), "alpha/trainer@sha256:" + hex,
+        "127.0.0.1:5000/alpha/trainer@sha256:" + hex, std::string("trainer:v1"),
+        std::string("alpha/trainer")}) {
+    auto parsed =
+        ParseJobSpec(nlohmann::json{{"image", image}, {"flavor", "ai1-1-cpu"}}, Context());
+    ASSERT_TRUE(std::holds_alternative<JobSpec>(parsed)) << image;
+    EXPECT_EQ(std::get<JobSpec>(parsed).image, image);
+    EXPECT_TRUE(IsRegistryImage(image)) << image;
+  }
+  for (const char* other : {"sovai/shell", "sovai/finetune", "oci:b@EU-WEST-LOCAL/x.tar", ""}) {
+    EXPECT_FALSE(IsRegistryImage(other)) << other;
   }
 }
 

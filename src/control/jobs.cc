@@ -19,6 +19,7 @@
 #include "exec/slurm_executor.h"
 #include "exec/volume_spec.h"
 #include "exec/volume_sync.h"
+#include "registry/names.h"
 
 namespace sovai::control {
 namespace {
@@ -149,6 +150,7 @@ json JobToJson(const Job& job) {
   if (job.allocation) j["status"]["allocation"] = AllocationToJson(*job.allocation);
   if (!job.slurm_job_id.empty()) j["status"]["slurm_job_id"] = job.slurm_job_id;
   if (!job.node.empty()) j["status"]["node"] = job.node;
+  if (!job.image_digest.empty()) j["status"]["image_digest"] = job.image_digest;
   return j;
 }
 
@@ -234,7 +236,7 @@ namespace {
 
 Result<Job> JobFromRow(const base::Statement& st) {
   // Columns: id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason,
-  // retries, allocation, created_at, slurm_job_id, node.
+  // retries, allocation, created_at, slurm_job_id, node, image_digest.
   Job job;
   job.id = st.ColumnText(0);
   job.project = st.ColumnText(1);
@@ -284,12 +286,13 @@ Result<Job> JobFromRow(const base::Statement& st) {
   job.created_unix_micros = st.ColumnInt(12);
   job.slurm_job_id = st.ColumnText(13);
   job.node = st.ColumnText(14);
+  job.image_digest = st.ColumnText(15);
   return job;
 }
 
 constexpr std::string_view kJobColumns =
     "id, project, user, sequence, state, spec, history, exit_code, exit_signal, reason, retries, "
-    "allocation, created_at, slurm_job_id, node";
+    "allocation, created_at, slurm_job_id, node, image_digest";
 
 }  // namespace
 
@@ -303,8 +306,9 @@ Status JobService::SaveIn(base::Database& sql, const Job& job) {
         base::Statement st,
         sql.Prepare("INSERT INTO jobs(id, project, user, sequence, state, spec, history, "
                     "exit_code, exit_signal, reason, retries, allocation, created_at, "
-                    "updated_at, slurm_job_id, node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                    "?10, ?11, ?12, ?13, ?14, ?15, ?16) ON CONFLICT(id) DO UPDATE SET state = ?5, "
+                    "updated_at, slurm_job_id, node, image_digest) VALUES (?1, ?2, ?3, ?4, ?5, "
+                    "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) "
+                    "ON CONFLICT(id) DO UPDATE SET state = ?5, "
                     "history = ?7, exit_code = ?8, exit_signal = ?9, reason = ?10, "
                     "retries = ?11, allocation = ?12, updated_at = ?14, slurm_job_id = ?15, "
                     "node = ?16"));
@@ -330,7 +334,8 @@ Status JobService::SaveIn(base::Database& sql, const Job& job) {
     st.Bind(13, job.created_unix_micros)
         .Bind(14, env_.NowUnixMicros())
         .Bind(15, job.slurm_job_id)
-        .Bind(16, job.node);
+        .Bind(16, job.node)
+        .Bind(17, job.image_digest);
     return st.Run();
   }
 }
@@ -384,7 +389,7 @@ Status JobService::Recover(bool take_over) {
       SOVAI_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
       SOVAI_ASSIGN_OR_RETURN(Job job, JobFromRow(st));
-      if (std::string stop = st.ColumnText(15); !stop.empty()) {
+      if (std::string stop = st.ColumnText(16); !stop.empty()) {
         stop_requests.emplace_back(job.id, std::move(stop));
       }
       live.push_back(std::move(job));
@@ -502,11 +507,12 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
         "jobs of several nodes or tasks run on the Slurm executor; this server runs jobs "
         "locally (sovai server --executor slurm)");
   }
-  if (!executor_->runs_oci_images() && spec.image.starts_with(kOciImagePrefix)) {
+  if (!executor_->runs_oci_images() &&
+      (spec.image.starts_with(kOciImagePrefix) || IsRegistryImage(spec.image))) {
     if (bad_field != nullptr) *bad_field = "image";
     return base::FailedPreconditionError(
-        "oci: images are not available on the Slurm executor yet; use a command on the nodes' "
-        "system or a built-in image");
+        "oci: and registry images are not available on the Slurm executor yet; use a command "
+        "on the nodes' system or a built-in image");
   }
   Job job;
   job.id = "job_" + ulids_.Next().ToString();
@@ -518,6 +524,11 @@ Result<Job> JobService::Submit(const std::string& project, const std::string& us
   // that are not there fail now, not minutes later in INITIALIZING. Outside mu_: it asks the
   // object store.
   SOVAI_RETURN_IF_ERROR(CheckSources(project, job.spec, bad_field));
+  if (IsRegistryImage(job.spec.image)) {
+    SOVAI_ASSIGN_OR_RETURN(exec::RegistryImage image,
+                           ResolveImage(project, job.spec.image, bad_field));
+    job.image_digest = image.digest;
+  }
   // The budget (billing_service.h) reads the database: outside mu_ as well.
   if (options_.admission_check) {
     SOVAI_RETURN_IF_ERROR(options_.admission_check(project, job.spec));
@@ -601,6 +612,24 @@ Status JobService::CheckSources(const std::string& project, const JobSpec& spec,
     }
   }
   return Status();
+}
+
+Result<exec::RegistryImage> JobService::ResolveImage(const std::string& project,
+                                                     const std::string& reference,
+                                                     std::string* bad_field) {
+  if (!options_.resolve_image) {
+    if (bad_field != nullptr) *bad_field = "image";
+    return base::FailedPreconditionError(
+        "image '" + reference +
+        "': this server runs no registry (sovai server --listen-registry); use a built-in "
+        "image or oci:bucket@REGION/path/to/image.tar");
+  }
+  auto image = options_.resolve_image(project, reference);
+  if (!image.ok()) {
+    if (bad_field != nullptr) *bad_field = "image";
+    return image.status().WithContext("image '" + reference + "'");
+  }
+  return image;
 }
 
 void JobService::ScheduleLocked() {
@@ -877,6 +906,7 @@ Status JobService::WriteCards(const Job& job, const std::vector<exec::StagedVolu
   in.region = options_.region;
   in.jurisdiction = options_.jurisdiction;
   in.image = job.spec.image;
+  in.image_digest = job.image_digest;
   in.command = job.spec.command;
   in.flavor = job.spec.flavor;
   in.units = job.spec.units;
@@ -1021,6 +1051,16 @@ exec::WorkloadSpec JobService::WorkloadSpecFor(const Job& job, const Allocation&
   return w;
 }
 
+Result<exec::RegistryImage> JobService::PinnedImage(const Job& job) {
+  SOVAI_ASSIGN_OR_RETURN(registry::ImageReference reference,
+                         registry::ParseImageReference(job.spec.image));
+  std::string pinned = reference.host.empty() ? "" : reference.host + "/";
+  pinned += reference.repository + "@" + job.image_digest;
+  SOVAI_ASSIGN_OR_RETURN(exec::RegistryImage image, ResolveImage(job.project, pinned, nullptr));
+  // The reference as the job wrote it, in the messages of the executor.
+  return image;
+}
+
 void JobService::Run(Runner& runner) {
   // Placed runners know only the job's id; the project comes with the row.
   Result<Job> loaded = LoadById(runner.id, nullptr);
@@ -1040,6 +1080,19 @@ void JobService::Run(Runner& runner) {
   }
   Events events(*this, job);
   exec::WorkloadSpec spec = WorkloadSpecFor(job, runner.allocation);
+  if (!runner.recovered_from && local && IsRegistryImage(job.spec.image)) {
+    // The image the submission resolved, by its digest: a tag moved since does not change it.
+    auto image = PinnedImage(job);
+    if (!image.ok()) {
+      job.allocation.reset();
+      if (Status st = Transition(job, JobState::kError, image.status().message()); !st.ok()) {
+        SOVAI_LOG(ERROR) << "job " << job.id << ": " << st;
+      }
+      Finish(runner);
+      return;
+    }
+    spec.registry_image = std::move(*image);
+  }
   Result<std::unique_ptr<exec::Workload>> started = base::UnknownError("not started");
   if (runner.recovered_from || !local) {
     // A local job mid-run lost its sandbox with the old process; a Slurm job is followed.

@@ -97,6 +97,9 @@ struct Job {
   // The host its workload runs on when it is not this server's ("" = here): the first node of
   // its Slurm allocation, as Slurm names it (resolvable on the cluster's network).
   std::string node;
+  // A registry image's manifest digest ("sha256:<hex>"), resolved at submission: every try runs
+  // this image, whatever its tag points at later. "" for other images.
+  std::string image_digest;
 };
 
 // The REST representation (docs/api/openapi.yaml, schema Job).
@@ -180,6 +183,14 @@ struct JobServiceOptions {
   std::function<base::Result<exec::LogChunk>(const std::string& id, uint64_t offset,
                                              size_t max_bytes)>
       remote_log;
+  // Resolves a registry image reference (job_spec.h IsRegistryImage) of `project` in the
+  // server's registry: what the executor fetches, with RegistryImage::digest the digest the
+  // reference names. NotFound for a missing repository, tag or manifest (another project's
+  // included); InvalidArgument for a reference to another registry. nullptr = registry images
+  // are refused (FailedPrecondition: the server runs no registry).
+  std::function<base::Result<exec::RegistryImage>(const std::string& project,
+                                                  const std::string& reference)>
+      resolve_image;
 };
 
 // Pages of jobs, newest first.
@@ -200,8 +211,9 @@ class JobService {
   // "image"); InvalidArgument or PermissionDenied when s3_access
   // refuses a volume's region (data residency, naming the field); FailedPrecondition when this
   // machine can never run it (names what is missing); admission_check's error; the database's
-  // errors. `bad_field`, when given, receives the spec field a NotFound is about ("flavor",
-  // "volumes[1]", "image").
+  // errors. A registry image is resolved here (resolve_image): a missing one is NotFound
+  // naming "image", and the job records its digest (Job::image_digest). `bad_field`, when
+  // given, receives the spec field a NotFound is about ("flavor", "volumes[1]", "image").
   base::Result<Job> Submit(const std::string& project, const std::string& user, JobSpec spec,
                            std::string* bad_field = nullptr);
   // The log of job `id` of any project, for another server of the same database
@@ -247,6 +259,11 @@ class JobService {
   // whose bucket is missing or another project's, or "image" when an oci: image's archive is not
   // in its bucket; s3_access's refusal of a region, naming the field. `bad_field`, when given,
   // receives the field. Apps check their image with it before any replica is submitted.
+  // A registry image reference of `project` resolved (resolve_image; FailedPrecondition
+  // without one); errors name the image, and set `bad_field` to "image".
+  base::Result<exec::RegistryImage> ResolveImage(const std::string& project,
+                                                 const std::string& reference,
+                                                 std::string* bad_field);
   base::Status CheckSources(const std::string& project, const JobSpec& spec,
                             std::string* bad_field);
 
@@ -276,6 +293,8 @@ class JobService {
   void Run(Runner& runner);
   // The workload of `job` as the executor runs it, on `allocation` (the local scheduler's).
   exec::WorkloadSpec WorkloadSpecFor(const Job& job, const Allocation& allocation) const;
+  // The registry image of `job` by its recorded digest.
+  base::Result<exec::RegistryImage> PinnedImage(const Job& job);
   // The job's end (a terminal state), or another try (the restart policy); then finish().
   void Conclude(Job& job, const exec::WorkloadOutcome& outcome);
   // The runner leaves: its resources go back, the next jobs are scheduled.

@@ -356,6 +356,11 @@ DROP TABLE storage_samples;
 ALTER TABLE storage_samples_by_resource RENAME TO storage_samples;
 CREATE INDEX storage_samples_by_time ON storage_samples(at);
 )sql"},
+    {"jobs_image_digest", R"sql(
+-- The manifest digest a registry image reference resolved to at submission (jobs.h
+-- Job::image_digest): every try of the job runs that image.
+ALTER TABLE jobs ADD COLUMN image_digest TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -416,6 +416,7 @@ Result<Json> BuildModelCard(base::Env& env, const ModelCardInputs& in,
       {"intended_use", nullptr},
       {"limitations", nullptr},
   };
+  if (!in.image_digest.empty()) card["training"]["image_digest"] = in.image_digest;
   return card;
 }
 
@@ -449,7 +450,11 @@ std::string RenderModelCardMarkdown(const Json& card) {
     md += "| `" + Value(d.value("bucket", Json("?"))) + "/" + Value(d.value("key", d["path"])) +
           "` | " + Value(d["size_bytes"]) + " | `" + Value(d["sha256"]) + "` |\n";
   }
-  md += "\n## Training\n\nImage `" + Value(card["training"]["image"]) + "`.\n\n";
+  md += "\n## Training\n\nImage `" + Value(card["training"]["image"]) + "`";
+  if (card["training"].contains("image_digest")) {
+    md += " (digest `" + Value(card["training"]["image_digest"]) + "`)";
+  }
+  md += ".\n\n";
   for (const auto& [k, v] : card["training"]["hyperparameters"].items()) {
     md += "* `" + k + "`: " + Value(v) + "\n";
   }

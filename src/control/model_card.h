@@ -39,6 +39,7 @@ struct ModelCardInputs {
   std::string region;        // "EU-WEST-LOCAL"
   std::string jurisdiction;  // "EU"
   std::string image;
+  std::string image_digest;          // a registry image's manifest digest ("" = none)
   std::vector<std::string> command;  // the job's (for sovai/finetune: sovai-engine train's flags)
   std::string flavor;
   int units = 1;

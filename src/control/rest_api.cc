@@ -64,6 +64,16 @@ net::Response Run(ControlPlane& control, net::Request& request, const RestRoute&
     } else {
       event.detail = principal.status().message();
     }
+    // A job that runs a registry image records the digest it resolved to (jobs.h).
+    if (event.detail.empty() && response.status == 201 && route.pattern == "/v1/jobs") {
+      if (auto created = base::ParseJson(response.body);
+          created.ok() && created->is_object() && created->contains("status") &&
+          (*created)["status"].is_object() && (*created)["status"]["image_digest"].is_string() &&
+          !(*created)["status"]["image_digest"].get<std::string>().empty()) {
+        event.detail = "image " + (*created)["spec"].value("image", std::string()) +
+                       " resolved to " + (*created)["status"]["image_digest"].get<std::string>();
+      }
+    }
     // A refused call says why: the problem's detail (RFC 9457 JSON, written by Problem()).
     if (event.detail.empty() && response.status >= 400 && !response.body.empty()) {
       if (auto problem = base::ParseJson(response.body);

@@ -81,12 +81,32 @@ struct WorkloadResources {
   std::vector<int> gpu_ids;  // host GPU indexes (local)
 };
 
+// An image of the platform's registry (docs/formats/registry.md), resolved by the control plane
+// at submission: the objects PrepareRootfs fetches from the registry's bucket, so that exec needs
+// nothing of the registry's layout.
+struct RegistryBlob {
+  std::string digest;  // "sha256:<64 hex>": verified after the download
+  uint64_t size_bytes = 0;
+  std::string key;  // its object in RegistryImage::bucket
+};
+struct RegistryImage {
+  std::string digest;           // what the job names ("sha256:<hex>", a manifest or an index)
+  std::string manifest_digest;  // the image manifest run (== digest unless an index)
+  std::string manifest_key;
+  std::string bucket;
+  RegistryBlob config;
+  std::vector<RegistryBlob> layers;
+  S3ClientOptions s3;  // reads `bucket`
+};
+
 struct WorkloadSpec {
   std::string id;   // "job_<ULID>": SOVAI_JOB_ID in the workload, names on the backend
   std::string dir;  // its directory here: log, volumes/<i>, manifest-<i>.json, sandbox/
   // As the job names it, for messages: "" (the host's system), a built-in image, or
-  // "oci:bucket@REGION/key" (an archive that PrepareRootfs unpacks).
+  // "oci:bucket@REGION/key" (an archive that PrepareRootfs unpacks), or a registry reference
+  // (then `registry_image` says what to fetch).
   std::string image;
+  std::optional<RegistryImage> registry_image;
   // The built-in ML images are sovai-engine: argv is `sovai-engine <subcommand> <command...>`.
   std::optional<std::string> engine_subcommand;
   // The command (with an OCI image: it replaces Cmd; Entrypoint stays in front of it).
@@ -104,7 +124,9 @@ struct WorkloadSpec {
   // Credentials for the store of `region` ("" = the platform's own; otherwise uppercase). Its
   // refusal (data residency) fails the volume that needs it.
   std::function<base::Result<S3ClientOptions>(const std::string& region)> s3_access;
-  // Where oci: images are unpacked, once per archive version ("" = oci: images refused).
+  // Where oci: images are unpacked, once per archive version, and registry images once per
+  // manifest digest, their layers cached once by digest in <image_cache_dir>/layers/ ("" =
+  // neither is available).
   std::string image_cache_dir;
   // The log's archive in the platform's own store at the end ("" = not archived), and the
   // bucket the platform's reports about it go to (created on first use).

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "exec/live_sync.h"
+#include "exec/registry_pull.h"
 #include "exec/volume_sync.h"
 
 namespace sovai::exec {
@@ -390,6 +391,24 @@ Result<VolumeSpec> ParseOciImageSource(std::string_view image) {
 
 Result<std::optional<CachedImage>> PrepareRootfs(base::Env& env, const WorkloadSpec& spec,
                                                  WorkloadStores& stores, const Say& say) {
+  if (spec.registry_image) {
+    if (spec.image_cache_dir.empty()) {
+      return base::FailedPreconditionError("registry images are not available here");
+    }
+    const std::string& cache = spec.image_cache_dir;
+    SOVAI_RETURN_IF_ERROR(MakeDir(std::filesystem::path(cache).parent_path().string(), 0711));
+    SOVAI_RETURN_IF_ERROR(MakeDir(cache, 0711));
+    auto image = PullRegistryImage(env, *spec.registry_image, cache, say);
+    if (!image.ok()) return image.status().WithContext("image " + spec.image);
+    // The workload's uid binds the rootfs: every directory down to it must be traversable.
+    SOVAI_RETURN_IF_ERROR(
+        MakeDir(std::filesystem::path(image->rootfs).parent_path().string(), 0711));
+    say("image " + spec.image + ": " +
+        (image->reused ? std::string("cached rootfs reused")
+                       : "unpacked " + std::to_string(image->info.layers) + " layers, " +
+                             std::to_string(image->info.files) + " files"));
+    return std::optional<CachedImage>(std::move(*image));
+  }
   if (!spec.image.starts_with(kOciImagePrefix)) return std::optional<CachedImage>();
   if (spec.image_cache_dir.empty()) {
     return base::FailedPreconditionError("oci: images are not available here");

@@ -227,6 +227,7 @@ struct Member {
   uint64_t size_bytes = 0;
   TarEntryType type = TarEntryType::kRegular;
   std::string link_target;
+  int fd = -1;  // a file of an OCI layout directory; -1 = the archive's own
 };
 
 // The members of the outer tar, indexed by name, read in place with pread (a gzip-compressed
@@ -299,7 +300,45 @@ class ImageArchive {
     return archive;
   }
 
-  int fd() const { return fd_.get(); }
+  // An OCI image layout as a directory the platform laid out (PrepareRootfs: oci-layout,
+  // index.json and blobs/sha256/<hex>, the blobs possibly symlinks into a layer cache). Its
+  // files are the members; the blobs are still verified against their digests.
+  static Result<std::unique_ptr<ImageArchive>> OpenDirectory(const std::string& dir,
+                                                             const UnpackOptions& o) {
+    auto archive = std::unique_ptr<ImageArchive>(new ImageArchive());
+    auto add = [&](const std::string& name) -> Status {
+      const std::string path = base::JoinPath(dir, name);
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!fd.valid()) return Errno("open " + Quote(path));
+      struct stat st;
+      if (::fstat(fd.get(), &st) != 0) return Errno("stat " + Quote(path));
+      if (!S_ISREG(st.st_mode)) {
+        return base::InvalidArgumentError("image layout member " + Quote(path) + " is not a file");
+      }
+      if (archive->member_fds_.size() >= o.max_archive_members) {
+        return base::ResourceExhaustedError("image layout has more than " +
+                                            std::to_string(o.max_archive_members) +
+                                            " members (max_archive_members)");
+      }
+      Member m{name, 0, static_cast<uint64_t>(st.st_size), TarEntryType::kRegular, "", fd.get()};
+      archive->member_fds_.push_back(std::move(fd));
+      archive->members_[name] = std::move(m);
+      return Status();
+    };
+    SOVAI_RETURN_IF_ERROR(add("oci-layout"));
+    SOVAI_RETURN_IF_ERROR(add("index.json"));
+    const std::string blobs = base::JoinPath(dir, "blobs/sha256");
+    UniqueFd blobs_fd(::open(blobs.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!blobs_fd.valid()) return Errno("open " + Quote(blobs));
+    SOVAI_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirFd(blobs_fd.get()));
+    for (const std::string& name : names) {
+      SOVAI_RETURN_IF_ERROR(add("blobs/sha256/" + name));
+    }
+    return archive;
+  }
+
+  // The file a member's bytes are in (at m.offset).
+  int FdOf(const Member& m) const { return m.fd >= 0 ? m.fd : fd_.get(); }
   bool Has(std::string_view name) const { return members_.find(name) != members_.end(); }
 
   // The regular file named `name`, following symlinks and hard links of the archive.
@@ -342,7 +381,7 @@ class ImageArchive {
           " bytes, more than " + std::string(limit_name) + " (" + std::to_string(max_bytes) + ")");
     }
     std::string data(static_cast<size_t>(m.size_bytes), '\0');
-    FileRangeSource source(fd_.get(), m.offset, m.size_bytes);
+    FileRangeSource source(FdOf(m), m.offset, m.size_bytes);
     SOVAI_ASSIGN_OR_RETURN(size_t got, ReadFull(source, data));
     data.resize(got);
     return data;
@@ -351,6 +390,7 @@ class ImageArchive {
  private:
   ImageArchive() = default;
   UniqueFd fd_;
+  std::vector<UniqueFd> member_fds_;  // an OCI layout directory's files
   std::map<std::string, Member, std::less<>> members_;
 };
 
@@ -660,7 +700,8 @@ class Unpacker {
   Status ApplyLayer(const ImageArchive& archive, const LayerRef& layer,
                     std::string_view diff_id_hex) {
     layer_paths_.clear();
-    FileRangeSource raw(archive.fd(), layer.member->offset, layer.member->size_bytes);
+    FileRangeSource raw(archive.FdOf(*layer.member), layer.member->offset,
+                        layer.member->size_bytes);
     MeteredSource blob(raw, !layer.blob_hex.empty(), nullptr, "");
     SOVAI_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> stream, OpenDecompressed(blob));
     MeteredSource tar_bytes(*stream, !diff_id_hex.empty(), &stream_budget_,
@@ -1085,8 +1126,11 @@ Result<ImageInfo> UnpackImage(const std::string& archive_path, const std::string
   if (!root.valid()) return Errno("open " + Quote(temp_dir));
   if (::fchmod(root.get(), kDirMode) != 0) return Errno("chmod " + Quote(temp_dir));
 
+  struct stat source;
+  const bool layout_dir = ::stat(archive_path.c_str(), &source) == 0 && S_ISDIR(source.st_mode);
   SOVAI_ASSIGN_OR_RETURN(std::unique_ptr<ImageArchive> archive,
-                         ImageArchive::Open(archive_path, scratch, o));
+                         layout_dir ? ImageArchive::OpenDirectory(archive_path, o)
+                                    : ImageArchive::Open(archive_path, scratch, o));
   // Docker 25 and later write both forms; the OCI one has descriptors with sizes and digests.
   const bool oci = archive->Has("oci-layout");
   if (!oci && !archive->Has("manifest.json")) {

@@ -15,6 +15,8 @@ inline constexpr int kMaxManifestJsonDepth = 16;
 inline constexpr size_t kMaxManifestReferences = 1024;
 // A repository name, "<project>/<name>[/<more>]" (the spec's 255-character suggestion).
 inline constexpr size_t kMaxRepositoryNameBytes = 255;
+// An image reference (ParseImageReference): a host, a repository name and a tag or digest.
+inline constexpr size_t kMaxImageReferenceBytes = 512;
 // A tag: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
 inline constexpr size_t kMaxTagBytes = 128;
 // One blob (the sum of an upload's chunks).

@@ -35,6 +35,11 @@ base::Result<Descriptor> ParseDescriptor(const json& value, const std::string& w
   auto size = base::GetUint(value, "size");
   if (!size.ok()) return base::InvalidArgumentError(where + ": " + size.status().message());
   d.size = *size;
+  if (auto platform = value.find("platform"); platform != value.end() && platform->is_object()) {
+    d.os = base::GetOptionalString(*platform, "os").value_or(std::nullopt).value_or("");
+    d.architecture =
+        base::GetOptionalString(*platform, "architecture").value_or(std::nullopt).value_or("");
+  }
   return d;
 }
 

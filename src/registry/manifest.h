@@ -42,6 +42,9 @@ struct Descriptor {
   std::string media_type;
   Digest digest;
   uint64_t size = 0;
+  // An index entry's `platform` (empty when it names none).
+  std::string os;
+  std::string architecture;
 };
 
 struct Manifest {

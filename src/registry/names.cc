@@ -134,6 +134,58 @@ base::Status ValidateTag(std::string_view tag) {
   return base::Status();
 }
 
+base::Result<ImageReference> ParseImageReference(std::string_view text) {
+  if (text.empty() || text.size() > kMaxImageReferenceBytes) {
+    return base::InvalidArgumentError("image reference " + Quoted(text) + " must be 1 to " +
+                                      std::to_string(kMaxImageReferenceBytes) + " characters");
+  }
+  ImageReference out;
+  std::string_view rest = text;
+  if (size_t at = rest.find('@'); at != std::string_view::npos) {
+    SOVAI_ASSIGN_OR_RETURN(out.digest, ParseDigest(rest.substr(at + 1)));
+    rest = rest.substr(0, at);
+  }
+  // The host, when the first component looks like one (a '.' or a ':', or localhost).
+  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    std::string_view first = rest.substr(0, slash);
+    if (first.find_first_of(".:") != std::string_view::npos || first == "localhost") {
+      if (first.find_first_of(" \t@") != std::string_view::npos) {
+        return base::InvalidArgumentError("image reference " + Quoted(text) +
+                                          " has an invalid registry host " + Quoted(first));
+      }
+      out.host = std::string(first);
+      rest = rest.substr(slash + 1);
+    }
+  }
+  // A tag is after the last ':' that follows the last '/'.
+  const size_t last_slash = rest.rfind('/');
+  const size_t colon = rest.rfind(':');
+  if (colon != std::string_view::npos &&
+      (last_slash == std::string_view::npos || colon > last_slash)) {
+    out.tag = std::string(rest.substr(colon + 1));
+    SOVAI_RETURN_IF_ERROR(ValidateTag(out.tag));
+    rest = rest.substr(0, colon);
+  } else if (!out.digest) {
+    out.tag = "latest";
+  }
+  out.repository = std::string(rest);
+  out.project_implied = rest.find('/') == std::string_view::npos;
+  if (out.project_implied) {
+    if (!ValidComponent(rest)) {
+      return base::InvalidArgumentError(
+          "image reference " + Quoted(text) + " has an invalid repository name " + Quoted(rest) +
+          ": lowercase letters and digits separated by '.', '_', '__' or '-'");
+    }
+    if (!out.host.empty()) {
+      return base::InvalidArgumentError("image reference " + Quoted(text) +
+                                        " must name <project>/<name> after the registry host");
+    }
+  } else {
+    SOVAI_RETURN_IF_ERROR(ValidateRepositoryName(rest));
+  }
+  return out;
+}
+
 V2Path ParseV2Path(std::string_view path) {
   V2Path out;
   if (path == "/v2" || path == "/v2/") {

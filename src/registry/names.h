@@ -6,6 +6,7 @@
 // least two components and its first one is the project's name.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +35,25 @@ base::Status ValidateRepositoryName(std::string_view name);
 std::string_view ProjectOf(std::string_view repository);
 // Tags: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
 base::Status ValidateTag(std::string_view tag);
+
+// An image reference as jobs, apps and notebooks name an image of this server's registry:
+//   HOST[:PORT]/<project>/<name>[:<tag>|@<digest>]   by the registry's address
+//   <project>/<name>[:<tag>|@<digest>]               the registry implied
+//   <name>[:<tag>|@<digest>]                         the submitting project implied too
+// A first component with '.' or ':', or "localhost", is a host (Docker's rule); with neither a
+// tag nor a digest the tag is "latest"; with both, the digest decides (the tag is kept for
+// messages). At most kMaxImageReferenceBytes.
+struct ImageReference {
+  std::string host;        // "" when the reference names none
+  std::string repository;  // "<project>/<name>...", or "<name>" when project_implied
+  bool project_implied = false;
+  std::string tag;               // "" when only a digest was given
+  std::optional<Digest> digest;  // set: pulled by digest
+  // The manifest reference of the /v2/ API: the digest, else the tag.
+  std::string reference() const { return digest ? digest->ToString() : tag; }
+};
+// InvalidArgument saying which part is wrong.
+base::Result<ImageReference> ParseImageReference(std::string_view text);
 
 // What a /v2/ path asks for. The repository name may hold slashes, so the path is read from its
 // end: ".../manifests/<ref>", ".../blobs/uploads/", ".../blobs/uploads/<id>", ".../blobs/<digest>",

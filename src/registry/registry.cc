@@ -115,6 +115,9 @@ void Registry::AddRoutes(net::Router& router) {
   }
   router.Get("/auth/token", [this](net::Request& req) { return HandleToken(req); });
   router.Post("/sovai/registry/v1/gc", [this](net::Request& req) { return HandleGc(req); });
+  auto settings = [this](net::Request& req) { return HandleSettings(req); };
+  router.Get("/sovai/registry/v1/settings", settings);
+  router.Put("/sovai/registry/v1/settings", settings);
 }
 
 net::Response Registry::Challenge(const net::Request& req, const V2Path& path,
@@ -301,6 +304,42 @@ net::Response Registry::HandleGc(net::Request& req) {
                          {"removed_bytes", report->removed_bytes},
                          {"kept_blobs", report->kept_blobs},
                          {"manifests_read", report->manifests_read}};
+  return Json(200, base::DumpJson(body));
+}
+
+net::Response Registry::HandleSettings(net::Request& req) {
+  auto caller =
+      AuthenticateHeader(req.header("Authorization").value_or(""), authenticator_, tokens_);
+  if (!caller.ok())
+    return ErrorResponse(401, "UNAUTHORIZED", std::string(caller.status().message()));
+  const std::string repository(req.query("repository").value_or(""));
+  if (base::Status name = ValidateRepositoryName(repository); !name.ok()) {
+    return ErrorResponse(400, "NAME_INVALID", std::string(name.message()));
+  }
+  const std::string_view project = ProjectOf(repository);
+  // Another project's repository answers as a missing one would.
+  if (!caller->CanPull(project)) {
+    return ErrorResponse(404, "NAME_UNKNOWN", "repository " + repository + " is not known");
+  }
+  if (req.method() == "PUT") {
+    if (!caller->CanPushTo(project)) {
+      return ErrorResponse(403, "DENIED",
+                           "changing the settings of " + repository +
+                               " needs an operator or admin token of project " +
+                               std::string(project));
+    }
+    const std::string value(req.query("immutable_tags").value_or(""));
+    if (value != "true" && value != "false") {
+      return ErrorResponse(400, "UNSUPPORTED", "immutable_tags must be true or false");
+    }
+    base::Status st = storage_->SetSettings(repository, {.immutable_tags = value == "true"});
+    if (!st.ok()) return ErrorResponse(500, "UNKNOWN", std::string(st.message()));
+  }
+  auto settings = storage_->GetSettings(repository);
+  if (!settings.ok()) {
+    return ErrorResponse(500, "UNKNOWN", std::string(settings.status().message()));
+  }
+  nlohmann::json body = {{"repository", repository}, {"immutable_tags", settings->immutable_tags}};
   return Json(200, base::DumpJson(body));
 }
 

@@ -58,7 +58,9 @@ class Registry {
   Registry& operator=(const Registry&) = delete;
 
   // /v2/ and /v2/{...} for GET, HEAD, POST, PUT, PATCH, DELETE; GET /auth/token;
-  // POST /sovai/registry/v1/gc (the `sovai registry gc` call, JSON).
+  // POST /sovai/registry/v1/gc (the `sovai registry gc` call, JSON);
+  // GET|PUT /sovai/registry/v1/settings?repository=R[&immutable_tags=true|false] (a
+  // repository's settings: read with pull rights, changed with push rights).
   void AddRoutes(net::Router& router);
 
   Storage& storage() { return *storage_; }
@@ -70,6 +72,7 @@ class Registry {
   net::Response HandleV2(net::Request& req);
   net::Response HandleToken(net::Request& req);
   net::Response HandleGc(net::Request& req);
+  net::Response HandleSettings(net::Request& req);
   net::Response HandleCatalog(net::Request& req, const Caller& caller);
   net::Response HandleTags(net::Request& req, const V2Path& path);
   net::Response HandleManifest(net::Request& req, const V2Path& path);

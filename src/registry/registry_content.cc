@@ -29,6 +29,10 @@ net::Response StorageError(const base::Status& st, std::string_view unknown_code
           message);
     case base::StatusCode::kDataLoss:
       return ErrorResponse(400, "DIGEST_INVALID", message);
+    case base::StatusCode::kAlreadyExists:  // an immutable tag moved (ECR answers the same)
+      return ErrorResponse(400, "TAG_INVALID", message);
+    case base::StatusCode::kPermissionDenied:  // an immutable tag deleted
+      return ErrorResponse(403, "DENIED", message);
     case base::StatusCode::kResourceExhausted:
       return ErrorResponse(413, "SIZE_INVALID", message);
     case base::StatusCode::kUnavailable:

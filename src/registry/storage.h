@@ -40,6 +40,7 @@
 #include "net/http.h"
 #include "objstore/store.h"
 #include "registry/limits.h"
+#include "registry/manifest.h"
 #include "registry/names.h"
 
 namespace sovai::registry {
@@ -104,6 +105,27 @@ struct GcReport {
   bool dry_run = true;
 };
 
+// An image as a workload pulls it: what the reference names, and the image manifest run (for an
+// index, the one of the platform asked for) with the objects of its config and layers.
+struct ResolvedBlob {
+  Descriptor descriptor;
+  std::string key;  // the object holding its bytes in the registry's bucket
+};
+struct ResolvedImage {
+  std::string repository;
+  Digest digest;           // of what the reference names (a manifest or an index)
+  Digest manifest_digest;  // of the image manifest run (== digest unless an index)
+  std::string manifest_key;
+  ResolvedBlob config;
+  std::vector<ResolvedBlob> layers;
+};
+
+// A repository's settings (docs/formats/registry.md: repos/<repository>/_settings).
+struct RepositorySettings {
+  // A tag once pushed is never moved to another manifest nor deleted (TAG_INVALID, DENIED).
+  bool immutable_tags = false;
+};
+
 class Storage {
  public:
   // Creates the bucket when missing. `store` and `env` must outlive the result.
@@ -140,12 +162,30 @@ class Storage {
   // `reference` is a tag or a digest.
   base::Result<StoredManifest> GetManifest(const std::string& repository,
                                            const std::string& reference);
-  // Verifies and stores; by tag, also points the tag at it. Returns the manifest's digest
+  // Verifies and stores; by tag, also points the tag at it (AlreadyExists when the repository's
+  // tags are immutable and the tag points at another manifest). Returns the manifest's digest
   // (the reference's algorithm when it is a digest, sha256 otherwise).
   base::Result<Digest> PutManifest(const std::string& repository, const std::string& reference,
                                    std::string_view content_type, const std::string& bytes);
-  // Deletes the manifest and every tag of the repository that points at it.
+  // The image `reference` (tag or digest) names, with the objects a workload fetches; an index
+  // resolves to its manifest for `os`/`architecture` (or the only one that names no platform).
+  // NotFound for a missing repository, tag or manifest (and a blob deleted since the push);
+  // FailedPrecondition for an index without that platform.
+  base::Result<ResolvedImage> ResolveImage(const std::string& repository,
+                                           const std::string& reference, std::string_view os,
+                                           std::string_view architecture);
+  const std::string& bucket() const { return options_.bucket; }
+  const std::string& owner() const { return options_.owner; }
+
+  // Settings of a repository (defaults when none were set). Setting them needs no manifest:
+  // a repository may be made immutable before its first push.
+  base::Result<RepositorySettings> GetSettings(const std::string& repository);
+  base::Status SetSettings(const std::string& repository, const RepositorySettings& settings);
+
+  // Deletes the manifest and every tag of the repository that points at it (PermissionDenied
+  // when a tag points at it and the repository's tags are immutable).
   base::Status DeleteManifest(const std::string& repository, const Digest& digest);
+  // PermissionDenied when the repository's tags are immutable.
   base::Status DeleteTag(const std::string& repository, const std::string& tag);
   // Tags in lexical order, strictly after `last`. NotFound for a repository with no manifest.
   base::Result<ListPage> ListTags(const std::string& repository, const std::string& last, int n);

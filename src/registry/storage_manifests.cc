@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "base/json.h"
 #include "base/log.h"
 #include "registry/manifest.h"
 #include "registry/storage.h"
@@ -16,6 +17,29 @@ std::string ManifestKey(const std::string& repository, const Digest& d) {
   return "repos/" + repository + "/_manifests/" + d.algorithm + "/" + d.hex;
 }
 std::string TagPrefix(const std::string& repository) { return "repos/" + repository + "/_tags/"; }
+std::string SettingsKey(const std::string& repository) {
+  return "repos/" + repository + "/_settings";
+}
+
+// The manifest of an index for `os`/`architecture`: the first that names that platform, else
+// the first that names none.
+base::Result<Descriptor> SelectPlatform(const Manifest& index, std::string_view os,
+                                        std::string_view architecture) {
+  for (const Descriptor& d : index.manifests) {
+    if (d.os == os && d.architecture == architecture) return d;
+  }
+  for (const Descriptor& d : index.manifests) {
+    if (d.os.empty() && d.architecture.empty()) return d;
+  }
+  std::string platforms;
+  for (const Descriptor& d : index.manifests) {
+    if (!platforms.empty()) platforms += ", ";
+    platforms += d.os + "/" + d.architecture;
+  }
+  return base::FailedPreconditionError("the index has no manifest for " + std::string(os) + "/" +
+                                       std::string(architecture) + " (it has " + platforms +
+                                       "); push the image for this platform");
+}
 
 std::optional<std::string> UserMeta(const objstore::ObjectMeta& meta, std::string_view name) {
   for (const auto& [k, v] : meta.user) {
@@ -136,6 +160,16 @@ base::Result<Digest> Storage::PutManifest(const std::string& repository,
     return base::DataLossError("the manifest's bytes have digest " + digest.ToString() + ", not " +
                                by_digest->ToString());
   }
+  if (!by_digest) {
+    SOVAI_ASSIGN_OR_RETURN(RepositorySettings settings, GetSettings(repository));
+    auto tag = store_.Head(options_.bucket, TagPrefix(repository) + reference, std::nullopt);
+    if (settings.immutable_tags && tag.ok() && UserMeta(tag->meta, "digest") != digest.ToString()) {
+      return base::AlreadyExistsError(
+          "tag " + reference + " of " + repository + " points at " +
+          UserMeta(tag->meta, "digest").value_or("") +
+          " and the repository's tags are immutable; push under a new tag");
+    }
+  }
   objstore::ObjectMeta meta;
   meta.content_type = manifest.media_type;
   SOVAI_RETURN_IF_ERROR(PutSmall(ManifestKey(repository, digest), bytes, std::move(meta)));
@@ -163,6 +197,13 @@ base::Status Storage::DeleteManifest(const std::string& repository, const Digest
         if (tag.ok() && UserMeta(tag->meta, "digest") == digest.ToString()) tags.push_back(v.key);
         return base::Status();
       }));
+  if (!tags.empty()) {
+    SOVAI_ASSIGN_OR_RETURN(RepositorySettings settings, GetSettings(repository));
+    if (settings.immutable_tags) {
+      return base::PermissionDeniedError("manifest " + digest.ToString() + " of " + repository +
+                                         " is tagged and the repository's tags are immutable");
+    }
+  }
   for (const std::string& key : tags) {
     SOVAI_REG_S3(objstore::DeleteResult r, store_.Delete(options_.bucket, key, std::nullopt));
     (void)r;
@@ -182,10 +223,79 @@ base::Status Storage::DeleteTag(const std::string& repository, const std::string
     }
     return StatusFromS3(head.error());
   }
+  SOVAI_ASSIGN_OR_RETURN(RepositorySettings settings, GetSettings(repository));
+  if (settings.immutable_tags) {
+    return base::PermissionDeniedError("tag " + tag + " of " + repository +
+                                       " cannot be deleted: the repository's tags are immutable");
+  }
   SOVAI_REG_S3(objstore::DeleteResult r,
                store_.Delete(options_.bucket, TagPrefix(repository) + tag, std::nullopt));
   (void)r;
   return base::Status();
+}
+
+base::Result<ResolvedImage> Storage::ResolveImage(const std::string& repository,
+                                                  const std::string& reference, std::string_view os,
+                                                  std::string_view architecture) {
+  ResolvedImage out;
+  out.repository = repository;
+  SOVAI_ASSIGN_OR_RETURN(StoredManifest stored, GetManifest(repository, reference));
+  out.digest = stored.digest;
+  SOVAI_ASSIGN_OR_RETURN(Manifest manifest, ParseManifest(stored.bytes, stored.media_type));
+  if (manifest.index) {
+    SOVAI_ASSIGN_OR_RETURN(Descriptor chosen, SelectPlatform(manifest, os, architecture));
+    SOVAI_ASSIGN_OR_RETURN(stored, GetManifest(repository, chosen.digest.ToString()));
+    SOVAI_ASSIGN_OR_RETURN(manifest, ParseManifest(stored.bytes, stored.media_type));
+    if (manifest.index) {
+      return base::FailedPreconditionError("manifest " + stored.digest.ToString() + " of " +
+                                           repository + " is an index inside an index");
+    }
+  }
+  out.manifest_digest = stored.digest;
+  out.manifest_key = ManifestKey(repository, stored.digest);
+  const std::string project(ProjectOf(repository));
+  for (const Descriptor& d : manifest.blobs()) {
+    auto blob = StatBlob(project, d.digest);
+    if (!blob.ok()) {
+      return blob.status().WithContext(repository + "@" + stored.digest.ToString());
+    }
+    ResolvedBlob resolved{d, blob->data_key};
+    if (manifest.config && d.digest == manifest.config->digest && out.config.key.empty()) {
+      out.config = std::move(resolved);
+    } else {
+      out.layers.push_back(std::move(resolved));
+    }
+  }
+  if (out.config.key.empty()) {
+    return base::FailedPreconditionError("manifest " + stored.digest.ToString() + " of " +
+                                         repository + " has no image config");
+  }
+  return out;
+}
+
+base::Result<RepositorySettings> Storage::GetSettings(const std::string& repository) {
+  RepositorySettings settings;
+  auto object = store_.Head(options_.bucket, SettingsKey(repository), std::nullopt);
+  if (!object.ok()) {
+    if (object.error().code == S3Code::kNoSuchKey) return settings;
+    return StatusFromS3(object.error());
+  }
+  SOVAI_ASSIGN_OR_RETURN(std::string bytes, ReadSmall(*object, kMaxManifestBytes));
+  auto doc = base::ParseJson(bytes);
+  if (!doc.ok() || !doc->is_object()) {
+    return base::DataLossError("the settings of " + repository + " do not parse");
+  }
+  settings.immutable_tags = doc->value("immutable_tags", false);
+  return settings;
+}
+
+base::Status Storage::SetSettings(const std::string& repository,
+                                  const RepositorySettings& settings) {
+  SOVAI_RETURN_IF_ERROR(ValidateRepositoryName(repository));
+  nlohmann::json doc = {{"immutable_tags", settings.immutable_tags}};
+  objstore::ObjectMeta meta;
+  meta.content_type = "application/json";
+  return PutSmall(SettingsKey(repository), base::DumpJson(doc), std::move(meta));
 }
 
 base::Result<ListPage> Storage::ListTags(const std::string& repository, const std::string& last,

@@ -61,7 +61,9 @@ base::Result<std::string> ParseSelector(std::string_view text, std::string_view 
 base::Result<Json> BuildJobSpec(const JobRunArgs& args, const EnvVars& local_env) {
   Json spec = Json::object();
   if (args.image.empty()) {
-    return InvalidArgumentError("missing IMAGE (e.g. sovai/shell, or oci:bucket@REGION/image.tar)");
+    return InvalidArgumentError(
+        "missing IMAGE (e.g. sovai/shell, HOST:PORT/project/name:tag, or "
+        "oci:bucket@REGION/image.tar)");
   }
   spec["image"] = args.image;
   if (!args.command.empty()) spec["command"] = args.command;

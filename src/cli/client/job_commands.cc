@@ -78,7 +78,9 @@ base::Result<Json> StreamLogs(CommandLine& cmd, ApiClient& api, const std::strin
 int RunJobRun(CommandContext& ctx, const std::vector<std::string>& args) {
   CommandLine cmd(ctx, "sovai job run",
                   "Submits a job (POST /v1/jobs) and prints its id and state. IMAGE is\n"
-                  "sovai/shell (the host's filesystem, read-only) or oci:bucket@REGION/image.tar;\n"
+                  "sovai/shell (the host's filesystem, read-only), an image of the server's\n"
+                  "registry (HOST:PORT/project/name:tag, ...@sha256:<hex>, or name:tag of your\n"
+                  "project; resolved to a digest now) or oci:bucket@REGION/image.tar;\n"
                   "the command follows '--'. --gpu N / --cpu N ask for N units of the flavor\n"
                   "(--flavor defaults to ai1-1-cpu; GPU flavors must be named). Volumes are\n"
                   "bucket@REGION[/prefix]:/mount/path[:ro|rw|rwd][:cache|no-cache].\n"
@@ -217,6 +219,9 @@ int RunJobGet(CommandContext& ctx, const std::vector<std::string>& args) {
   if (Int(status, "retries") > 0)
     rows.emplace_back("Retries", std::to_string(Int(status, "retries")));
   rows.emplace_back("Image", Str(spec, "image"));
+  if (!Str(status, "image_digest").empty()) {
+    rows.emplace_back("Image digest", Str(status, "image_digest"));
+  }
   std::vector<std::string> command;
   if (spec.contains("command") && spec["command"].is_array()) {
     for (const Json& arg : spec["command"])

@@ -276,6 +276,38 @@ int RunImageDelete(CommandContext& ctx, const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int RunImageImmutable(CommandContext& ctx, const std::vector<std::string>& args) {
+  CommandLine cmd(ctx, "sovai image immutable",
+                  "Shows, or turns on or off, tag immutability of a repository, PROJECT/NAME:\n"
+                  "while on, a pushed tag is never moved to another manifest nor deleted\n"
+                  "(pushes answer TAG_INVALID, deletes DENIED). Changing it needs an operator.");
+  std::string registry;
+  cmd.flags().Positional("PROJECT/NAME [on|off]");
+  cmd.flags().String("registry", &registry, "the registry", "HOST:PORT");
+  cmd.AddOutputFlag();
+  if (auto code = cmd.Parse(args, 1, 2)) return *code;
+  const std::vector<std::string>& positional = cmd.flags().positional();
+  std::string target =
+      "/sovai/registry/v1/settings?repository=" + net::PercentEncode(positional[0]);
+  std::string method = "GET";
+  if (positional.size() == 2) {
+    if (positional[1] != "on" && positional[1] != "off") return cmd.Usage("give on or off");
+    method = "PUT";
+    target += std::string("&immutable_tags=") + (positional[1] == "on" ? "true" : "false");
+  }
+  auto url = RegistryUrl(cmd, registry);
+  if (!url.ok()) return cmd.Fail(url.status());
+  auto res = CallRegistry(cmd, *url, method, target);
+  if (!res.ok()) return cmd.Fail(res.status());
+  if (cmd.json()) {
+    cmd.PrintJson(res->body);
+    return kExitOk;
+  }
+  ctx.console.Out(positional[0] + ": tags " +
+                  (res->body.value("immutable_tags", false) ? "immutable" : "mutable") + "\n");
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunRegistryCommand(CommandContext& ctx, const std::vector<std::string>& args) {
@@ -294,6 +326,7 @@ int RunImageCommand(CommandContext& ctx, const std::vector<std::string>& args) {
       {"list", "the repositories of the registry", &RunImageList},
       {"tags", "the tags of a repository and their digests", &RunImageTags},
       {"delete", "delete a tag or a manifest", &RunImageDelete},
+      {"immutable", "show or set (on|off) tag immutability of a repository", &RunImageImmutable},
   };
   return RunGroup(ctx, "image", "Images in the server's registry (PROJECT/NAME:TAG).", kSubcommands,
                   args);
