@@ -466,8 +466,8 @@ Result<S3Object> S3Client::GetObjectToFile(std::string_view bucket, std::string_
   return object;
 }
 
-Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::string_view key,
-                                             const std::string& path) {
+Result<base::FileStat> S3Client::StatUploadable(std::string_view bucket, std::string_view key,
+                                                const std::string& path) {
   SOVAI_RETURN_IF_ERROR(options_status_);
   SOVAI_ASSIGN_OR_RETURN(base::FileStat stat, env_.Stat(path));
   if (stat.type != base::FileType::kRegular) {
@@ -478,6 +478,12 @@ Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::strin
     return base::InvalidArgumentError("PUT " + ObjectUri(bucket, key) + ": '" + path +
                                       "' is larger than S3's largest object (5 TiB)");
   }
+  return stat;
+}
+
+Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::string_view key,
+                                             const std::string& path) {
+  SOVAI_ASSIGN_OR_RETURN(base::FileStat stat, StatUploadable(bucket, key, path));
   if (stat.size_bytes > options_.multipart_threshold_bytes) {
     return PutMultipart(bucket, key, path, stat.size_bytes);
   }
@@ -487,16 +493,7 @@ Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::strin
 Result<S3Object> S3Client::PutObjectFromFile(std::string_view bucket, std::string_view key,
                                              const std::string& path,
                                              const std::function<Status()>& before_commit) {
-  SOVAI_RETURN_IF_ERROR(options_status_);
-  SOVAI_ASSIGN_OR_RETURN(base::FileStat stat, env_.Stat(path));
-  if (stat.type != base::FileType::kRegular) {
-    return base::InvalidArgumentError("PUT " + ObjectUri(bucket, key) + ": '" + path +
-                                      "' is not a regular file");
-  }
-  if (stat.size_bytes > kMaxObjectBytes) {
-    return base::InvalidArgumentError("PUT " + ObjectUri(bucket, key) + ": '" + path +
-                                      "' is larger than S3's largest object (5 TiB)");
-  }
+  SOVAI_ASSIGN_OR_RETURN(base::FileStat stat, StatUploadable(bucket, key, path));
   const uint64_t in_memory_bytes =
       std::min(kSnapshotInMemoryBytes, options_.multipart_threshold_bytes);
   if (stat.size_bytes > in_memory_bytes) {

@@ -155,6 +155,9 @@ class S3Client {
   base::Status DeleteBucket(std::string_view bucket);
 
  private:
+  // The file at `path` as a PUT of `key` may take it: a regular file within S3's object size.
+  base::Result<base::FileStat> StatUploadable(std::string_view bucket, std::string_view key,
+                                              const std::string& path);
   struct Call;
   struct Response;
   base::Result<Response> Execute(const Call& call);
