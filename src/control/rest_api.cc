@@ -29,7 +29,8 @@ std::vector<RestRoute> AllRoutes() {
 }
 
 net::Response Dispatch(ControlPlane& control, net::Request& request,
-                       const base::Result<Principal>& principal, const RestRoute& route) {
+                       const base::Result<Principal>& principal, const RestRoute& route,
+                       std::string* audit_detail) {
   if (!principal.ok()) return rest::Problem(principal.status());
   if (principal->role == Role::kRead && request.method() != "GET" && request.method() != "HEAD" &&
       !route.read_token_may_post) {
@@ -39,7 +40,7 @@ net::Response Dispatch(ControlPlane& control, net::Request& request,
   }
   // The request handler is the exception boundary: nlohmann::json could throw on a bug here.
   try {
-    return route.handler(control, request, *principal);
+    return route.handler(control, request, *principal, audit_detail);
   } catch (const nlohmann::json::exception& e) {
     return rest::Problem(
         base::InternalError(std::string("building the response failed: ") + e.what()));
@@ -50,7 +51,8 @@ net::Response Dispatch(ControlPlane& control, net::Request& request,
 // audit entry of every call that may change something (GET and HEAD are not recorded).
 net::Response Run(ControlPlane& control, net::Request& request, const RestRoute& route) {
   auto principal = AuthenticateRequest(control.identity(), request);
-  net::Response response = Dispatch(control, request, principal, route);
+  std::string detail;  // what the handler adds to the audit entry
+  net::Response response = Dispatch(control, request, principal, route, &detail);
   AuditLog* audit = control.audit();
   if (audit != nullptr && request.method() != "GET" && request.method() != "HEAD") {
     AuditEvent event{.action = std::string(request.method()) + " " + std::string(route.pattern),
@@ -64,16 +66,7 @@ net::Response Run(ControlPlane& control, net::Request& request, const RestRoute&
     } else {
       event.detail = principal.status().message();
     }
-    // A job that runs a registry image records the digest it resolved to (jobs.h).
-    if (event.detail.empty() && response.status == 201 && route.pattern == "/v1/jobs") {
-      if (auto created = base::ParseJson(response.body);
-          created.ok() && created->is_object() && created->contains("status") &&
-          (*created)["status"].is_object() && (*created)["status"]["image_digest"].is_string() &&
-          !(*created)["status"]["image_digest"].get<std::string>().empty()) {
-        event.detail = "image " + (*created)["spec"].value("image", std::string()) +
-                       " resolved to " + (*created)["status"]["image_digest"].get<std::string>();
-      }
-    }
+    if (event.detail.empty()) event.detail = std::move(detail);
     // A refused call says why: the problem's detail (RFC 9457 JSON, written by Problem()).
     if (event.detail.empty() && response.status >= 400 && !response.body.empty()) {
       if (auto problem = base::ParseJson(response.body);

@@ -126,7 +126,9 @@ Status RequirePlatformAdmin(const Principal& p, std::string_view action);
 // holding nothing but the control plane.
 class RestHandlers {
  public:
-  explicit RestHandlers(ControlPlane& control) : control_(control), identity_(control.identity()) {}
+  // `audit_detail`: see audit_detail_ (nullptr: nothing is recorded).
+  explicit RestHandlers(ControlPlane& control, std::string* audit_detail = nullptr)
+      : control_(control), identity_(control.identity()), audit_detail_(audit_detail) {}
 
  protected:
   static Status ProjectNotFound(std::string_view id) {
@@ -349,10 +351,15 @@ class RestHandlers {
 
   ControlPlane& control_;
   Identity& identity_;
+  // What the call's audit entry says beyond its result (rest_api.cc records it): a handler that
+  // knows something worth keeping writes it here (when not nullptr).
+  std::string* const audit_detail_;
 };
 
 // --- Routes ------------------------------------------------------------------------------------
-using RestHandler = net::Response (*)(ControlPlane&, net::Request&, const Principal&);
+// `audit_detail`: see RestHandlers::audit_detail_.
+using RestHandler = net::Response (*)(ControlPlane&, net::Request&, const Principal&,
+                                      std::string* audit_detail);
 
 struct RestRoute {
   std::string_view method;
@@ -373,8 +380,9 @@ struct HandlerClassOf<net::Response (C::*)(net::Request&, const Principal&)> {
 
 // The RestHandler that calls `kMethod` on a fresh object of its class.
 template <auto kMethod>
-net::Response Call(ControlPlane& control, net::Request& request, const Principal& p) {
-  typename HandlerClassOf<decltype(kMethod)>::type handlers(control);
+net::Response Call(ControlPlane& control, net::Request& request, const Principal& p,
+                   std::string* audit_detail) {
+  typename HandlerClassOf<decltype(kMethod)>::type handlers(control, audit_detail);
   return (handlers.*kMethod)(request, p);
 }
 

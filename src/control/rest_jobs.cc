@@ -104,6 +104,10 @@ class JobApi : public RestHandlers {
     if (!job.ok()) {
       return bad_field.empty() ? Problem(job.status()) : FieldProblem(job.status(), bad_field);
     }
+    // A job that runs a registry image records the digest it resolved to (jobs.h).
+    if (!job->image_digest.empty() && audit_detail_ != nullptr) {
+      *audit_detail_ = "image " + job->spec.image + " resolved to " + job->image_digest;
+    }
     return JsonResponse(201, JobToJson(*job));
   }
 
