@@ -37,7 +37,7 @@ build-lint: bootstrap build-lint/build.ninja
 	cmake --build --preset lint
 
 # What `make demo` runs and nothing else: the daemon and CLI (`sovai`, which links the web panel's
-# assets, so building it builds the panel) and the ML engine: 212 of the 420 build steps, none of
+# assets, so building it builds the panel) and the ML engine: 277 of the 515 build steps, none of
 # the tests and benchmarks (`ninja -C build -n sovai sovai-engine`). `make test` builds everything.
 build-demo: bootstrap build/build.ninja
 	cmake --build --preset default --target sovai sovai-engine

@@ -32,10 +32,12 @@ if [[ ${DEMO_QUICK:-0} == 1 ]]; then
   train_args=(--method lora --max-steps 40 --seq-len 256 --batch-rows 2 --learning-rate 2e-3
     --warmup-steps 5 --schedule cosine --eval-fraction 0 --threads 2 --log-interval 10 --seed 42)
   eval_args=(--max-tokens 32 --threads 2 --dtype f32)
+  checkpoint_interval=20
 else
   dataset_args=("${DEMO_DATASET_ARGS[@]}")
   train_args=("${DEMO_TRAIN_ARGS[@]}")
   eval_args=("${DEMO_EVAL_ARGS[@]}")
+  checkpoint_interval=$DEMO_CHECKPOINT_INTERVAL
 fi
 
 if [[ -n ${DEMO_DIR:-} ]]; then
@@ -142,8 +144,12 @@ run job run --name demo-finetune --flavor ai1-1-cpu --cpu 2 \
   --volume "$bucket@$region/base-model:/workspace/model:ro" \
   --volume "$bucket@$region/output:/workspace/output:rw" \
   --follow sovai/finetune -- --model /workspace/model --data /workspace/data/train.jsonl \
-  --output /workspace/output "${train_args[@]}"
+  --output /workspace/output "${train_args[@]}" --checkpoint-interval "$checkpoint_interval"
 run bucket ls -r "s3://$bucket/output" | grep -v /checkpoints/ || true
+# The output volume is live (sync=30s, the default): each checkpoint went up while the job still
+# trained, a unit whose manifest (.sovai-unit.json) is written last. Their times say when.
+echo "Checkpoints in the bucket (each uploaded during training, manifest last):"
+run bucket ls -r "s3://$bucket/output/checkpoints/" | grep -E '^\$ |MODIFIED|\.sovai-unit\.json' || true
 
 step "4/6  Scoring base vs fine-tuned on the held-out test split (exact match)"
 run bucket cp -r "s3://$bucket/output" "$work/output" >/dev/null

@@ -166,6 +166,32 @@ class DemoTest(unittest.TestCase):
         self.assertLess(losses[-1], losses[0] * 0.8, losses)
         self.assertIn("step 2000/2000", self.output)
 
+    def test_checkpoints_reached_the_bucket_while_the_job_trained(self):
+        # Every 500 steps a checkpoint (tools/demo/recipe.sh); the live output volume uploads each
+        # as a unit, files first and its manifest last, while training goes on. The three before
+        # the last must be complete in the bucket before the job left RUNNING.
+        job = self.finetune_job()
+        left_running = min(t["at_unix_micros"] for t in job["status"]["history"]
+                           if t["state"] == "FINALIZING") / 1e6
+        objects = {}
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket="demo",
+                                                                  Prefix="output/checkpoints/")
+        for page in pages:
+            for o in page.get("Contents", []):
+                objects[o["Key"]] = o["LastModified"].timestamp()
+        for step in (500, 1000, 1500, 2000):
+            unit = "output/checkpoints/step-%08d/" % step
+            manifest = unit + ".sovai-unit.json"
+            self.assertIn(manifest, objects, sorted(objects))
+            listed = json.loads(self.s3.get_object(Bucket="demo", Key=manifest)["Body"].read())
+            files = [f["path"] for f in listed["files"]]
+            self.assertTrue(listed["complete"] and files, listed)
+            for name in files:
+                self.assertLessEqual(objects[unit + name], objects[manifest], (unit, name))
+            if step < 2000:
+                self.assertLess(objects[manifest], left_running, (manifest, job["status"]))
+        self.assertIn("Checkpoints in the bucket", self.output)
+
     def test_the_model_and_the_model_card_are_in_the_bucket(self):
         keys = self.keys("output/")
         for key in ("output/model/config.json", "output/model/model.safetensors",
