@@ -199,6 +199,10 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
     SOVAI_RETURN_IF_ERROR(db->Exec("PRAGMA journal_mode=WAL").WithContext(path));
   }
   SOVAI_RETURN_IF_ERROR(db->Exec("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON"));
+  if (options.mmap_size_bytes > 0) {
+    SOVAI_RETURN_IF_ERROR(
+        db->Exec("PRAGMA mmap_size=" + std::to_string(options.mmap_size_bytes)).WithContext(path));
+  }
   return db;
 }
 

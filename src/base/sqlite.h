@@ -81,6 +81,11 @@ struct DatabaseOptions {
   bool read_only = false;
   // How long a statement waits for a lock held by another connection.
   int busy_timeout_ms = 10000;
+  // Bytes of the database file read through a shared memory map instead of read() into the
+  // connection's own page cache (PRAGMA mmap_size; 0: off). Many connections reading the same
+  // rows then share the kernel's page cache instead of each copying pages in; writes still go
+  // through write(), so a crash is no different.
+  int64_t mmap_size_bytes = 0;
 };
 
 class Database {

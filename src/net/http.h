@@ -350,6 +350,11 @@ struct RouteOptions {
   // Run on the I/O thread with the body buffered (up to max_body_bytes) before the call. For
   // cheap, non-blocking handlers only (health, metrics).
   bool inline_handler = false;
+  // Run a request without a body on the I/O thread when this says so, the others on a worker:
+  // for requests whose handling is short and never waits on a lock or the network (a point read
+  // from a WAL database), so that a small read costs no hand-off to a worker and back (S3's
+  // object GETs: bench/s3). A streamed response body is still written from a worker.
+  std::function<bool(const Request&)> inline_if;
   // Largest body accepted. A Content-Length over it is answered 413 before any body byte is
   // read; a chunked body that grows over it fails BodyReader::Read and is answered 413.
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;

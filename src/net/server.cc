@@ -506,7 +506,9 @@ Task<void> Connection<Stream>::Run() {
       Router::Match match = server_.router.Find(req_.method(), req_.raw_path());
       if (!Admit(match, res, keep_alive, slot)) {
         // Answered for the server (404, 405, 413).
-      } else if (match.options->inline_handler && !req_.has_body()) {
+      } else if (!req_.has_body() &&
+                 (match.options->inline_handler ||
+                  (match.options->inline_if && match.options->inline_if(req_)))) {
         Call(*match.handler, res);
       } else {
         int drop_status = 0;

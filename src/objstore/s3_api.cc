@@ -1001,7 +1001,19 @@ S3Api::S3Api(Store& store, S3ApiOptions options) : store_(store), opts_(std::mov
 
 void S3Api::Install(net::Router& router) {
   router.SetFallback([this](net::Request& req) { return Handle(req); },
-                     {.max_body_bytes = kMaxS3BodyBytes});
+                     {.inline_if = IsPointRead, .max_body_bytes = kMaxS3BodyBytes});
+}
+
+bool S3Api::IsPointRead(const net::Request& req) {
+  if (req.method() != "GET" && req.method() != "HEAD") return false;
+  // "/bucket/key" (path style; virtual-hosted, a key with a '/'): one object. "/bucket/" and
+  // "/key" may be listings and run on a worker.
+  std::string_view path = req.raw_path();
+  if (path.size() < 2 || path[0] != '/') return false;
+  size_t slash = path.find('/', 1);
+  if (slash == std::string_view::npos || slash == 1 || slash + 1 == path.size()) return false;
+  // ListParts scans up to a thousand rows; every other object-level read is a point read.
+  return RouteS3Request(req.method(), S3Level::kObject, req.query_params()).op != S3Op::kListParts;
 }
 
 net::Response S3Api::Handle(net::Request& req) { return Call(*this, req).Run(); }

@@ -63,6 +63,11 @@ class S3Api {
   void Install(net::Router& router);
   net::Response Handle(net::Request& req);
 
+  // Whether a request reads one object (GET or HEAD of `/bucket/key`, ListParts aside): a few
+  // point reads of the WAL database that never wait on the writer, run on the I/O thread
+  // (net::RouteOptions::inline_if). Listings and every write run on a worker.
+  static bool IsPointRead(const net::Request& req);
+
   // For ServerOptions::error_renderer: the server's own errors (bad request line, body limit,
   // 404 without a route...) as S3 XML.
   static void RenderServerError(const net::Request* req, net::Response& res);

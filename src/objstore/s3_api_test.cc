@@ -88,6 +88,28 @@ class S3ApiTest : public ::testing::Test {
   std::unique_ptr<S3Api> api_;
 };
 
+// What runs on the server's I/O thread (net::RouteOptions::inline_if): reads of one object only.
+TEST(S3ApiPointReads, OnlyObjectReadsThatAreNotListingsRunInline) {
+  auto request = [](std::string method, std::string_view target) {
+    auto req = std::make_unique<net::Request>();
+    req->set_method(std::move(method));
+    base::Status st = req->SetTarget(target);
+    EXPECT_TRUE(st.ok()) << st;
+    return req;
+  };
+  for (const char* target : {"/b/k", "/b/dir/k", "/b/k?versionId=v1", "/b/k?partNumber=2",
+                             "/b/k?tagging", "/b/k?X-Amz-Signature=abc&X-Amz-Date=x"}) {
+    EXPECT_TRUE(S3Api::IsPointRead(*request("GET", target))) << target;
+    EXPECT_TRUE(S3Api::IsPointRead(*request("HEAD", target))) << target;
+  }
+  for (const char* target : {"/", "/b", "/b/", "/b?list-type=2", "/b/k?uploadId=u1"}) {
+    EXPECT_FALSE(S3Api::IsPointRead(*request("GET", target))) << target;
+  }
+  for (const char* method : {"PUT", "POST", "DELETE", "OPTIONS"}) {
+    EXPECT_FALSE(S3Api::IsPointRead(*request(method, "/b/k"))) << method;
+  }
+}
+
 TEST_F(S3ApiTest, PresignedCreateAndDeleteBucket) {
   // The panel's URLs also carry its origin as a signed x- parameter (ignored by S3).
   net::Response created =

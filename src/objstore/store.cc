@@ -35,6 +35,9 @@ namespace {
 constexpr int64_t kSchemaVersion = 1;
 constexpr size_t kStageChunkBytes = 1 << 20;
 constexpr size_t kMaxBatch = 512;
+// How much of meta.db each connection maps (base::DatabaseOptions::mmap_size_bytes): address
+// space, not memory; the kernel's page cache holds what is read.
+constexpr int64_t kMetaMmapBytes = int64_t{1} << 30;
 
 constexpr std::string_view kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS buckets(
@@ -717,7 +720,10 @@ class StoreImpl final : public Store {
 // --- Init and recovery ------------------------------------------------------------------------
 
 Result<std::unique_ptr<Conn>> StoreImpl::OpenConn() {
-  SOVAI_ASSIGN_OR_RETURN(auto db, base::Database::Open(base::JoinPath(opts_.root, "meta.db")));
+  // Every reader connection maps the file: small objects live inline in their rows, and GETs
+  // spread over many connections would otherwise each read them into a page cache of its own.
+  SOVAI_ASSIGN_OR_RETURN(auto db, base::Database::Open(base::JoinPath(opts_.root, "meta.db"),
+                                                       {.mmap_size_bytes = kMetaMmapBytes}));
   return std::make_unique<Conn>(std::move(db));
 }
 

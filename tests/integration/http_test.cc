@@ -271,6 +271,45 @@ TEST_F(HttpTest, RoutesParamsQueryAnd404And405) {
   EXPECT_GT(s.bytes_out, 0u);
 }
 
+// RouteOptions::inline_if is asked on the I/O thread; a request it chooses (and that has no body)
+// is handled on that same thread, any other on a worker.
+TEST_F(HttpTest, InlineIfRunsTheRequestsItChoosesOnTheIoThread) {
+  std::mutex mu;
+  std::map<std::string, std::thread::id> asked_on, handled_on;
+  Router r;
+  RouteOptions options;
+  options.inline_if = [&](const Request& req) {
+    std::lock_guard lock(mu);
+    asked_on[std::string(req.raw_path())] = std::this_thread::get_id();
+    return req.raw_path() == "/inline" || req.raw_path() == "/inline-with-body";
+  };
+  r.SetFallback(
+      [&](Request& req) {
+        std::lock_guard lock(mu);
+        handled_on[std::string(req.raw_path())] = std::this_thread::get_id();
+        return Response::Text(200, "ok");
+      },
+      options);
+  StartServer(std::move(r));
+  HttpClient c(ClientOpts());
+  for (const char* path : {"/inline", "/worker"}) {
+    auto res = c.Get(path);
+    ASSERT_TRUE(res.ok()) << res.status();
+    EXPECT_EQ(res->status, 200);
+  }
+  auto res = c.Put("/inline-with-body", "data");
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_EQ(res->status, 200);
+
+  std::lock_guard lock(mu);
+  ASSERT_TRUE(asked_on.count("/inline") && asked_on.count("/worker"));
+  EXPECT_EQ(handled_on.at("/inline"), asked_on.at("/inline"));
+  EXPECT_NE(handled_on.at("/worker"), asked_on.at("/worker"));
+  // A request with a body is read by a worker whatever the predicate would say: it is not asked.
+  EXPECT_EQ(asked_on.count("/inline-with-body"), 0u);
+  EXPECT_NE(handled_on.at("/inline-with-body"), asked_on.at("/inline"));
+}
+
 TEST_F(HttpTest, TwoHundredConcurrentKeepAliveClients) {
   Router r;
   AddPing(r);
