@@ -16,7 +16,7 @@ export CCACHE_MAXSIZE ?= 5G
 
 .PHONY: bootstrap build build-demo build-lint build-asan build-fuzz build-cuda demo test test-default \
         test-sanitizers test-asan test-fuzz test-gpu test-slow \
-        cuda format format-check lint bench bench-s3 bench-jobs bench-train bench-tokenizer \
+        cuda format format-check lint bench bench-s3 bench-jobs bench-registry bench-train bench-tokenizer \
         bench-serve bench-gateway clean
 
 bootstrap:
@@ -110,6 +110,9 @@ bench-s3: build
 
 bench-jobs: build
 	@bench/jobs/run.sh
+
+bench-registry: build
+	@python3 bench/registry/run.py
 
 bench-tokenizer: build
 	@bench/tokenizer/run.sh
