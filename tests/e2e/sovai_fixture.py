@@ -28,7 +28,8 @@ def shell(script, volumes=(), **extra):
 
 
 def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
+    """Deterministic, incompressible bytes: SHA-256 in counter mode (deterministicBytes in
+    s3_npm_clients.mjs makes the same)."""
     out = bytearray()
     counter = 0
     while len(out) < size_bytes:
