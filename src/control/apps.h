@@ -299,7 +299,30 @@ class AppService {
   // One turn of the loop: the refresh (shared database), leadership changes, then, on the
   // leader, Reconcile of every app.
   void Round();
+  // One app's turn, in steps (apps_reconcile.cc): SurveyReplicas without the lock, PlanLocked,
+  // StopReplicas and StartReplicas without it, then RecordLocked.
   void Reconcile(const std::string& app_id);
+  struct ReplicaSurvey;    // what SurveyReplicas saw
+  struct ReplicaPlan;      // what PlanLocked decided
+  struct StartedReplicas;  // what StartReplicas submitted
+  // Each replica's job and probe; `snapshot` is the app as the turn began.
+  ReplicaSurvey SurveyReplicas(const App& snapshot, Runtime& rt, bool generation_ready);
+  // Under mu_: the survey's events and failures applied to `app` (as it is now), which replicas
+  // drain, which are stopped and how many to start.
+  ReplicaPlan PlanLocked(App& app, Runtime& rt, int64_t snapshot_generation, ReplicaSurvey survey);
+  // Under mu_: the survey's events, readiness and failed starts recorded in `app` and `rt`.
+  void ApplySurveyLocked(App& app, Runtime& rt, int64_t snapshot_generation, ReplicaSurvey& survey);
+  // Under mu_: the draining replicas whose requests are done (or whose drain timed out).
+  std::vector<std::string> DueForStopLocked(const App& app, std::vector<AppReplica>& replicas,
+                                            int64_t now_ms);
+  void StopReplicas(const App& snapshot, const std::vector<std::string>& jobs);
+  StartedReplicas StartReplicas(const App& snapshot, int count);
+  // Under mu_: the started replicas, the app's next state and its route; the route to publish
+  // when it changed.
+  std::optional<AppRoute> RecordLocked(App& app, Runtime& rt, StartedReplicas started,
+                                       bool stopped_any);
+  // Under mu_: the state a serving app is in from its replicas.
+  AppState ServingStateLocked(const App& app, const Runtime& rt) const;
   // Under mu_: the app `app` (id or name) of `project`.
   base::Result<App*> FindLocked(const std::string& project, const std::string& app);
   void SetStateLocked(App& app, AppState state, std::string reason = "");

@@ -6,6 +6,7 @@ find_package(ZLIB REQUIRED)
 
 add_library(sovai_exec_images STATIC
   ${CMAKE_CURRENT_LIST_DIR}/oci_image.cc
+  ${CMAKE_CURRENT_LIST_DIR}/oci_layers.cc
   ${CMAKE_CURRENT_LIST_DIR}/tar_reader.cc
 )
 target_include_directories(sovai_exec_images PUBLIC ${PROJECT_SOURCE_DIR}/src)

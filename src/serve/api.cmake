@@ -2,6 +2,7 @@
 # responses, stream chunks and errors (openai_api.h, docs/api/openai.md), and the response cache
 # (response_cache.h). No I/O: the HTTP wiring lives with the server.
 add_library(sovai_serve_api STATIC ${CMAKE_CURRENT_LIST_DIR}/openai_api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/openai_responses.cc
   ${CMAKE_CURRENT_LIST_DIR}/pooling_api.cc)
 target_include_directories(sovai_serve_api PUBLIC ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(sovai_serve_api PUBLIC sovai_base sovai_serve_request sovai_model_template)

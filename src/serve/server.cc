@@ -432,11 +432,72 @@ class ResultBuilder {
   std::vector<ChoiceResult> choices_;
 };
 
+// The prompts' tokens, and their texts for `echo` (empty without it: nothing else reads them).
+struct EncodedPrompts {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::string> texts;
+};
+
+ApiResult<EncodedPrompts> EncodePrompts(Engine& engine, const OpenAiRequest& request, bool chat) {
+  const bool echo = !chat && request.echo;
+  EncodedPrompts out;
+  auto encode = [&](const std::string& text) -> std::optional<ApiError> {
+    // A rendered chat prompt already holds its special tokens; a raw completion prompt gets the
+    // tokenizer's (e.g. BOS), as transformers' and vLLM's tokenization of a prompt does.
+    auto encoded = engine.tokenizer().Encode(text, {.add_special_tokens = !chat});
+    if (!encoded.ok()) return ApiErrorFromStatus(encoded.status(), "prompt");
+    out.tokens.push_back(std::move(*encoded));
+    out.texts.push_back(echo ? text : "");
+    return std::nullopt;
+  };
+  if (chat) {
+    ApiResult<std::string> rendered = RenderChatPrompt(engine.chat_template(), request);
+    if (!rendered.ok()) return rendered.error();
+    if (auto failed = encode(*rendered)) return *failed;
+    return out;
+  }
+  for (const CompletionPrompt& prompt : request.prompts) {
+    if (prompt.token_ids) {
+      out.tokens.push_back(*prompt.token_ids);
+      out.texts.push_back(echo ? engine.tokenizer().Decode(*prompt.token_ids).value_or("") : "");
+    } else if (auto failed = encode(prompt.text)) {
+      return *failed;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+// A submitted generation and what its response is made of, shared by the response's writer.
+struct InferenceServer::Answer {
+  std::shared_ptr<Generation> generation;
+  OpenAiRequest request;
+  ResponseMeta meta;
+  bool chat = false;
+  bool echo = false;
+  std::vector<std::string> prompt_texts;  // for `echo`: prompt p's text, else ""
+  int32_t num_choices = 0;                // choice c answers prompt c / n
+  Clock::time_point arrived;
+  base::ResponseCacheUse cache_use;
+  std::string cache_key;
+  const model::Tokenizer* tokenizer = nullptr;  // the engine's
+
+  Endpoint endpoint() const { return chat ? Endpoint::kChatCompletions : Endpoint::kCompletions; }
+  ChoiceDelta EchoOf(int32_t choice) const {
+    return ChoiceDelta{.index = choice,
+                       .text = prompt_texts[static_cast<size_t>(choice / request.n)]};
+  }
+  Usage UsageNow() const {
+    const GenerationUsage u = generation->usage();
+    return Usage{.prompt_tokens = u.prompt_tokens,
+                 .completion_tokens = u.completion_tokens,
+                 .cached_tokens = u.cached_tokens};
+  }
+};
 
 net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   const Clock::time_point arrived = Clock::now();
-  const Endpoint endpoint = chat ? Endpoint::kChatCompletions : Endpoint::kCompletions;
   Engine* e = engine();
   if (e == nullptr) return ErrorResponse(ModelLoadingError(options_.engine.served_model_name));
   auto body = request.body().ReadAll();
@@ -459,47 +520,23 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
   }
 
   // The cache is keyed on the request itself, so a hit skips the template and the tokenizer.
-  const base::ResponseCacheUse cache_use =
-      cache_ != nullptr ? CacheUse(*parsed) : base::ResponseCacheUse{};
-  std::string cache_key;
-  if (cache_use.lookup || cache_use.store) cache_key = CacheKey(*parsed, adapter_hash);
-  if (cache_use.lookup) {
-    if (std::shared_ptr<const std::string> hit = cache_->Get(cache_key)) {
+  auto answer = std::make_shared<Answer>();
+  answer->cache_use = cache_ != nullptr ? CacheUse(*parsed) : base::ResponseCacheUse{};
+  if (answer->cache_use.lookup || answer->cache_use.store) {
+    answer->cache_key = CacheKey(*parsed, adapter_hash);
+  }
+  if (answer->cache_use.lookup) {
+    if (std::shared_ptr<const std::string> hit = cache_->Get(answer->cache_key)) {
       net::Response response = net::Response::Json(200, *hit);
       response.headers.Set(std::string(kCacheStatusHeader), "hit");
       return response;
     }
   }
 
-  // The prompts' tokens, and their texts for `echo` (empty without it: nothing else reads them).
-  const bool echo = !chat && parsed->echo;
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<std::string> prompt_texts;
-  auto encode = [&](const std::string& text) -> std::optional<ApiError> {
-    // A rendered chat prompt already holds its special tokens; a raw completion prompt gets the
-    // tokenizer's (e.g. BOS), as transformers' and vLLM's tokenization of a prompt does.
-    auto encoded = e->tokenizer().Encode(text, {.add_special_tokens = !chat});
-    if (!encoded.ok()) return ApiErrorFromStatus(encoded.status(), "prompt");
-    prompts.push_back(std::move(*encoded));
-    prompt_texts.push_back(echo ? text : "");
-    return std::nullopt;
-  };
-  if (chat) {
-    ApiResult<std::string> rendered = RenderChatPrompt(e->chat_template(), *parsed);
-    if (!rendered.ok()) return ErrorResponse(rendered.error());
-    if (auto failed = encode(*rendered)) return ErrorResponse(*failed);
-  } else {
-    for (const CompletionPrompt& prompt : parsed->prompts) {
-      if (prompt.token_ids) {
-        prompts.push_back(*prompt.token_ids);
-        prompt_texts.push_back(echo ? e->tokenizer().Decode(*prompt.token_ids).value_or("") : "");
-      } else if (auto failed = encode(prompt.text)) {
-        return ErrorResponse(*failed);
-      }
-    }
-  }
+  ApiResult<EncodedPrompts> prompts = EncodePrompts(*e, *parsed, chat);
+  if (!prompts.ok()) return ErrorResponse(prompts.error());
   ApiResult<GenerationRequest> generation_request =
-      ToGenerationRequest(*parsed, std::move(prompts), adapter,
+      ToGenerationRequest(*parsed, std::move(prompts->tokens), adapter,
                           ModelContext{.max_model_len = e->max_model_len(),
                                        .vocab_size = static_cast<int32_t>(e->config().vocab_size)});
   if (!generation_request.ok()) return ErrorResponse(generation_request.error());
@@ -510,129 +547,132 @@ net::Response InferenceServer::Generate(net::Request& request, bool chat) {
     return ErrorResponse(
         internal::SubmitError(submitted.status(), parsed->model, options_.engine.max_waiting));
   }
-  std::shared_ptr<Generation> generation = std::move(*submitted);
+  answer->generation = std::move(*submitted);
+  answer->chat = chat;
+  answer->echo = !chat && parsed->echo;
+  answer->meta = ResponseMeta{.id = NewResponseId(answer->endpoint()),
+                              .created = static_cast<int64_t>(std::time(nullptr)),
+                              .model = parsed->model,
+                              .system_fingerprint = ""};
+  answer->request = std::move(*parsed);
+  answer->prompt_texts = std::move(prompts->texts);
+  answer->num_choices = static_cast<int32_t>(answer->prompt_texts.size()) * answer->request.n;
+  answer->arrived = arrived;
+  answer->tokenizer = &e->tokenizer();
+  if (answer->request.stream) return StreamAnswer(std::move(answer));
+  return WholeAnswer(std::move(answer));
+}
 
-  ResponseMeta meta{.id = NewResponseId(endpoint),
-                    .created = static_cast<int64_t>(std::time(nullptr)),
-                    .model = parsed->model,
-                    .system_fingerprint = ""};
-  auto state = std::make_shared<OpenAiRequest>(std::move(*parsed));
-  // Choice c answers prompt c / n.
-  const int32_t num_choices = static_cast<int32_t>(prompt_texts.size()) * state->n;
-  auto echo_of = [prompt_texts, n = state->n](int32_t choice) {
-    return ChoiceDelta{.index = choice, .text = prompt_texts[static_cast<size_t>(choice / n)]};
-  };
-
-  // Runs the generation to its end, handing each delta to `emit` (false: the client is gone).
-  // Observes latency metrics and counts finish reasons.
-  auto run = [this, generation, arrived, state](
-                 ResultBuilder& results, const std::function<bool(const ChoiceResult&)>& emit,
-                 const std::function<bool()>& idle) -> bool {
-    std::vector<ChoiceDelta> deltas;
-    std::optional<Clock::time_point> first_token;
-    Clock::time_point last_heartbeat = Clock::now();
-    while (generation->Wait(deltas, std::chrono::milliseconds(100))) {
-      for (const ChoiceDelta& delta : deltas) {
-        if (!delta.text.empty() && !first_token) {
-          first_token = Clock::now();
-          ttft_.Observe(Seconds(*first_token - arrived));
-        }
-        if (!emit(results.Add(delta))) {
-          generation->Cancel();
-          return false;
-        }
+bool InferenceServer::FollowGeneration(const Answer& answer,
+                                       const std::function<bool(const ChoiceDelta&)>& on_delta,
+                                       const std::function<bool()>& idle) {
+  Generation& generation = *answer.generation;
+  std::vector<ChoiceDelta> deltas;
+  std::optional<Clock::time_point> first_token;
+  Clock::time_point last_heartbeat = Clock::now();
+  while (generation.Wait(deltas, std::chrono::milliseconds(100))) {
+    for (const ChoiceDelta& delta : deltas) {
+      if (!delta.text.empty() && !first_token) {
+        first_token = Clock::now();
+        ttft_.Observe(Seconds(*first_token - answer.arrived));
       }
-      // A client that went away is only noticed by writing to it: write something now and then
-      // even while tokens flow (a non-streamed response writes nothing else until the end).
-      if (Clock::now() - last_heartbeat >= options_.heartbeat_interval) {
-        if (!idle()) {
-          generation->Cancel();
-          return false;
-        }
-        last_heartbeat = Clock::now();
+      if (!on_delta(delta)) {
+        generation.Cancel();
+        return false;
       }
     }
-    const Clock::time_point done = Clock::now();
-    e2e_.Observe(Seconds(done - arrived));
-    const GenerationUsage usage = generation->usage();
-    if (first_token && usage.completion_tokens > 1) {
-      tpot_.Observe(Seconds(done - *first_token) /
-                    static_cast<double>(usage.completion_tokens - 1));
-    }
-    return true;
-  };
-
-  auto usage_of = [generation] {
-    const GenerationUsage u = generation->usage();
-    return Usage{.prompt_tokens = u.prompt_tokens,
-                 .completion_tokens = u.completion_tokens,
-                 .cached_tokens = u.cached_tokens};
-  };
-
-  const model::Tokenizer& tokenizer = e->tokenizer();
-  if (state->stream) {
-    return net::Response::Sse([=, &tokenizer](net::SseWriter& sse) -> Status {
-      ResultBuilder results(tokenizer, num_choices, state->sampling.logprobs);
-      Status write_status;
-      auto send = [&](const nlohmann::ordered_json& chunk) {
-        write_status = sse.WriteEvent(SerializeJson(chunk));
-        return write_status.ok();
-      };
-      for (int32_t i = 0; i < num_choices && (chat || echo); ++i) {
-        if (!send(chat ? ChatCompletionRoleChunk(meta, i, state->include_usage)
-                       : CompletionChunk(meta, results.Add(echo_of(i)), state->include_usage))) {
-          generation->Cancel();
-          return write_status;
-        }
+    // A client that went away is only noticed by writing to it: write something now and then
+    // even while tokens flow (a non-streamed response writes nothing else until the end).
+    if (Clock::now() - last_heartbeat >= options_.heartbeat_interval) {
+      if (!idle()) {
+        generation.Cancel();
+        return false;
       }
-      const bool finished = run(
-          results,
-          [&](const ChoiceResult& piece) {
-            return send(chat ? ChatCompletionChunk(meta, piece, state->include_usage)
-                             : CompletionChunk(meta, piece, state->include_usage));
-          },
-          [&] {
-            write_status = sse.WriteComment();
-            return write_status.ok();
-          });
-      if (!finished) return write_status;
-      if (state->include_usage && !send(UsageChunk(endpoint, meta, usage_of()))) {
+      last_heartbeat = Clock::now();
+    }
+  }
+  const Clock::time_point done = Clock::now();
+  e2e_.Observe(Seconds(done - answer.arrived));
+  const GenerationUsage usage = generation.usage();
+  if (first_token && usage.completion_tokens > 1) {
+    tpot_.Observe(Seconds(done - *first_token) / static_cast<double>(usage.completion_tokens - 1));
+  }
+  return true;
+}
+
+net::Response InferenceServer::StreamAnswer(std::shared_ptr<const Answer> answer) {
+  return net::Response::Sse([this, answer](net::SseWriter& sse) -> Status {
+    const Answer& a = *answer;
+    const bool include_usage = a.request.include_usage;
+    ResultBuilder results(*a.tokenizer, a.num_choices, a.request.sampling.logprobs);
+    Status write_status;
+    auto send = [&](const nlohmann::ordered_json& chunk) {
+      write_status = sse.WriteEvent(SerializeJson(chunk));
+      return write_status.ok();
+    };
+    for (int32_t i = 0; i < a.num_choices && (a.chat || a.echo); ++i) {
+      if (!send(a.chat ? ChatCompletionRoleChunk(a.meta, i, include_usage)
+                       : CompletionChunk(a.meta, results.Add(a.EchoOf(i)), include_usage))) {
+        a.generation->Cancel();
         return write_status;
       }
-      if (!state->include_usage) {
-        // For meters between us and the client (the platform's gateway): clients skip comments.
-        SOVAI_RETURN_IF_ERROR(sse.WriteComment(UsageComment(usage_of())));
-      }
-      return sse.WriteEvent(kStreamDoneData);
-    });
-  }
+    }
+    const bool finished = FollowGeneration(
+        a,
+        [&](const ChoiceDelta& delta) {
+          const ChoiceResult piece = results.Add(delta);
+          return send(a.chat ? ChatCompletionChunk(a.meta, piece, include_usage)
+                             : CompletionChunk(a.meta, piece, include_usage));
+        },
+        [&] {
+          write_status = sse.WriteComment();
+          return write_status.ok();
+        });
+    if (!finished) return write_status;
+    if (include_usage && !send(UsageChunk(a.endpoint(), a.meta, a.UsageNow()))) {
+      return write_status;
+    }
+    if (!include_usage) {
+      // For meters between us and the client (the platform's gateway): clients skip comments.
+      SOVAI_RETURN_IF_ERROR(sse.WriteComment(UsageComment(a.UsageNow())));
+    }
+    return sse.WriteEvent(kStreamDoneData);
+  });
+}
 
+net::Response InferenceServer::WholeAnswer(std::shared_ptr<const Answer> answer) {
   net::Response response = net::Response::Stream(
-      200, "application/json", [=, this, &tokenizer](net::BodyWriter& out) -> Status {
-        ResultBuilder results(tokenizer, num_choices, state->sampling.logprobs);
-        for (int32_t i = 0; i < num_choices && echo; ++i) results.Add(echo_of(i));
+      200, "application/json", [this, answer](net::BodyWriter& out) -> Status {
+        const Answer& a = *answer;
+        ResultBuilder results(*a.tokenizer, a.num_choices, a.request.sampling.logprobs);
+        for (int32_t i = 0; i < a.num_choices && a.echo; ++i) results.Add(a.EchoOf(i));
         Status write_status;
-        const bool finished = run(
-            results, [](const ChoiceResult&) { return true; },
+        const bool finished = FollowGeneration(
+            a,
+            [&](const ChoiceDelta& delta) {
+              results.Add(delta);
+              return true;
+            },
             [&] {
               write_status = out.Write(" ");
               return write_status.ok();
             });
         if (!finished) return write_status;
-        if (Status failed = generation->error(); !failed.ok()) {
+        if (Status failed = a.generation->error(); !failed.ok()) {
           return out.Write(SerializeJson(InternalServerError(failed.message()).ToJson()));
         }
         const std::string json =
-            SerializeJson(chat ? ChatCompletionResponse(meta, results.choices(), usage_of())
-                               : CompletionResponse(meta, results.choices(), usage_of()));
+            SerializeJson(a.chat ? ChatCompletionResponse(a.meta, results.choices(), a.UsageNow())
+                                 : CompletionResponse(a.meta, results.choices(), a.UsageNow()));
         bool complete = true;
         for (const ChoiceResult& c : results.choices()) {
           complete = complete && c.finish_reason != FinishReason::kAbort;
         }
-        if (cache_use.store && complete) cache_->Put(cache_key, json);
+        if (a.cache_use.store && complete) cache_->Put(a.cache_key, json);
         return out.Write(json);
       });
-  response.headers.Set(std::string(kCacheStatusHeader), std::string(cache_use.MissStatus()));
+  response.headers.Set(std::string(kCacheStatusHeader),
+                       std::string(answer->cache_use.MissStatus()));
   return response;
 }
 

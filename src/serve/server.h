@@ -85,7 +85,18 @@ class InferenceServer {
  private:
   InferenceServer() = default;
   net::Router MakeRouter();
+  // POST /v1/chat/completions and /v1/completions: checks, the cache, the prompts' tokens and
+  // the submission, then the answer streamed (StreamAnswer) or whole (WholeAnswer).
   net::Response Generate(net::Request& request, bool chat);
+  struct Answer;  // a submitted generation and what its response is made of (server.cc)
+  net::Response StreamAnswer(std::shared_ptr<const Answer> answer);
+  net::Response WholeAnswer(std::shared_ptr<const Answer> answer);
+  // Runs the generation to its end, handing each delta to `on_delta` and calling `idle` every
+  // heartbeat interval (either false: the client is gone, and the generation is cancelled).
+  // Observes the latency metrics. False when cancelled so.
+  bool FollowGeneration(const Answer& answer,
+                        const std::function<bool(const ChoiceDelta&)>& on_delta,
+                        const std::function<bool()>& idle);
   net::Response Models();
   // POST /v1/embeddings and /v1/rerank (server_pooling.cc).
   net::Response Embeddings(net::Request& request);

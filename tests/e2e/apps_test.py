@@ -14,13 +14,12 @@ import threading
 import time
 import unittest
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import REGION, CliMixin, SovaiServer, cli_env
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps_openai_client.mjs")
 MODEL_DIR = os.path.join(REPO_ROOT, "models", "sovai-tiny-llama")
 ENGINE = os.environ.get("SOVAI_ENGINE", "build/src/engine/sovai-engine")
-SOVAI = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
 LOC = "apps@" + REGION.upper()
 
 
@@ -46,14 +45,12 @@ def train_adapter(workdir, name, answer):
     return out
 
 
-class AppsTest(unittest.TestCase):
+class AppsTest(CliMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="sovai-apps-")
-        cls.server = SovaiServer()
         # Replicas run as an unprivileged user that must reach their directories.
-        os.chmod(cls.server.tmp, 0o711)
-        cls.server.start()
+        cls.server = SovaiServer(workloads=True).start()
         s3 = cls.server.boto3_client()
         s3.create_bucket(Bucket="apps")
         for name in os.listdir(MODEL_DIR):
@@ -64,21 +61,11 @@ class AppsTest(unittest.TestCase):
                 for name in files:
                     path = os.path.join(root, name)
                     s3.upload_file(path, "apps", label + "/" + os.path.relpath(path, out))
-        cls.env = dict(os.environ, SOVAI_URL=cls.server.api_url,
-                       SOVAI_TOKEN=cls.server.admin_token())
+        cls.env = cli_env(cls.server)
 
     @classmethod
     def tearDownClass(cls):
         cls.server.cleanup()
-
-    def sovai(self, *args, check=True):
-        result = subprocess.run([SOVAI, *args], capture_output=True, text=True, env=self.env,
-                                timeout=600)
-        if check and result.returncode != 0:
-            self.fail("sovai %s failed (%d):\n%s\n%s\nserver log:\n%s" % (
-                " ".join(args), result.returncode, result.stdout, result.stderr,
-                self.server.server_log()))
-        return result
 
     def app(self, name):
         status, body = self.server.api("GET", "/v1/apps/" + name)

@@ -9,10 +9,9 @@ import json
 import os
 import stat
 import subprocess
-import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, random_bytes, SeveralServers
+from sovai_fixture import SOVAI_BINARY, SovaiServer, SeveralServers, cli_env, random_bytes
 
 TEXT = b"kept outside the platform\n"
 BLOB = random_bytes(300 * 1024, "datastore-e2e")
@@ -53,23 +52,11 @@ class DatastoresTest(SeveralServers, unittest.TestCase):
 
     def sovai(self, *args, token, stdin=None, env=None):
         """The real CLI against A, logged in by environment only."""
-        full_env = dict(os.environ, SOVAI_URL=self.platform.api_url, SOVAI_TOKEN=token,
-                        HOME=self.platform.tmp,
-                        XDG_CONFIG_HOME=os.path.join(self.platform.tmp, "config"))
+        full_env = cli_env(self.platform, token, home=self.platform.tmp)
         full_env.pop("SOVAI_DATASTORE_SECRET_KEY", None)
         full_env.update(env or {})
         return subprocess.run([SOVAI_BINARY] + list(args), env=full_env, input=stdin,
                               capture_output=True, text=True, timeout=60)
-
-    def wait(self, job_id, token):
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            status, job = self.platform.api("GET", "/v1/jobs/" + job_id, token=token)
-            self.assertEqual(status, 200, job)
-            if job["status"]["state"] in TERMINAL:
-                return job
-            time.sleep(0.1)
-        self.fail("job %s did not end: %s" % (job_id, job))
 
     def test_a_job_syncs_from_and_to_an_external_s3_datastore(self):
         # B: a project's S3 key (what its operator hands out), its input objects, an output
@@ -145,7 +132,7 @@ class DatastoresTest(SeveralServers, unittest.TestCase):
         self.assertEqual(job["spec"]["volumes"],
                          ["inputs@ext/data:/mnt/in:ro:no-cache",
                           "outputs@ext/results:/mnt/out:rw:no-cache"])
-        done = self.wait(job["id"], alice)
+        done = self.wait_job(job["id"], token=alice, timeout_s=120, server=self.platform)
         status, log = self.platform.api("GET", "/v1/jobs/%s/logs" % job["id"], token=alice,
                                         raw=True)
         self.assertEqual(done["status"]["state"], "DONE", "%s\n%s" % (done, log))

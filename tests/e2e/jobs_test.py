@@ -11,7 +11,7 @@ import tarfile
 import time
 import unittest
 
-from sovai_fixture import REGION, SovaiServer, TERMINAL, shell
+from sovai_fixture import JobsMixin, SovaiServer, create_bucket, shell
 from tiny_model import make_tiny_model, write_chat_data
 
 
@@ -74,47 +74,21 @@ def shell_image_archive():
     return out.getvalue()
 
 
-class JobsTest(unittest.TestCase):
+class JobsTest(JobsMixin, unittest.TestCase):
     def setUp(self):
-        self.server = SovaiServer()
-        # The workload's unprivileged uid must traverse down to its volumes.
-        os.chmod(self.server.tmp, 0o711)
-        self.server.start()
+        self.server = SovaiServer(workloads=True).start()
         self.s3 = self.server.boto3_client()
-        status, info = self.server.api("GET", "/v1/flavors")
-        self.assertEqual(status, 200, info)
-        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
+        self.require_jobs()
 
     def tearDown(self):
         self.server.cleanup()
 
-    def submit(self, spec, token=None, expect=201):
-        status, job = self.server.api("POST", "/v1/jobs", spec, token=token)
-        self.assertEqual(status, expect, job)
-        return job
-
-    def wait(self, job_id, token=None, state=None, timeout_s=60):
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            status, job = self.server.api("GET", "/v1/jobs/" + job_id, token=token)
-            self.assertEqual(status, 200, job)
-            current = job["status"]["state"]
-            if (state and current == state) or (not state and current in TERMINAL):
-                return job
-            time.sleep(0.05)
-        self.fail("job %s did not reach %s: %s" % (job_id, state or "an end", job))
-
-    def make_bucket(self, s3, name):
-        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
-
     def test_the_briefs_job_with_ro_and_rw_volumes_and_live_logs(self):
-        self.make_bucket(self.s3, "my-bucket")
+        create_bucket(self.s3, "my-bucket")
         for i in range(3):
             self.s3.put_object(Bucket="my-bucket", Key="dataset/part-%d.txt" % i,
                                Body=("line\n" * (i + 1)).encode())
-        job = self.submit(shell(
+        job = self.submit_job(shell(
             "cat /workspace/data/*.txt | wc -l > /workspace/output/lines.txt; "
             "for i in 1 2 3; do echo tick $i; sleep 0.2; done; echo warn >&2",
             ["my-bucket@EU-WEST-LOCAL/dataset:/workspace/data:ro",
@@ -125,7 +99,7 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(status, 200)
         for text in ("stdout tick 1", "stdout tick 3", "stderr warn", "sovai job DONE"):
             self.assertIn(text, log)
-        done = self.wait(job["id"])
+        done = self.wait_job(job["id"])
         self.assertEqual(done["status"]["state"], "DONE", done)
         self.assertEqual(done["status"]["exit_code"], 0)
         states = [t["state"] for t in done["status"]["history"]]
@@ -152,14 +126,14 @@ class JobsTest(unittest.TestCase):
         work = os.path.join(self.server.tmp, "model-work")
         os.makedirs(work)
         _, pretrained, _ = make_tiny_model(engine, work, steps=5)
-        self.make_bucket(self.s3, "demo")
+        create_bucket(self.s3, "demo")
         model_dir = os.path.join(pretrained, "model")
         for name in os.listdir(model_dir):
             self.s3.upload_file(os.path.join(model_dir, name), "demo", "model/" + name)
         data = os.path.join(work, "chat.jsonl")
         write_chat_data(data)
         self.s3.upload_file(data, "demo", "dataset/chat.jsonl")
-        job = self.submit({
+        job = self.submit_job({
             "image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
             "command": ["--model", "/workspace/model", "--data", "/workspace/data",
                         "--output", "/workspace/output", "--max-steps", "6", "--seq-len", "64",
@@ -167,7 +141,7 @@ class JobsTest(unittest.TestCase):
             "volumes": ["demo@EU-WEST-LOCAL/model:/workspace/model:ro",
                         "demo@EU-WEST-LOCAL/dataset:/workspace/data:ro",
                         "demo@EU-WEST-LOCAL/output:/workspace/output:rw"]})
-        done = self.wait(job["id"], timeout_s=300)
+        done = self.wait_job(job["id"], timeout_s=300)
         status, log = self.server.api("GET", "/v1/jobs/%s/logs" % job["id"], raw=True)
         self.assertEqual(done["status"]["state"], "DONE", log)
         self.assertIn("step 6/6", log)
@@ -176,23 +150,23 @@ class JobsTest(unittest.TestCase):
                     "output/metrics.jsonl"):
             self.assertIn(key, keys)
         # A bad argument fails the job with the engine's usage error in its log.
-        bad = self.wait(self.submit({"image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
+        bad = self.wait_job(self.submit_job({"image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
                                      "command": ["--method", "dora"]})["id"])
         self.assertEqual(bad["status"]["state"], "FAILED", bad)
         self.assertEqual(bad["status"]["exit_code"], 2)
 
     def test_an_oci_image_from_a_bucket_is_the_jobs_root(self):
-        self.make_bucket(self.s3, "images")
+        create_bucket(self.s3, "images")
         self.s3.put_object(Bucket="images", Key="shell.tar", Body=shell_image_archive())
         image = "oci:images@EU-WEST-LOCAL/shell.tar"
         # The image's Entrypoint + Cmd and Env.
-        first = self.wait(self.submit({"image": image, "flavor": "ai1-1-cpu"})["id"])
+        first = self.wait_job(self.submit_job({"image": image, "flavor": "ai1-1-cpu"})["id"])
         _, log = self.server.api("GET", "/v1/jobs/%s/logs" % first["id"], raw=True)
         self.assertEqual(first["status"]["state"], "DONE", log)
         self.assertIn("stdout hello from the image from-image", log)
         self.assertIn("unpacked 1 layers", log)
         # A command replaces Cmd; the root is the image's, not the host's; the rootfs is reused.
-        second = self.wait(self.submit({
+        second = self.wait_job(self.submit_job({
             "image": image, "flavor": "ai1-1-cpu", "env": {"GREETING": "overridden"},
             "command": ["echo $GREETING; pwd; test -e /usr/bin/python3 || echo no-host-root"]})["id"])
         _, log = self.server.api("GET", "/v1/jobs/%s/logs" % second["id"], raw=True)
@@ -212,20 +186,20 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(problem["errors"][0]["field"], "image")
 
     def test_rwd_deletes_push_data_mid_run_and_cache_reuse(self):
-        self.make_bucket(self.s3, "data")
+        create_bucket(self.s3, "data")
         for key in ("rw/old.txt", "rwd/old.txt"):
             self.s3.put_object(Bucket="data", Key=key, Body=b"old")
         for mode in ("rw", "rwd"):
-            job = self.wait(self.submit(shell("rm /out/old.txt; echo new > /out/new.txt",
+            job = self.wait_job(self.submit_job(shell("rm /out/old.txt; echo new > /out/new.txt",
                                               ["data@EU-WEST-LOCAL/%s:/out:%s" % (mode, mode)]))["id"])
             self.assertEqual(job["status"]["state"], "DONE")
         keys = {o["Key"] for o in self.s3.list_objects_v2(Bucket="data")["Contents"]}
         self.assertEqual(keys, {"rw/old.txt", "rw/new.txt", "rwd/new.txt"})
 
         # push-data: a checkpoint reaches the bucket while the job still runs.
-        job = self.submit(shell("echo step-1 > /ckpt/c.txt; sleep 60",
+        job = self.submit_job(shell("echo step-1 > /ckpt/c.txt; sleep 60",
                                 ["data@EU-WEST-LOCAL/ckpt:/ckpt:rw"]))
-        self.wait(job["id"], state="RUNNING")
+        self.wait_job(job["id"], state="RUNNING")
         body = None
         for _ in range(50):
             status, _ = self.server.api("POST", "/v1/jobs/%s/push-data" % job["id"])
@@ -239,22 +213,22 @@ class JobsTest(unittest.TestCase):
         _, running = self.server.api("GET", "/v1/jobs/" + job["id"])
         self.assertEqual(running["status"]["state"], "RUNNING")
         self.server.api("POST", "/v1/jobs/%s/stop" % job["id"])
-        self.wait(job["id"])
+        self.wait_job(job["id"])
 
         # :cache: a rerun takes unchanged objects from the project's cache.
         for i in range(3):
             self.s3.put_object(Bucket="data", Key="ds/%d.bin" % i, Body=os.urandom(50000))
         volume = "data@EU-WEST-LOCAL/ds:/ds:ro:cache"
-        first = self.wait(self.submit(shell("cat /ds/* | wc -c", [volume]))["id"])
+        first = self.wait_job(self.submit_job(shell("cat /ds/* | wc -c", [volume]))["id"])
         self.s3.put_object(Bucket="data", Key="ds/2.bin", Body=b"changed")
-        second = self.wait(self.submit(shell("cat /ds/* | wc -c", [volume]))["id"])
+        second = self.wait_job(self.submit_job(shell("cat /ds/* | wc -c", [volume]))["id"])
         self.assertEqual(second["status"]["state"], "DONE")
         _, log = self.server.api("GET", "/v1/jobs/%s/logs" % second["id"], raw=True)
         self.assertIn("2 from cache", log)
         self.assertIn("stdout 100007", log)
 
     def test_bad_specs_are_clear_4xx(self):
-        self.make_bucket(self.s3, "data")
+        create_bucket(self.s3, "data")
         cases = [
             ({"image": "sovai/shell", "flavor": "nope", "command": ["true"]}, 404, "flavor"),
             (shell("true", flavor="ai1-1-cpu", units=13), 400, "units"),
@@ -283,10 +257,10 @@ class JobsTest(unittest.TestCase):
         self.assertIn("0 GPUs (H100)", problem["detail"])
 
     def test_projects_are_isolated(self):
-        self.make_bucket(self.s3, "admin-data")
+        create_bucket(self.s3, "admin-data")
         self.s3.put_object(Bucket="admin-data", Key="secret.txt", Body=b"admin only")
-        admin_job = self.submit(shell("echo admin"))
-        self.wait(admin_job["id"])
+        admin_job = self.submit_job(shell("echo admin"))
+        self.wait_job(admin_job["id"])
         # Project B with an operator, bob, his token and his S3 key.
         _, project = self.server.api("POST", "/v1/projects", {"name": "team-b"})
         _, bob = self.server.api("POST", "/v1/users", {"name": "bob"})
@@ -317,12 +291,12 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(code, 404, problem)
 
         # His own bucket works for his jobs; the admin does not see them in its project.
-        self.make_bucket(bob_s3, "bob-data")
+        create_bucket(bob_s3, "bob-data")
         bob_s3.put_object(Bucket="bob-data", Key="in/x.txt", Body=b"bob\n")
-        job = self.submit(shell("cat /in/x.txt > /out/y.txt",
+        job = self.submit_job(shell("cat /in/x.txt > /out/y.txt",
                                 ["bob-data@EU-WEST-LOCAL/in:/in:ro",
                                  "bob-data@EU-WEST-LOCAL/out:/out:rw"]), token=bob_token)
-        self.assertEqual(self.wait(job["id"], token=bob_token)["status"]["state"], "DONE")
+        self.assertEqual(self.wait_job(job["id"], token=bob_token)["status"]["state"], "DONE")
         self.assertEqual(bob_s3.get_object(Bucket="bob-data", Key="out/y.txt")["Body"].read(),
                          b"bob\n")
         self.assertEqual(self.server.api("GET", "/v1/jobs/" + job["id"])[0], 404)
@@ -334,9 +308,9 @@ class JobsTest(unittest.TestCase):
             "labels": "team=nlp"})
         self.assertEqual(status, 201, token)
         nlp = token["token"]
-        unlabeled = self.wait(self.submit(shell("true"))["id"])
+        unlabeled = self.wait_job(self.submit_job(shell("true"))["id"])
         # Its jobs carry its labels even when the spec does not say so; it cannot contradict them.
-        mine = self.wait(self.submit(shell("true"), token=nlp)["id"], token=nlp)
+        mine = self.wait_job(self.submit_job(shell("true"), token=nlp)["id"], token=nlp)
         self.assertEqual(mine["spec"]["labels"], {"team": "nlp"})
         code, problem = self.server.api("POST", "/v1/jobs", shell("true", labels={"team": "cv"}),
                                         token=nlp)
@@ -352,15 +326,15 @@ class JobsTest(unittest.TestCase):
         self.assertEqual([j["id"] for j in filtered["items"]], [mine["id"]])
 
     def test_the_sandbox_sees_neither_the_data_dir_nor_other_jobs(self):
-        self.make_bucket(self.s3, "data")
+        create_bucket(self.s3, "data")
         data_dir = os.path.abspath(self.server.data_dir)
-        first = self.submit(shell("echo private > /tmp/mine; sleep 30"))
-        self.wait(first["id"], state="RUNNING")
-        probe = self.submit(shell(
+        first = self.submit_job(shell("echo private > /tmp/mine; sleep 30"))
+        self.wait_job(first["id"], state="RUNNING")
+        probe = self.submit_job(shell(
             "cat %s/admin.json && echo LEAK; ls %s/jobs && echo LEAK; cat /tmp/mine && echo LEAK;"
             " echo x > /in/new && echo LEAK; id -u" % (data_dir, data_dir),
             ["data@EU-WEST-LOCAL:/in:ro"]))
-        done = self.wait(probe["id"])
+        done = self.wait_job(probe["id"])
         _, log = self.server.api("GET", "/v1/jobs/%s/logs" % probe["id"], raw=True)
         self.assertNotIn("LEAK", log)
         self.assertNotIn("access_key_id", log)
@@ -369,18 +343,18 @@ class JobsTest(unittest.TestCase):
         self.server.api("POST", "/v1/jobs/%s/stop" % first["id"])
 
     def test_stop_timeout_failure_and_restart_policy(self):
-        slow = self.submit(shell("sleep 60"))
-        self.wait(slow["id"], state="RUNNING")
+        slow = self.submit_job(shell("sleep 60"))
+        self.wait_job(slow["id"], state="RUNNING")
         status, _ = self.server.api("POST", "/v1/jobs/%s/stop" % slow["id"])
         self.assertEqual(status, 202)
-        stopped = self.wait(slow["id"])
+        stopped = self.wait_job(slow["id"])
         self.assertEqual(stopped["status"]["state"], "INTERRUPTED")
         self.assertEqual(stopped["status"]["reason"], "stopped by a user")
 
-        timed = self.wait(self.submit(shell("sleep 60", timeout_s=1))["id"])
+        timed = self.wait_job(self.submit_job(shell("sleep 60", timeout_s=1))["id"])
         self.assertEqual(timed["status"]["state"], "TIMEOUT")
 
-        failing = self.wait(self.submit(shell(
+        failing = self.wait_job(self.submit_job(shell(
             "exit 7", restart={"policy": "on-failure", "max_retries": 2}))["id"])
         self.assertEqual(failing["status"]["state"], "FAILED")
         self.assertEqual(failing["status"]["exit_code"], 7)
@@ -399,36 +373,36 @@ class JobsTest(unittest.TestCase):
         self.assertEqual(self.server.api("GET", "/v1/projects/%s/quota" % project)[1], quota)
         code, problem = self.server.api("PUT", "/v1/projects/%s/quota" % project, {"max_cpus": -1})
         self.assertEqual(code, 400, problem)
-        first = self.submit(shell("sleep 60"))
-        self.wait(first["id"], state="RUNNING")
-        second = self.submit(shell("echo second"))
+        first = self.submit_job(shell("sleep 60"))
+        self.wait_job(first["id"], state="RUNNING")
+        second = self.submit_job(shell("echo second"))
         time.sleep(0.3)
         _, waiting = self.server.api("GET", "/v1/jobs/" + second["id"])
         self.assertEqual(waiting["status"]["state"], "QUEUED")
         self.assertIn("project quota: 1 CPU", waiting["status"]["reason"])
         self.server.api("POST", "/v1/jobs/%s/stop" % first["id"])
-        self.assertEqual(self.wait(second["id"])["status"]["state"], "DONE")
+        self.assertEqual(self.wait_job(second["id"])["status"]["state"], "DONE")
 
     def test_sigkill_of_the_server_with_jobs_running_and_queued(self):
-        self.make_bucket(self.s3, "data")
+        create_bucket(self.s3, "data")
         cpus = os.cpu_count()
-        running = self.submit(shell("echo partial > /out/p.txt; sleep 61",
+        running = self.submit_job(shell("echo partial > /out/p.txt; sleep 61",
                                     ["data@EU-WEST-LOCAL/run:/out:rw"], units=min(cpus, 12)))
-        self.wait(running["id"], state="RUNNING")
-        queued = self.submit(shell("echo later", units=min(cpus, 12)))
+        self.wait_job(running["id"], state="RUNNING")
+        queued = self.submit_job(shell("echo later", units=min(cpus, 12)))
         self.assertEqual(self.server.api("GET", "/v1/jobs/" + queued["id"])[1]["status"]["state"],
                          "QUEUED")
         time.sleep(0.3)
         self.server.kill()
         self.server.start()
         self.s3 = self.server.boto3_client()  # the ports changed
-        recovered = self.wait(running["id"])
+        recovered = self.wait_job(running["id"])
         self.assertEqual(recovered["status"]["state"], "INTERRUPTED")
         self.assertEqual(recovered["status"]["reason"],
                          "the server restarted while the job was RUNNING")
         self.assertEqual(self.s3.get_object(Bucket="data", Key="run/p.txt")["Body"].read(),
                          b"partial\n")
-        later = self.wait(queued["id"])
+        later = self.wait_job(queued["id"])
         self.assertEqual(later["status"]["state"], "DONE")
         # No workload of the old process survived it.
         ps = os.popen("ps -eo args").read()

@@ -15,7 +15,7 @@ import re
 import time
 import unittest
 
-from sovai_fixture import REGION, SovaiServer, TERMINAL, shell
+from sovai_fixture import JobsMixin, SovaiServer, create_bucket, shell
 
 INTERVAL_S = 2  # the volumes' sync=2s; the settle time is min(5 s, interval) = 2 s
 BIG_MIB = int(os.environ.get("SOVAI_LIVE_SYNC_BIG_MIB", "50"))
@@ -73,43 +73,16 @@ class Bucket:
         return verdicts
 
 
-class LiveSyncTest(unittest.TestCase):
+class LiveSyncTest(JobsMixin, unittest.TestCase):
     def setUp(self):
-        self.server = SovaiServer()
-        # The workload's unprivileged uid must traverse down to its volumes.
-        os.chmod(self.server.tmp, 0o711)
-        self.server.start()
+        self.server = SovaiServer(workloads=True).start()
         self.s3 = self.server.boto3_client()
-        status, info = self.server.api("GET", "/v1/flavors")
-        self.assertEqual(status, 200, info)
-        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
+        self.require_jobs()
         for bucket in ("out", "ctl"):
-            self.s3.create_bucket(Bucket=bucket,
-                                  CreateBucketConfiguration={"LocationConstraint": REGION})
+            create_bucket(self.s3, bucket)
 
     def tearDown(self):
         self.server.cleanup()
-
-    def submit(self, spec):
-        status, job = self.server.api("POST", "/v1/jobs", spec)
-        self.assertEqual(status, 201, job)
-        return job
-
-    def job(self, job_id):
-        status, job = self.server.api("GET", "/v1/jobs/" + job_id)
-        self.assertEqual(status, 200, job)
-        return job
-
-    def wait_state(self, job_id, states):
-        deadline = time.time() + PATIENCE_S
-        while time.time() < deadline:
-            job = self.job(job_id)
-            if job["status"]["state"] in states:
-                return job
-            time.sleep(0.1)
-        self.fail("job %s did not reach %s: %s" % (job_id, states, job))
 
     def log(self, job_id):
         return self.server.api("GET", "/v1/jobs/%s/logs" % job_id, raw=True)[1]
@@ -149,10 +122,10 @@ touch $out/exports/checkpoint-three/.sovai-complete
 echo "checkpoint 3 done $(date +%s.%N)"
 wait_for 3
 """
-        job = self.submit(shell(script.replace("BIG_MIB", str(BIG_MIB)), [
+        job = self.submit_job(shell(script.replace("BIG_MIB", str(BIG_MIB)), [
             "out@EU-WEST-LOCAL/run:/workspace/output:rw:sync=%ds" % INTERVAL_S,
             "ctl@EU-WEST-LOCAL/flags:/workspace/ctl:rw:sync=end"]))
-        self.wait_state(job["id"], {"RUNNING"})
+        self.wait_job(job["id"], "RUNNING", timeout_s=PATIENCE_S)
         bucket = Bucket(self.s3, "out", "run/")
         ctl = self.volume_dir(job["id"], 1)
         units = {1: "checkpoint-1", 2: "checkpoint-2", 3: "exports/checkpoint-three"}
@@ -166,7 +139,7 @@ wait_for 3
         deadline = time.time() + PATIENCE_S
         while "big.bin" not in bucket.objects():
             self.assertLess(time.time(), deadline, self.log(job["id"]))
-            self.assertEqual(self.job(job["id"])["status"]["state"], "RUNNING")
+            self.assertEqual(self.get_job(job["id"])["status"]["state"], "RUNNING")
             time.sleep(0.2)
         size, etag = bucket.objects()["big.bin"]
         self.assertEqual(size, BIG_MIB << 20)
@@ -184,17 +157,17 @@ wait_for 3
                 if verdicts.get(units[n]) == "complete" and n in done:
                     lags[n] = time.time() - done[n]
                     break
-                self.assertEqual(self.job(job["id"])["status"]["state"], "RUNNING")
+                self.assertEqual(self.get_job(job["id"])["status"]["state"], "RUNNING")
                 time.sleep(0.1)
             # The status shows the live sync while it runs.
-            sync = self.job(job["id"])["status"]["sync"]
+            sync = self.get_job(job["id"])["status"]["sync"]
             self.assertGreaterEqual(sync["units"], n, sync)
             self.assertGreater(sync["uploaded_bytes"], BIG_MIB << 20, sync)
             # sync=end: the control volume has not gone up while the job runs.
             self.assertEqual(Bucket(self.s3, "ctl", "flags/").objects(), {})
             release(str(n))
 
-        done = self.wait_state(job["id"], TERMINAL)
+        done = self.wait_job(job["id"], timeout_s=PATIENCE_S)
         self.assertEqual(done["status"]["state"], "DONE", self.log(job["id"]))
         print("\nlive sync lag (write -> complete in the bucket, interval %d s + settle %d s): %s"
               % (INTERVAL_S, INTERVAL_S,
@@ -232,9 +205,9 @@ for i in $(seq 1 200); do
   sleep 0.7
 done
 """
-        job = self.submit(shell(script, [
+        job = self.submit_job(shell(script, [
             "out@EU-WEST-LOCAL/run:/workspace/output:rw:sync=%ds" % INTERVAL_S]))
-        self.wait_state(job["id"], {"RUNNING"})
+        self.wait_job(job["id"], "RUNNING", timeout_s=PATIENCE_S)
         deadline = time.time() + PATIENCE_S
         while max(checkpoint_lines(self.log(job["id"])) or [0]) < 8:
             self.assertLess(time.time(), deadline, self.log(job["id"]))

@@ -13,15 +13,13 @@ import os
 import shutil
 import socket
 import struct
-import subprocess
 import time
 import unittest
 import urllib.parse
 import uuid
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import REGION, CliMixin, SovaiServer, cli_env
 
-SOVAI = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
 BUCKET = "notebooks"
 VOLUME = "%s@%s/work:/workspace/work:rw" % (BUCKET, REGION.upper())
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -109,32 +107,21 @@ class WebSocket:
 @unittest.skipIf(shutil.which("jupyter-notebook") is None,
                  "jupyter-notebook is not installed (tools/bootstrap.sh installs Debian's "
                  "jupyter-notebook package)")
-class NotebooksTest(unittest.TestCase):
+class NotebooksTest(CliMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # No code-server here (notebooks_vscode_test.py runs it): `--editor vscode` is refused.
-        cls.server = SovaiServer(extra_args=["--code-server", "/nonexistent/code-server"])
         # The notebook runs as an unprivileged user that must reach its directories.
-        os.chmod(cls.server.tmp, 0o711)
-        cls.server.start()
+        cls.server = SovaiServer(extra_args=["--code-server", "/nonexistent/code-server"],
+                                 workloads=True).start()
         cls.s3 = cls.server.boto3_client()
         cls.s3.create_bucket(Bucket=BUCKET)
         cls.s3.put_object(Bucket=BUCKET, Key="work/input.txt", Body=b"from the bucket\n")
-        cls.env = dict(os.environ, SOVAI_URL=cls.server.api_url,
-                       SOVAI_TOKEN=cls.server.admin_token())
+        cls.env = cli_env(cls.server)
 
     @classmethod
     def tearDownClass(cls):
         cls.server.cleanup()
-
-    def sovai(self, *args, check=True):
-        result = subprocess.run([SOVAI, *args], capture_output=True, text=True, env=self.env,
-                                timeout=600)
-        if check and result.returncode != 0:
-            self.fail("sovai %s failed (%d):\n%s\n%s\nserver log:\n%s" % (
-                " ".join(args), result.returncode, result.stdout, result.stderr,
-                self.server.server_log()))
-        return result
 
     def gateway(self, method, path, token=None, body=None):
         """(status, text) of a request to the gateway (not under /v1)."""
@@ -151,19 +138,6 @@ class NotebooksTest(unittest.TestCase):
                 return r.status, r.read().decode(errors="replace")
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode(errors="replace")
-
-    def wait_state(self, nb_id, state, timeout_s=300):
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            nb = json.loads(self.sovai("notebook", "get", nb_id, "-o", "json").stdout)
-            if nb["state"] == state:
-                return nb
-            if nb["state"] in ("FAILED", "ERROR") and state not in ("FAILED", "ERROR"):
-                self.fail("notebook %s is %s: %s\nlog:\n%s" % (
-                    nb_id, nb["state"], nb["reason"],
-                    self.sovai("notebook", "logs", nb_id, check=False).stdout))
-            time.sleep(0.5)
-        self.fail("notebook %s is not %s after %d s" % (nb_id, state, timeout_s))
 
     def execute(self, ws, code):
         """Runs `code` in the kernel; returns (reply content, stdout text)."""
@@ -249,7 +223,7 @@ class NotebooksTest(unittest.TestCase):
         # Stop: the rw volume is synced back before STOPPED.
         stopped = self.sovai("notebook", "stop", nb_id)
         self.assertIn("STOPPING", stopped.stdout)
-        nb = self.wait_state(nb_id, "STOPPED")
+        nb = self.wait_notebook(nb_id, "STOPPED")
         self.assertEqual(nb["reason"], "stopped by the user")
         body = self.s3.get_object(Bucket=BUCKET, Key="work/from_kernel.txt")["Body"].read()
         self.assertEqual(body, b"written by the kernel\n")

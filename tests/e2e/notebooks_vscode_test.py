@@ -15,9 +15,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from sovai_fixture import REGION, SovaiServer
+from sovai_fixture import REGION, CliMixin, SovaiServer, cli_env
 
-SOVAI = os.environ.get("SOVAI_BINARY", "build/src/cli/sovai")
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vscode_browser.mjs")
 INSTALL = os.path.join(REPO_ROOT, "tools", "install_code_server.sh")
@@ -52,7 +51,7 @@ def http(method, url, headers=None):
 
 @unittest.skipIf(not os.path.exists(CHROMIUM),
                  "chromium is not installed (tools/bootstrap.sh installs it)")
-class VscodeNotebookTest(unittest.TestCase):
+class VscodeNotebookTest(CliMixin, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         install = subprocess.run(["bash", INSTALL], capture_output=True, text=True, timeout=3600)
@@ -60,44 +59,22 @@ class VscodeNotebookTest(unittest.TestCase):
             raise RuntimeError("tools/install_code_server.sh failed (%d):\n%s" % (
                 install.returncode, install.stderr[-6000:]))
         cls.code_server = install.stdout.strip().splitlines()[-1]
-        cls.server = SovaiServer(extra_args=["--code-server", cls.code_server])
         # The notebook runs as an unprivileged user that must reach its directories.
-        os.chmod(cls.server.tmp, 0o711)
-        cls.server.start()
+        cls.server = SovaiServer(extra_args=["--code-server", cls.code_server],
+                                 workloads=True).start()
         cls.s3 = cls.server.boto3_client()
         cls.s3.create_bucket(Bucket=BUCKET)
         cls.s3.put_object(Bucket=BUCKET, Key="work/hello.py", Body=b"print('from the bucket')\n")
         cls.token = cls.server.admin_token()
-        cls.env = dict(os.environ, SOVAI_URL=cls.server.api_url, SOVAI_TOKEN=cls.token)
+        cls.env = cli_env(cls.server, cls.token)
 
     @classmethod
     def tearDownClass(cls):
         if hasattr(cls, "server"):
             cls.server.cleanup()
 
-    def sovai(self, *args, check=True):
-        result = subprocess.run([SOVAI, *args], capture_output=True, text=True, env=self.env,
-                                timeout=600)
-        if check and result.returncode != 0:
-            self.fail("sovai %s failed (%d):\n%s\n%s\nserver log:\n%s" % (
-                " ".join(args), result.returncode, result.stdout, result.stderr,
-                self.server.server_log()))
-        return result
-
     def logs(self, nb_id):
         return self.sovai("notebook", "logs", nb_id, check=False).stdout[-6000:]
-
-    def wait_state(self, nb_id, state, timeout_s=300):
-        deadline = time.time() + timeout_s
-        while time.time() < deadline:
-            nb = json.loads(self.sovai("notebook", "get", nb_id, "-o", "json").stdout)
-            if nb["state"] == state:
-                return nb
-            if nb["state"] in ("FAILED", "ERROR"):
-                self.fail("notebook %s is %s: %s\nlog:\n%s" % (nb_id, nb["state"], nb["reason"],
-                                                               self.logs(nb_id)))
-            time.sleep(1)
-        self.fail("notebook %s is not %s after %d s" % (nb_id, state, timeout_s))
 
     def on_disk(self, name, needle):
         """The content of the volume file `name` that holds `needle`, under the data directory
@@ -114,7 +91,7 @@ class VscodeNotebookTest(unittest.TestCase):
         run = self.sovai("notebook", "run", "--editor", "vscode", "--name", "code", "--volume",
                          VOLUME, "--cpu", "2", "-o", "json")
         nb_id = json.loads(run.stdout)["id"]
-        nb = self.wait_state(nb_id, "RUNNING", timeout_s=600)
+        nb = self.wait_notebook(nb_id, "RUNNING", timeout_s=600, interval_s=1)
         self.assertEqual(nb["spec"]["editor"], "vscode")
         self.assertEqual(nb["workdir"], "/workspace")
         self.assertIn("VS Code answers on port", json.dumps(nb["events"]))
@@ -173,7 +150,7 @@ class VscodeNotebookTest(unittest.TestCase):
 
         # Stop: the rw volume is synced back.
         self.sovai("notebook", "stop", nb_id)
-        self.wait_state(nb_id, "STOPPED")
+        self.wait_notebook(nb_id, "STOPPED", interval_s=1)
         body = self.s3.get_object(Bucket=BUCKET, Key="work/hello.py")["Body"].read()
         self.assertEqual(body, edited)
         body = self.s3.get_object(Bucket=BUCKET, Key="work/terminal.txt")["Body"].read()

@@ -6,10 +6,9 @@ a bucket of A's own region."""
 import json
 import os
 import subprocess
-import time
 import unittest
 
-from sovai_fixture import SOVAI_BINARY, TERMINAL, SovaiServer, SeveralServers
+from sovai_fixture import SOVAI_BINARY, SovaiServer, SeveralServers, cli_env
 
 CONTENT = b"kept in EU-CENTRAL-2\n"
 
@@ -39,20 +38,9 @@ class ResidencyTest(SeveralServers, unittest.TestCase):
 
     def sovai(self, *args, token):
         """The real CLI against A, logged in by environment only."""
-        env = dict(os.environ, SOVAI_URL=self.west.api_url, SOVAI_TOKEN=token,
-                   HOME=self.west.tmp, XDG_CONFIG_HOME=os.path.join(self.west.tmp, "config"))
+        env = cli_env(self.west, token, home=self.west.tmp)
         return subprocess.run([SOVAI_BINARY] + list(args), env=env, capture_output=True,
                               text=True, timeout=60)
-
-    def wait(self, job_id, token):
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            status, job = self.west.api("GET", "/v1/jobs/" + job_id, token=token)
-            self.assertEqual(status, 200, job)
-            if job["status"]["state"] in TERMINAL:
-                return job
-            time.sleep(0.1)
-        self.fail("job %s did not end: %s" % (job_id, job))
 
     def test_a_job_mounts_another_regions_bucket_only_once_the_project_allows_it(self):
         # B: a bucket of region EU-CENTRAL-2 with a file.
@@ -123,7 +111,7 @@ class ResidencyTest(SeveralServers, unittest.TestCase):
         # The same job now reads B's file through B's S3 endpoint and writes into A's bucket.
         status, job = self.west.api("POST", "/v1/jobs", copy_job(source), token=bob_token)
         self.assertEqual(status, 201, job)
-        done = self.wait(job["id"], bob_token)
+        done = self.wait_job(job["id"], token=bob_token, timeout_s=120, server=self.west)
         status, log = self.west.api("GET", "/v1/jobs/%s/logs" % job["id"], token=bob_token,
                                     raw=True)
         self.assertEqual(done["status"]["state"], "DONE", "%s\n%s" % (done, log))

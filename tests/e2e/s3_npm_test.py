@@ -12,7 +12,7 @@ import unittest
 import uuid
 
 
-from sovai_fixture import empty_and_delete_bucket, REGION, SovaiServer
+from sovai_fixture import empty_and_delete_bucket, random_bytes, REGION, SovaiServer
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3_npm_clients.mjs")
@@ -53,17 +53,6 @@ KEPT = {
                 "keep/presigned-put.txt": b"put through a presigned URL\n"},
     "minio": {"keep/minio-presigned.txt": b"minio presigned put\n"},
 }
-
-
-def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode (deterministicBytes in the
-    node script)."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size_bytes:
-        out += hashlib.sha256(b"%s:%d" % (seed.encode(), counter)).digest()
-        counter += 1
-    return bytes(out[:size_bytes])
 
 
 class S3NpmBase:

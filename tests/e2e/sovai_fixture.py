@@ -28,7 +28,8 @@ def shell(script, volumes=(), **extra):
 
 
 def random_bytes(size_bytes, seed):
-    """Deterministic, incompressible bytes: SHA-256 in counter mode."""
+    """Deterministic, incompressible bytes: SHA-256 in counter mode (deterministicBytes in
+    s3_npm_clients.mjs makes the same)."""
     out = bytearray()
     counter = 0
     while len(out) < size_bytes:
@@ -72,6 +73,21 @@ def empty_and_delete_bucket(s3, bucket):
             raise
 
 
+def create_bucket(s3, name, region=REGION):
+    """Creates bucket `name` in `region` with a boto3 client."""
+    s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+
+
+def cli_env(server, token=None, home=None, **extra):
+    """The environment in which the `sovai` CLI acts on `server`, logged in by environment only
+    (`token`, else the admin's); with `home`, HOME and the CLI's config live there."""
+    env = dict(os.environ, SOVAI_URL=server.api_url, SOVAI_TOKEN=token or server.admin_token())
+    if home:
+        env.update(HOME=home, XDG_CONFIG_HOME=os.path.join(home, "config"))
+    env.update(extra)
+    return env
+
+
 def make_self_signed_cert(directory):
     """A self-signed certificate for 127.0.0.1 / localhost; returns (cert, key) paths."""
     cert = os.path.join(directory, "cert.pem")
@@ -85,8 +101,13 @@ def make_self_signed_cert(directory):
 
 
 class SovaiServer:
-    def __init__(self, tls=False, extra_args=(), data_dir=None):
+    """With `workloads`, the server's directory is traversable by the unprivileged uid that jobs,
+    notebooks and app replicas run as, so that they reach their volumes, images and models."""
+
+    def __init__(self, tls=False, extra_args=(), data_dir=None, workloads=False):
         self.tmp = tempfile.mkdtemp(prefix="sovai-e2e-")
+        if workloads:
+            os.chmod(self.tmp, 0o711)
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         self.tls = tls
         self.extra_args = list(extra_args)
@@ -205,9 +226,78 @@ class SovaiServer:
             return json.load(r)
 
 
-class SeveralServers:
+class JobsMixin:
+    """unittest mixin for tests that run jobs over the REST API: on `self.server`, or on the
+    server a call names."""
+
+    def require_jobs(self, server=None):
+        """Skips the test, saying why, where this host cannot run jobs."""
+        status, info = (server or self.server).api("GET", "/v1/flavors")
+        self.assertEqual(status, 200, info)
+        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
+        if not cpu["available"]:
+            self.skipTest("jobs are not available on this host: " + cpu["reason"])
+
+    def submit_job(self, spec, token=None, expect=201, server=None):
+        status, job = (server or self.server).api("POST", "/v1/jobs", spec, token=token)
+        self.assertEqual(status, expect, job)
+        return job
+
+    def get_job(self, job_id, token=None, server=None):
+        status, job = (server or self.server).api("GET", "/v1/jobs/" + job_id, token=token)
+        self.assertEqual(status, 200, job)
+        return job
+
+    def wait_job(self, job_id, state=None, token=None, timeout_s=60, server=None,
+                 interval_s=0.05):
+        """The job once it is in `state` (a name or a set of names; None: any end state), or
+        the test fails after `timeout_s`."""
+        states = TERMINAL if state is None else {state} if isinstance(state, str) else state
+        deadline = time.time() + timeout_s
+        job = None
+        while time.time() < deadline:
+            job = self.get_job(job_id, token=token, server=server)
+            if job["status"]["state"] in states:
+                return job
+            time.sleep(interval_s)
+        self.fail("job %s did not reach %s: %s" % (job_id, state or "an end", job))
+
+
+class CliMixin:
+    """unittest mixin for tests that drive the `sovai` CLI against `self.server` in `self.env`
+    (cli_env)."""
+
+    def sovai(self, *args, check=True):
+        """The CLI's result; unless check=False a non-zero exit fails the test, with the server's
+        log."""
+        result = subprocess.run([SOVAI_BINARY, *args], capture_output=True, text=True,
+                                env=self.env, timeout=600)
+        if check and result.returncode != 0:
+            self.fail("sovai %s failed (%d):\n%s\n%s\nserver log:\n%s" % (
+                " ".join(args), result.returncode, result.stdout, result.stderr,
+                self.server.server_log()))
+        return result
+
+    def wait_notebook(self, nb_id, state, timeout_s=300, interval_s=0.5):
+        """The notebook (`sovai notebook get`) once it is in `state`; a notebook that fails
+        meanwhile fails the test, with its log."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            nb = json.loads(self.sovai("notebook", "get", nb_id, "-o", "json").stdout)
+            if nb["state"] == state:
+                return nb
+            if nb["state"] in ("FAILED", "ERROR") and state not in ("FAILED", "ERROR"):
+                self.fail("notebook %s is %s: %s\nlog:\n%s" % (
+                    nb_id, nb["state"], nb["reason"],
+                    self.sovai("notebook", "logs", nb_id, check=False).stdout[-6000:]))
+            time.sleep(interval_s)
+        self.fail("notebook %s is not %s after %d s" % (nb_id, state, timeout_s))
+
+
+class SeveralServers(JobsMixin):
     """unittest mixin for tests of several servers: start() records each one (its directory
-    traversable by the workloads' uid), tearDown stops them, the last started first."""
+    traversable by the workloads' uid), tearDown stops them, the last started first. Job calls
+    name their server."""
 
     def start(self, server):
         if not hasattr(self, "servers"):
@@ -219,11 +309,3 @@ class SeveralServers:
     def tearDown(self):
         for server in reversed(getattr(self, "servers", [])):
             server.cleanup()
-
-    def require_jobs(self, server):
-        """Skips the test, saying why, where this host cannot run jobs."""
-        status, info = server.api("GET", "/v1/flavors")
-        self.assertEqual(status, 200, info)
-        cpu = [f for f in info["items"] if f["id"] == "ai1-1-cpu"][0]
-        if not cpu["available"]:
-            self.skipTest("jobs are not available on this host: " + cpu["reason"])
