@@ -114,9 +114,7 @@ def main():
         print("bench/registry: needs skopeo and busybox-static (tools/bootstrap.sh)")
         return 1
     work = tempfile.mkdtemp(prefix="sovai-bench-registry-")
-    server = SovaiServer()
-    os.chmod(server.tmp, 0o711)  # the jobs' sandbox user must reach the data directory
-    server.start()
+    server = SovaiServer(workloads=True).start()
     try:
         return run(server, work)
     finally:
