@@ -104,7 +104,7 @@ S3Result<StagedData> StoreImpl::Stage(net::BodyReader& body, const StageOptions&
     if (!file) {
       std::string id = ulids_.Next().ToString();
       staged.data_id = Lowercase(id);
-      auto created = DataFileWriter::Create(TmpPath(staged.data_id));
+      auto created = DataFileWriter::Create(*opts_.env, TmpPath(staged.data_id));
       if (!created.ok()) return S3ErrorFromStatus(created.status());
       file = std::move(*created);
       if (Status st = file->Append(buffer); !st.ok()) return fail(S3ErrorFromStatus(st));
@@ -115,7 +115,7 @@ S3Result<StagedData> StoreImpl::Stage(net::BodyReader& body, const StageOptions&
   if (!file && !options.allow_inline) {
     // Parts are always files (they become segments of the completed object).
     staged.data_id = Lowercase(ulids_.Next().ToString());
-    auto created = DataFileWriter::Create(TmpPath(staged.data_id));
+    auto created = DataFileWriter::Create(*opts_.env, TmpPath(staged.data_id));
     if (!created.ok()) return S3ErrorFromStatus(created.status());
     file = std::move(*created);
     if (Status st = file->Append(buffer); !st.ok()) return fail(S3ErrorFromStatus(st));
@@ -269,9 +269,10 @@ Result<size_t> VersionReader::Read(char* buf, size_t n) {
   }
   const auto& [id, seg_size] = version_.segments[segment_];
   if (!file_) {
-    auto opened = DataFileReader::Open(store_.DataPath(id));
+    auto opened = DataFileReader::Open(*store_.opts_.env, store_.DataPath(id));
     if (!opened.ok() && opened.status().code() == base::StatusCode::kNotFound) {
-      opened = DataFileReader::Open(store_.TmpPath(id));  // committed, not yet moved
+      opened =
+          DataFileReader::Open(*store_.opts_.env, store_.TmpPath(id));  // committed, not yet moved
     }
     if (!opened.ok()) {
       if (opened.status().code() == base::StatusCode::kDataLoss) {

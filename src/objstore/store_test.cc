@@ -618,15 +618,17 @@ TEST_F(StoreTest, ConcurrentWritersShareCommits) {
 
 TEST_F(StoreTest, DataFileRejectsTruncationAndBadFooter) {
   std::string path = (root_ / "df").string();
-  auto w = DataFileWriter::Create(path);
+  auto w = DataFileWriter::Create(base::Env::Default(), path);
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Append(Pattern(100000, 1)).ok());
   ASSERT_TRUE((*w)->Seal().ok());
-  ASSERT_TRUE(DataFileReader::Open(path).ok());
+  ASSERT_TRUE(DataFileReader::Open(base::Env::Default(), path).ok());
   fs::resize_file(path, fs::file_size(path) - 1);
-  EXPECT_EQ(DataFileReader::Open(path).status().code(), base::StatusCode::kDataLoss);
-  EXPECT_EQ(DataFileReader::Open((root_ / "missing").string()).status().code(),
-            base::StatusCode::kNotFound);
+  EXPECT_EQ(DataFileReader::Open(base::Env::Default(), path).status().code(),
+            base::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      DataFileReader::Open(base::Env::Default(), (root_ / "missing").string()).status().code(),
+      base::StatusCode::kNotFound);
 }
 
 }  // namespace
