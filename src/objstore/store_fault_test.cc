@@ -13,27 +13,18 @@
 
 #include "base/env.h"
 #include "objstore/store.h"
+#include "objstore/store_test_util.h"
 
 namespace sovai::objstore::store_fault {
 namespace {
 
 namespace fs = std::filesystem;
 using base::FaultOp;
+using store_testing::kBodyPieceBytes;
+using store_testing::Pattern;
 
-// Bodies are read in pieces of an odd size, so that writes straddle the data file's blocks.
-constexpr size_t kBodyPieceBytes = 7919;
 // Larger than the 1 MiB pieces the data file writes: a few Appends, then the footer's.
 constexpr size_t kObjectBytes = (3 << 20) + 12345;
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1103515245u + 12345u;
-    s[i] = static_cast<char>(x >> 24);
-  }
-  return s;
-}
 
 class StoreFaultTest : public ::testing::Test {
  protected:
