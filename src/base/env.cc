@@ -69,7 +69,10 @@ class PosixWritableFile : public WritableFile {
 
   Status Append(std::string_view data) override {
     if (!fd_.valid()) return FailedPreconditionError("append to closed file " + Quote(path_));
-    return WriteFdFully(fd_.get(), data).WithContext("write " + Quote(path_));
+    SOVAI_RETURN_IF_ERROR(WriteFdFully(fd_.get(), data).WithContext("write " + Quote(path_)));
+    written_bytes_ += data.size();
+    if (stream_to_disk_) write_behind_.Wrote(fd_.get(), written_bytes_);
+    return Status();
   }
   Status Sync() override {
     if (!fd_.valid()) return FailedPreconditionError("sync of closed file " + Quote(path_));
@@ -81,10 +84,14 @@ class PosixWritableFile : public WritableFile {
     return fd_.Close().WithContext("close " + Quote(path_));
   }
   const std::string& path() const override { return path_; }
+  void StreamToDisk() override { stream_to_disk_ = true; }
 
  private:
   std::string path_;
   UniqueFd fd_;
+  uint64_t written_bytes_ = 0;  // appended through this object (the WriteBehind windows)
+  bool stream_to_disk_ = false;
+  WriteBehind write_behind_;
 };
 
 class PosixRandomAccessFile : public RandomAccessFile {
@@ -650,6 +657,7 @@ class FaultWritableFile : public WritableFile {
     return injected.ok() ? closed : injected;
   }
   const std::string& path() const override { return target_->path(); }
+  void StreamToDisk() override { target_->StreamToDisk(); }
 
  private:
   FaultInjectionEnv& env_;

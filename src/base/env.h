@@ -135,6 +135,10 @@ class WritableFile {
   virtual Status Sync() = 0;
   virtual Status Close() = 0;
   virtual const std::string& path() const = 0;
+  // Asks the file to hand what is appended from now on to the disk as it is written
+  // (base::WriteBehind), for large sequential writes such as object data: a multi-GB file then
+  // neither piles up dirty pages nor evicts hot small files. Advice: the default ignores it.
+  virtual void StreamToDisk() {}
 };
 
 // A file read at arbitrary offsets (pread), e.g. to serve ranged GETs.

@@ -335,6 +335,48 @@ TEST_F(EnvTest, WriteBehindStreamsWindowsAndDropsThemFromTheCache) {
   EXPECT_GT(resident_pages(4 * kWindow, 5 * kWindow), 0u) << "the newest window is still cached";
 }
 
+TEST_F(EnvTest, AWritableFileStreamedToDiskKeepsItsBytesAndLeavesTheCache) {
+  // Through FaultInjectionEnv's wrapper, which must pass the request on.
+  FaultInjectionEnv env(env_);
+  const std::string path = Path("streamed");
+  auto file = env.NewWritableFile(path, WriteMode::kCreateExclusive);
+  ASSERT_TRUE(file.ok()) << file.status();
+  (*file)->StreamToDisk();
+  constexpr uint64_t kWindow = WriteBehind::kWindowBytes;
+  constexpr uint64_t kTotal = 5 * kWindow + 777;
+  std::string chunk(1 << 20, '\0');
+  for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<char>(i * 37 + 3);
+  for (uint64_t length = 0; length < kTotal;) {
+    std::string_view piece(chunk.data(), std::min<uint64_t>(chunk.size(), kTotal - length));
+    ASSERT_TRUE((*file)->Append(piece).ok());
+    length += piece.size();
+  }
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Close().ok());
+
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  struct statfs fs {};
+  ASSERT_EQ(::fstatfs(fd.get(), &fs), 0);
+  if (fs.f_type != TMPFS_MAGIC) {
+    void* map = ::mmap(nullptr, kTotal, PROT_READ, MAP_SHARED, fd.get(), 0);
+    ASSERT_NE(map, MAP_FAILED);
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> resident((kTotal + page - 1) / page);
+    ASSERT_EQ(::mincore(map, kTotal, resident.data()), 0);
+    ::munmap(map, kTotal);
+    size_t early_resident = 0;
+    for (uint64_t p = 0; p < 3 * kWindow / page; ++p) early_resident += resident[p] & 1;
+    EXPECT_EQ(early_resident, 0u) << "windows behind the last two stay cached";
+  }
+  std::string back = Read(path);
+  ASSERT_EQ(back.size(), kTotal);
+  for (uint64_t at = 0; at < kTotal; at += chunk.size()) {
+    const uint64_t n = std::min<uint64_t>(chunk.size(), kTotal - at);
+    ASSERT_EQ(back.compare(at, n, chunk, 0, n), 0) << "at " << at;
+  }
+}
+
 TEST_F(EnvTest, FileOperations) {
   ASSERT_TRUE(env_.WriteFileAtomically(Path("f"), "hello").ok());
   EXPECT_TRUE(env_.FileExists(Path("f")));

@@ -1,10 +1,8 @@
 #include "objstore/data_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "base/crc.h"
 
@@ -36,26 +34,21 @@ uint64_t GetLe64(const char* p) {
   return v;
 }
 
-Status PreadFully(int fd, uint64_t offset, char* buf, size_t n, const std::string& path) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, buf + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return base::ErrnoToStatus(errno, "reading '" + path + "'");
-    }
-    if (r == 0) return base::DataLossError("'" + path + "' is shorter than its footer says");
-    done += static_cast<size_t>(r);
-  }
+Status ReadFully(const base::RandomAccessFile& file, uint64_t offset, char* buf, size_t n,
+                 const std::string& path) {
+  SOVAI_ASSIGN_OR_RETURN(size_t got, file.ReadAt(offset, std::span<char>(buf, n)));
+  if (got < n) return base::DataLossError("'" + path + "' is shorter than its footer says");
   return Status();
 }
 
 }  // namespace
 
-Result<std::unique_ptr<DataFileWriter>> DataFileWriter::Create(const std::string& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return base::ErrnoToStatus(errno, "creating '" + path + "'");
-  return std::unique_ptr<DataFileWriter>(new DataFileWriter(base::UniqueFd(fd), path));
+Result<std::unique_ptr<DataFileWriter>> DataFileWriter::Create(base::Env& env,
+                                                               const std::string& path) {
+  SOVAI_ASSIGN_OR_RETURN(std::unique_ptr<base::WritableFile> file,
+                         env.NewWritableFile(path, base::WriteMode::kCreateExclusive));
+  file->StreamToDisk();
+  return std::unique_ptr<DataFileWriter>(new DataFileWriter(std::move(file)));
 }
 
 DataFileWriter::~DataFileWriter() = default;
@@ -72,7 +65,7 @@ Status DataFileWriter::Append(std::string_view data) {
       current_fill_ = 0;
     }
     if (buffer_.empty() && take >= kWriteChunkBytes) {
-      SOVAI_RETURN_IF_ERROR(WriteOut(data.substr(0, take)));
+      SOVAI_RETURN_IF_ERROR(file_->Append(data.substr(0, take)));
     } else {
       buffer_.append(data.data(), take);
       if (buffer_.size() >= kWriteChunkBytes) SOVAI_RETURN_IF_ERROR(Flush());
@@ -84,17 +77,9 @@ Status DataFileWriter::Append(std::string_view data) {
 
 Status DataFileWriter::Flush() {
   if (buffer_.empty()) return Status();
-  Status st = WriteOut(buffer_);
+  Status st = file_->Append(buffer_);
   buffer_.clear();
   return st;
-}
-
-Status DataFileWriter::WriteOut(std::string_view bytes) {
-  SOVAI_RETURN_IF_ERROR(
-      base::WriteFdFully(fd_.get(), bytes).WithContext("writing '" + path_ + "'"));
-  written_ += bytes.size();
-  write_behind_.Wrote(fd_.get(), written_);
-  return Status();
 }
 
 Status DataFileWriter::Seal() {
@@ -114,24 +99,23 @@ Status DataFileWriter::Seal() {
   PutLe32(buffer_, base::Crc32c(table));
   PutLe32(buffer_, 0);
   SOVAI_RETURN_IF_ERROR(Flush());
-  if (::fdatasync(fd_.get()) != 0) return base::ErrnoToStatus(errno, "fdatasync '" + path_ + "'");
-  return fd_.Close().WithContext("closing '" + path_ + "'");
+  SOVAI_RETURN_IF_ERROR(file_->Sync());
+  return file_->Close();
 }
 
-Result<std::unique_ptr<DataFileReader>> DataFileReader::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return base::ErrnoToStatus(errno, "opening '" + path + "'");
+Result<std::unique_ptr<DataFileReader>> DataFileReader::Open(base::Env& env,
+                                                             const std::string& path) {
   std::unique_ptr<DataFileReader> r(new DataFileReader());
-  r->fd_ = base::UniqueFd(fd);
+  SOVAI_ASSIGN_OR_RETURN(r->file_, env.NewRandomAccessFile(path));
   r->path_ = path;
-  off_t file_size = ::lseek(fd, 0, SEEK_END);
-  if (file_size < 0) return base::ErrnoToStatus(errno, "seeking '" + path + "'");
-  if (static_cast<uint64_t>(file_size) < kDataFooterBytes) {
+  const base::RandomAccessFile& file = *r->file_;
+  const uint64_t file_size = file.size_bytes();
+  if (file_size < kDataFooterBytes) {
     return base::DataLossError("data file '" + path + "' is too short for its footer");
   }
   char footer[kDataFooterBytes];
-  SOVAI_RETURN_IF_ERROR(PreadFully(fd, static_cast<uint64_t>(file_size) - kDataFooterBytes, footer,
-                                   kDataFooterBytes, path));
+  SOVAI_RETURN_IF_ERROR(
+      ReadFully(file, file_size - kDataFooterBytes, footer, kDataFooterBytes, path));
   if (std::string_view(footer, 8) != kDataFileMagic) {
     return base::DataLossError("data file '" + path + "' has no valid footer");
   }
@@ -141,11 +125,11 @@ Result<std::unique_ptr<DataFileReader>> DataFileReader::Open(const std::string& 
   uint32_t table_crc = GetLe32(footer + 24);
   uint64_t expect_blocks = (size + kDataBlockBytes - 1) / kDataBlockBytes;
   if (block != kDataBlockBytes || blocks != expect_blocks ||
-      size + uint64_t{blocks} * 4 + kDataFooterBytes != static_cast<uint64_t>(file_size)) {
+      size + uint64_t{blocks} * 4 + kDataFooterBytes != file_size) {
     return base::DataLossError("data file '" + path + "': footer does not match the file length");
   }
   std::string table(size_t{blocks} * 4, '\0');
-  SOVAI_RETURN_IF_ERROR(PreadFully(fd, size, table.data(), table.size(), path));
+  SOVAI_RETURN_IF_ERROR(ReadFully(file, size, table.data(), table.size(), path));
   if (base::Crc32c(table) != table_crc) {
     return base::DataLossError("data file '" + path + "': block checksum table is corrupt");
   }
@@ -164,7 +148,7 @@ Result<size_t> DataFileReader::ReadAt(uint64_t offset, char* buf, size_t n) {
   uint64_t read_start = first_block * kDataBlockBytes;
   uint64_t read_end = std::min<uint64_t>(size_, (last_block + 1) * kDataBlockBytes);
   scratch_.resize(read_end - read_start);
-  SOVAI_RETURN_IF_ERROR(PreadFully(fd_.get(), read_start, scratch_.data(), scratch_.size(), path_));
+  SOVAI_RETURN_IF_ERROR(ReadFully(*file_, read_start, scratch_.data(), scratch_.size(), path_));
   for (uint64_t b = first_block; b <= last_block; ++b) {
     uint64_t from = (b - first_block) * kDataBlockBytes;
     uint64_t len = std::min<uint64_t>(kDataBlockBytes, scratch_.size() - from);

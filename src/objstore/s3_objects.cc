@@ -309,9 +309,26 @@ net::Response S3Api::Call::GetObject(bool head) {
   auto v = store_.Head(bucket_, key_, version);
   if (!v.ok()) return Error(v.error());
   const bool versioned = b->versioning != Versioning::kUnversioned;
+  if (auto refused = CheckReadConditions(*v)) return std::move(*refused);
 
-  // Conditions (RFC 9110 13.2.2 order).
-  int64_t mtime_s = v->mtime_micros / base::kMicrosPerSecond;
+  ReadRange range{.offset = 0, .length = v->size, .status = 200};
+  net::Response res;
+  if (auto refused = SelectReadRange(*v, range, res)) return std::move(*refused);
+  AddObjectHeaders(res, *v, versioned);
+  AddLockHeaders(res, *v);
+  if (v->is_latest) AddExpirationHeader(res, *v);
+  if (Header("x-amz-checksum-mode") == "ENABLED") AddReadChecksumHeaders(res, *v, range.status);
+  res.status = range.status;
+  if (head) {
+    res.headers.Set("Content-Length", std::to_string(range.length));
+    return res;
+  }
+  return SendObjectBytes(*v, range, std::move(res));
+}
+
+std::optional<net::Response> S3Api::Call::CheckReadConditions(const ObjectVersion& v) {
+  // RFC 9110 13.2.2 order.
+  int64_t mtime_s = v.mtime_micros / base::kMicrosPerSecond;
   auto im = req_.header("If-Match");
   auto ius = req_.header("If-Unmodified-Since");
   auto inm = req_.header("If-None-Match");
@@ -320,7 +337,7 @@ net::Response S3Api::Call::GetObject(bool head) {
     return S3Error(S3Code::kPreconditionFailed,
                    "At least one of the pre-conditions you specified did not hold");
   };
-  if (im && !EtagListMatches(*im, v->etag))
+  if (im && !EtagListMatches(*im, v.etag))
     return Error(precondition_failed().With("Condition", "If-Match"));
   if (!im && ius) {
     auto t = base::ParseHttpDate(*ius);
@@ -330,21 +347,27 @@ net::Response S3Api::Call::GetObject(bool head) {
   }
   bool not_modified = false;
   if (inm) {
-    not_modified = EtagListMatches(*inm, v->etag);
+    not_modified = EtagListMatches(*inm, v.etag);
   } else if (ims) {
     auto t = base::ParseHttpDate(*ims);
     not_modified = t.ok() && mtime_s <= *t / base::kMicrosPerSecond;
   }
   if (not_modified) {
     net::Response res = net::Response::Empty(304);
-    res.headers.Set("ETag", v->etag);
-    res.headers.Set("Last-Modified", base::FormatHttpDate(v->mtime_micros));
+    res.headers.Set("ETag", v.etag);
+    res.headers.Set("Last-Modified", base::FormatHttpDate(v.mtime_micros));
     return res;
   }
+  return std::nullopt;
+}
 
-  uint64_t offset = 0, length = v->size;
-  int status = 200;
-  net::Response res;
+std::optional<net::Response> S3Api::Call::SelectReadRange(const ObjectVersion& v, ReadRange& range,
+                                                          net::Response& res) {
+  auto set_content_range = [&] {
+    res.headers.Set("Content-Range", "bytes " + std::to_string(range.offset) + "-" +
+                                         std::to_string(range.offset + range.length - 1) + "/" +
+                                         std::to_string(v.size));
+  };
   if (auto pn = Query("partNumber")) {
     auto n = base::ParseUint64(*pn);
     if (!n.ok() || *n < 1 || *n > static_cast<uint64_t>(kMaxPartNumber)) {
@@ -352,63 +375,58 @@ net::Response S3Api::Call::GetObject(bool head) {
                            "Part number must be an integer between 1 and 10000, inclusive")
                        .With("ArgumentName", "partNumber"));
     }
-    uint64_t parts = v->part_sizes.empty() ? 1 : v->part_sizes.size();
+    uint64_t parts = v.part_sizes.empty() ? 1 : v.part_sizes.size();
     if (*n > parts) {
       return Error(S3Error(S3Code::kInvalidPart, "The requested partnumber is not satisfiable"));
     }
-    if (!v->part_sizes.empty()) {
-      for (uint64_t i = 0; i + 1 < *n; ++i) offset += v->part_sizes[i];
-      length = v->part_sizes[*n - 1];
-      status = 206;
-      res.headers.Set("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                           std::to_string(offset + length - 1) + "/" +
-                                           std::to_string(v->size));
+    if (!v.part_sizes.empty()) {
+      for (uint64_t i = 0; i + 1 < *n; ++i) range.offset += v.part_sizes[i];
+      range.length = v.part_sizes[*n - 1];
+      range.status = 206;
+      set_content_range();
     }
     res.headers.Set("x-amz-mp-parts-count", std::to_string(parts));
-  } else if (auto range = req_.header("Range")) {
-    auto r = net::ParseRange(*range, v->size);
+  } else if (auto header = req_.header("Range")) {
+    auto r = net::ParseRange(*header, v.size);
     if (!r.ok()) {
       S3Error e(S3Code::kInvalidRange, "The requested range is not satisfiable");
-      e.With("RangeRequested", std::string(*range))
-          .With("ActualObjectSize", std::to_string(v->size));
+      e.With("RangeRequested", std::string(*header))
+          .With("ActualObjectSize", std::to_string(v.size));
       net::Response err = Error(e);
-      err.headers.Set("Content-Range", "bytes */" + std::to_string(v->size));
+      err.headers.Set("Content-Range", "bytes */" + std::to_string(v.size));
       return err;
     }
     if (r->has_value()) {
-      offset = (*r)->offset;
-      length = (*r)->length;
-      status = 206;
-      res.headers.Set("Content-Range", "bytes " + std::to_string(offset) + "-" +
-                                           std::to_string(offset + length - 1) + "/" +
-                                           std::to_string(v->size));
+      range.offset = (*r)->offset;
+      range.length = (*r)->length;
+      range.status = 206;
+      set_content_range();
     }
   }
-  AddObjectHeaders(res, *v, versioned);
-  AddLockHeaders(res, *v);
-  if (v->is_latest) AddExpirationHeader(res, *v);
-  if (Header("x-amz-checksum-mode") == "ENABLED") {
-    if (status == 200) {
-      AddChecksumHeaders(res, v->checksums);
-    } else if (auto pn = Query("partNumber"); pn && !v->part_checksums.empty()) {
-      // A part's own checksum, as S3 answers a partNumber read of a multipart object.
-      const size_t index = base::ParseUint64(*pn).value_or(1) - 1;
-      if (index < v->part_checksums.size()) {
-        Checksums part = v->part_checksums[index];
-        part.type.clear();
-        AddChecksumHeaders(res, part);
-      }
+  return std::nullopt;
+}
+
+void S3Api::Call::AddReadChecksumHeaders(net::Response& res, const ObjectVersion& v, int status) {
+  if (status == 200) {
+    AddChecksumHeaders(res, v.checksums);
+  } else if (auto pn = Query("partNumber"); pn && !v.part_checksums.empty()) {
+    // A part's own checksum, as S3 answers a partNumber read of a multipart object.
+    const size_t index = base::ParseUint64(*pn).value_or(1) - 1;
+    if (index < v.part_checksums.size()) {
+      Checksums part = v.part_checksums[index];
+      part.type.clear();
+      AddChecksumHeaders(res, part);
     }
   }
-  res.status = status;
-  if (head) {
-    res.headers.Set("Content-Length", std::to_string(length));
-    return res;
-  }
-  auto reader = store_.Open(*v, offset, length);
+}
+
+net::Response S3Api::Call::SendObjectBytes(const ObjectVersion& v, const ReadRange& range,
+                                           net::Response res) {
+  const uint64_t length = range.length;
+  auto reader = store_.Open(v, range.offset, length);
   if (!reader.ok()) return Error(reader.error());
   api_.stats_.bytes_served.fetch_add(length);
-  if (v->inline_data) {
+  if (v.inline_data) {
     res.body.resize(length);
     size_t got = 0;
     while (got < length) {
@@ -424,7 +442,7 @@ net::Response S3Api::Call::GetObject(bool head) {
   std::string content_type(res.headers.Get("Content-Type").value_or("binary/octet-stream"));
   std::shared_ptr<ObjectReader> shared(std::move(*reader));
   net::Response stream = net::Response::Stream(
-      status, content_type,
+      range.status, content_type,
       [shared, key = key_](net::BodyWriter& out) -> base::Status {
         // Double buffering: the next piece is read (and verified) while this one is sent, so
         // the disk and the socket work at the same time. Reads stay sequential: the next read

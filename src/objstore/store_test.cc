@@ -11,14 +11,14 @@
 
 #include "base/crypto.h"
 #include "objstore/data_file.h"
+#include "objstore/store_test_util.h"
 
 namespace sovai::objstore {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Bodies are read in pieces of an odd size, so that reads straddle every boundary.
-constexpr size_t kBodyPieceBytes = 7919;
+using store_testing::kBodyPieceBytes;
+using store_testing::Pattern;
 
 // A body that fails after some bytes, like a client that disconnects.
 class FailingBody final : public net::BodyReader {
@@ -34,16 +34,6 @@ class FailingBody final : public net::BodyReader {
  private:
   size_t sent_ = 0;
 };
-
-std::string Pattern(size_t n, uint32_t seed) {
-  std::string s(n, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1103515245u + 12345u;
-    s[i] = static_cast<char>(x >> 24);
-  }
-  return s;
-}
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -618,15 +608,17 @@ TEST_F(StoreTest, ConcurrentWritersShareCommits) {
 
 TEST_F(StoreTest, DataFileRejectsTruncationAndBadFooter) {
   std::string path = (root_ / "df").string();
-  auto w = DataFileWriter::Create(path);
+  auto w = DataFileWriter::Create(base::Env::Default(), path);
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE((*w)->Append(Pattern(100000, 1)).ok());
   ASSERT_TRUE((*w)->Seal().ok());
-  ASSERT_TRUE(DataFileReader::Open(path).ok());
+  ASSERT_TRUE(DataFileReader::Open(base::Env::Default(), path).ok());
   fs::resize_file(path, fs::file_size(path) - 1);
-  EXPECT_EQ(DataFileReader::Open(path).status().code(), base::StatusCode::kDataLoss);
-  EXPECT_EQ(DataFileReader::Open((root_ / "missing").string()).status().code(),
-            base::StatusCode::kNotFound);
+  EXPECT_EQ(DataFileReader::Open(base::Env::Default(), path).status().code(),
+            base::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      DataFileReader::Open(base::Env::Default(), (root_ / "missing").string()).status().code(),
+      base::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -185,6 +185,18 @@ class S3Api::Call {
   S3Result<PutOptions> PutOptionsFromHeaders(const BucketInfo& bucket);
   net::Response CopyObject();
   net::Response GetObject(bool head);
+  // GetObject's steps: the conditional headers (an error or a 304 when they refuse), the part or
+  // Range asked for (an error when unsatisfiable), the checksum headers, the bytes.
+  struct ReadRange {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    int status = 200;  // 206 for a part of a multipart object or a Range
+  };
+  std::optional<net::Response> CheckReadConditions(const ObjectVersion& v);
+  std::optional<net::Response> SelectReadRange(const ObjectVersion& v, ReadRange& range,
+                                               net::Response& res);
+  void AddReadChecksumHeaders(net::Response& res, const ObjectVersion& v, int status);
+  net::Response SendObjectBytes(const ObjectVersion& v, const ReadRange& range, net::Response res);
   net::Response DeleteObject();
   net::Response ObjectTagging();
   net::Response AclOperation(bool object);  // Get/Put Bucket/Object Acl
