@@ -162,6 +162,7 @@ export type NotebookState = "STARTING" | "RUNNING" | "STOPPING" | "STOPPED" | "F
 export interface NotebookSpec {
   name?: string;
   editor?: string;
+  image?: string | null;
   flavor: string;
   units?: number;
   volumes?: string[];
@@ -177,6 +178,7 @@ export interface Notebook {
   reason: string;
   url: string;
   spec: NotebookSpec;
+  image_digest?: string | null;
   events: { at: string; what: string }[];
   created_at: string;
   started_at?: string;
