@@ -571,10 +571,10 @@ TEST(RunningIntervalsTest, ATryLostWithItsServerAndItsRerunAreBilledOnceEach) {
                           {JobState::kRunning, kDay0 + 3610 * kS},
                           {JobState::kFinalizing, kDay0 + 3730 * kS},
                           {JobState::kDone, kDay0 + 3731 * kS}});
-  const std::vector<RunningInterval> intervals =
-      RunningIntervals(history, kDay0 + 9000 * kS, runs);
-  EXPECT_EQ(intervals, (std::vector<RunningInterval>{{kDay0 + 10 * kS, kDay0 + 100 * kS, false},
-                                                     {kDay0 + 3610 * kS, kDay0 + 3730 * kS, false}}));
+  const std::vector<RunningInterval> intervals = RunningIntervals(history, kDay0 + 9000 * kS, runs);
+  EXPECT_EQ(intervals,
+            (std::vector<RunningInterval>{{kDay0 + 10 * kS, kDay0 + 100 * kS, false},
+                                          {kDay0 + 3610 * kS, kDay0 + 3730 * kS, false}}));
   BillableJob job;
   job.id = "job_retried";
   job.project = "prj_a";

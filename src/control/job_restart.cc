@@ -56,10 +56,11 @@ std::vector<std::string> CommandForTry(const JobSpec& spec, int retries) {
   return command;
 }
 
-std::string TryNote(const JobSpec& spec, int retries, const std::string& cause) {
+std::string TryNote(const JobSpec& spec, int retries, const std::string& queued_reason) {
   if (retries == 0) return "";
-  std::string note = "try " + std::to_string(retries + 1) + " of " +
-                     std::to_string(spec.max_retries + 1) + " (" + cause + ")";
+  std::string note = !queued_reason.empty() ? queued_reason
+                                            : "try " + std::to_string(retries + 1) + " of " +
+                                                  std::to_string(spec.max_retries + 1);
   if (spec.image == kFinetuneImage) {
     note += "; sovai/finetune continues from the newest complete checkpoint of its output";
   }

@@ -50,8 +50,9 @@ std::optional<std::string> RestartCause(const JobSpec& spec, int retries, const 
 // of sovai/finetune that does not already pass it.
 std::vector<std::string> CommandForTry(const JobSpec& spec, int retries);
 
-// The log line that opens a rerun ("" for the first try): which try it is and, for
+// The log line that opens a rerun ("" for the first try): why it was queued again (the reason
+// Conclude gave it, "restart policy: <why>; try 2 of 3"; "try 2 of 3" without one) and, for
 // sovai/finetune, that it resumes from the newest complete checkpoint.
-std::string TryNote(const JobSpec& spec, int retries, const std::string& cause);
+std::string TryNote(const JobSpec& spec, int retries, const std::string& queued_reason);
 
 }  // namespace sovai::control

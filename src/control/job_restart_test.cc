@@ -106,8 +106,9 @@ TEST(JobRestartTest, ARerunOfFinetuneResumesFromItsNewestCheckpoint) {
 
 TEST(JobRestartTest, TheNoteOfARerunSaysWhichTryAndWhy) {
   EXPECT_EQ(TryNote(OnFailure(2), 0, "x"), "");
-  EXPECT_EQ(TryNote(OnFailure(2), 1, "restart policy: killed by signal 9"),
-            "try 2 of 3 (restart policy: killed by signal 9)");
+  EXPECT_EQ(TryNote(OnFailure(2), 1, "restart policy: killed by signal 9; try 2 of 3"),
+            "restart policy: killed by signal 9; try 2 of 3");
+  EXPECT_EQ(TryNote(OnFailure(2), 2, ""), "try 3 of 3");
   const std::string note = TryNote(OnFailure(1, std::string(kFinetuneImage)), 1, "why");
   EXPECT_NE(note.find("newest complete checkpoint"), std::string::npos) << note;
 }
