@@ -48,8 +48,6 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
       errors.Add("image",
                  "the engine images run jobs and apps, not notebooks; give an image "
                  "with Jupyter (or code-server) in it, or none for the host's");
-    } else if (image == kShellImage) {
-      job.erase("image");  // as without one
     }
   }
   if (auto it = body.find("name"); it != body.end() && !it->is_null()) {

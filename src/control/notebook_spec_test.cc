@@ -116,7 +116,7 @@ TEST(NotebookSpecTest, BadFieldsAreNamed) {
   EXPECT_TRUE(Has(with("labels", {{"sovai.notebook", "x"}}), "labels.sovai.notebook"));
   EXPECT_TRUE(Has(with("env", {{"JUPYTER_TOKEN", "x"}}), "env.JUPYTER_TOKEN"));
   EXPECT_TRUE(Has(with("env", {{"PORT", "1"}}), "env.PORT"));
-  EXPECT_TRUE(Has(with("image", "sovai/shell"), "image"));  // not a notebook field
+  EXPECT_TRUE(Has(with("image", "sovai/finetune"), "image"));  // an engine image
   EXPECT_TRUE(Has(with("command", Json::array({"sh"})), "command"));
   // Several problems are all reported.
   Json body = {{"flavor", "ai1-1-cpu"}, {"name", "BAD"}, {"editor", "vim"}};
@@ -196,10 +196,10 @@ namespace {
 
 TEST(NotebookSpecTest, AnImageIsWhatAJobTakesButTheEngineImages) {
   for (const char* image :
-       {"127.0.0.1:5000/prj_01J/torch-notebook:2.4", "torch-notebook:2.4",
+       {"127.0.0.1:5000/team/torch-notebook:2.4", "torch-notebook:2.4",
         "team/nb@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "oci:data@EU-WEST-LOCAL/images/jupyter.tar"}) {
-    NotebookSpec spec = ParseOk({{"flavor", "ai1-1-cpu"}, {"image", image}});
+    NotebookSpec spec = ParseOk({{"name", "boxed"}, {"flavor", "ai1-1-cpu"}, {"image", image}});
     EXPECT_EQ(spec.image, image);
     EXPECT_EQ(ParseOk(NotebookSpecToJson(spec)), spec) << image;
     EXPECT_EQ(NotebookJobSpec("nb_1", spec, 41234, "t").image, image);
