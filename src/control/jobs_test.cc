@@ -60,6 +60,21 @@ class JobsTest : public testing::JobServiceTest {
     SOVAI_CHECK(chunk.ok()) << chunk.status();
     return chunk->data;
   }
+  // A crash of the server while job `id` runs, then a new server on the same database.
+  // Shutting the old service down would record INTERRUPTED "shutting down"; a crash records
+  // nothing: the row is put back to RUNNING after the shutdown to model it.
+  void CrashAndRestart(const std::string& id) {
+    service_.reset();
+    ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(
+                         base::Statement st,
+                         sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
+                     st.Bind(1, id);
+                     return st.Run();
+                   })
+                    .ok());
+    OpenService();
+  }
   static std::vector<JobState> States(const Job& job) {
     std::vector<JobState> states;
     for (const JobTransition& t : job.history) states.push_back(t.state);
@@ -442,18 +457,7 @@ TEST_F(JobsTest, ARestartKeepsTheQueueAndFinalizesJobsThatWereRunning) {
                  })
                   .ok());
   EXPECT_EQ(running_row_state, "RUNNING");
-  // Shutting the old service down would record INTERRUPTED "shutting down"; a crash records
-  // nothing. Put the row back to RUNNING after the shutdown to model the crash.
-  service_.reset();
-  ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
-                   SOVAI_ASSIGN_OR_RETURN(
-                       base::Statement st,
-                       sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
-                   st.Bind(1, running.id);
-                   return st.Run();
-                 })
-                  .ok());
-  OpenService();
+  CrashAndRestart(running.id);
 
   Job recovered = WaitFor(running.id);
   EXPECT_EQ(recovered.state, JobState::kInterrupted);
@@ -483,17 +487,7 @@ TEST_F(JobsTest, ARestartPolicyRunsAJobLostWithItsServerAgain) {
   Job running = Submit(spec);
   WaitFor(running.id, JobState::kRunning);
   std::this_thread::sleep_for(milliseconds(300));
-  // A crash, as in the test above: the row stays RUNNING.
-  service_.reset();
-  ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
-                   SOVAI_ASSIGN_OR_RETURN(
-                       base::Statement st,
-                       sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
-                   st.Bind(1, running.id);
-                   return st.Run();
-                 })
-                  .ok());
-  OpenService();
+  CrashAndRestart(running.id);
 
   Job done = WaitFor(running.id);
   EXPECT_EQ(done.state, JobState::kDone) << done.reason << "\n" << Log(running.id);

@@ -19,7 +19,7 @@ import time
 import unittest
 
 from sovai_fixture import REGION, SovaiServer, TERMINAL, shell
-from tiny_model import engine, make_tiny_model, write_chat_data
+from tiny_model import engine, upload_tiny_model
 
 ENGINE = os.environ.get("SOVAI_ENGINE", "")
 
@@ -277,13 +277,7 @@ done
             self.skipTest("SOVAI_ENGINE is not set")
         work = os.path.join(self.server.tmp, "ft-work")
         os.makedirs(work)
-        _, pretrained, _ = make_tiny_model(ENGINE, work, steps=5)
-        model_dir = os.path.join(pretrained, "model")
-        for name in os.listdir(model_dir):
-            self.s3.upload_file(os.path.join(model_dir, name), "ctl", "model/" + name)
-        data = os.path.join(work, "chat.jsonl")
-        write_chat_data(data)
-        self.s3.upload_file(data, "ctl", "data/chat.jsonl")
+        model_dir, data = upload_tiny_model(ENGINE, work, self.s3, "ctl", "model", "data")
         # One thread, as the sandbox of one ai1-1-cpu unit: the same sums in the same order.
         args = ["--method", "lora", "--max-steps", "%d" % FT_STEPS, "--seq-len", "64",
                 "--batch-rows", "2", "--learning-rate", "5e-3", "--dropout", "0.1",

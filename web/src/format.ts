@@ -1,5 +1,7 @@
 // Formatting for tables and facts.
 
+import type { LiveSync } from "./types";
+
 export function bytes(n: number): string {
   if (!isFinite(n)) return "";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -56,16 +58,7 @@ export function eur(text: string): string {
 
 // A live sync as one line: "2 files (48.0 MiB) pending, oldest 12 s; last round 3 s ago; 7 files,
 // 1.2 GiB, 2 units up" (the CLI's "Live sync" row).
-export function liveSync(sync: {
-  pending_files: number;
-  pending_bytes: number;
-  oldest_pending_age_s: number | null;
-  last_sync_age_s?: number | null;
-  uploaded_files: number;
-  uploaded_bytes: number;
-  units: number;
-  last_error?: string;
-}): string {
+export function liveSync(sync: LiveSync): string {
   let text = `${sync.pending_files} files (${bytes(sync.pending_bytes)}) pending`;
   if (typeof sync.oldest_pending_age_s === "number") text += `, oldest ${Math.floor(sync.oldest_pending_age_s)} s`;
   if (typeof sync.last_sync_age_s === "number") text += `; last round ${Math.floor(sync.last_sync_age_s)} s ago`;
