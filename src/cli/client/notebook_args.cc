@@ -29,7 +29,8 @@ base::Result<Json> BuildNotebookSpec(const NotebookRunArgs& args, const EnvVars&
   job.volumes = args.volumes;
   job.labels = args.labels;
   job.env = args.env;
-  if (control::EngineSubcommandOf(args.image)) {
+  // The engine images by name: the client links the spec constants, not the spec's parser.
+  if (args.image == control::kFinetuneImage || args.image == control::kServeImage) {
     return InvalidArgumentError("--image " + args.image +
                                 " runs jobs and apps, not notebooks; give an image with "
                                 "Jupyter (or code-server) in it, or none for the host's");
