@@ -177,7 +177,7 @@ class RegistryJobsTest(unittest.TestCase):
         self.build_and_push("v1", TRAIN_SH)
         r = self.sovai("image", "immutable", "%s/trainer" % PROJECT, "on")
         self.assertEqual(r.returncode, 0, r.stderr)
-        ctx = os.path.join(self.work, "ctx-v1")
+        ctx = os.path.join(self.work, "ctx-trainer-v1")
         shutil.rmtree(ctx)
         container = self.tool(BUILDAH, "from", "scratch").stdout.strip()
         os.makedirs(ctx)
