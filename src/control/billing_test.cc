@@ -552,3 +552,43 @@ TEST(BudgetTest, AlertCapAndAdmission) {
 
 }  // namespace
 }  // namespace sovai::control
+
+namespace sovai::control {
+namespace {
+
+// A job that the restart policy ran again after its server died (job_restart.h): the lost try
+// is billed up to the dead lifetime's last heartbeat, the second from its own RUNNING: the two
+// intervals do not overlap, and their minutes add up once.
+TEST(RunningIntervalsTest, ATryLostWithItsServerAndItsRerunAreBilledOnceEach) {
+  std::vector<ServerRun> runs = {{kDay0, kDay0 + 100 * kS}, {kDay0 + 3600 * kS, kDay0 + 9000 * kS}};
+  auto history = History({{JobState::kQueued, kDay0 + kS},
+                          {JobState::kRunning, kDay0 + 10 * kS},
+                          // Recovery in lifetime 2: the lost try ends, and is queued again.
+                          {JobState::kFinalizing, kDay0 + 3601 * kS},
+                          {JobState::kInterrupted, kDay0 + 3602 * kS},
+                          {JobState::kQueued, kDay0 + 3602 * kS},
+                          {JobState::kInitializing, kDay0 + 3603 * kS},
+                          {JobState::kRunning, kDay0 + 3610 * kS},
+                          {JobState::kFinalizing, kDay0 + 3730 * kS},
+                          {JobState::kDone, kDay0 + 3731 * kS}});
+  const std::vector<RunningInterval> intervals = RunningIntervals(history, kDay0 + 9000 * kS, runs);
+  EXPECT_EQ(intervals,
+            (std::vector<RunningInterval>{{kDay0 + 10 * kS, kDay0 + 100 * kS, false},
+                                          {kDay0 + 3610 * kS, kDay0 + 3730 * kS, false}}));
+  BillableJob job;
+  job.id = "job_retried";
+  job.project = "prj_a";
+  job.flavor = "ai1-1-cpu";
+  job.units = 1;
+  job.history = history;
+  int64_t minutes = 0;
+  for (const Line& l : ComputeJobLines({&job, 1}, Catalog(), {kDay0, kDay0 + 86400 * kS},
+                                       kDay0 + 9000 * kS, runs)) {
+    minutes += l.minutes;
+  }
+  // 90 s (2 started minutes) + 120 s (2 started minutes).
+  EXPECT_EQ(minutes, 4);
+}
+
+}  // namespace
+}  // namespace sovai::control

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/strings.h"
 #include "base/ulid.h"
+#include "control/job_restart.h"
 #include "control/model_card.h"
 #include "exec/local_executor.h"
 #include "exec/s3_client.h"
@@ -50,7 +51,9 @@ Allocation AllocationFromJson(const json& j) {
 json HistoryToJson(const std::vector<JobTransition>& history) {
   json out = json::array();
   for (const JobTransition& t : history) {
-    out.push_back({{"state", JobStateName(t.state)}, {"at_unix_micros", t.at_unix_micros}});
+    json entry = {{"state", JobStateName(t.state)}, {"at_unix_micros", t.at_unix_micros}};
+    if (!t.reason.empty()) entry["reason"] = t.reason;
+    out.push_back(std::move(entry));
   }
   return out;
 }
@@ -101,22 +104,6 @@ exec::WorkloadPhase PhaseOf(JobState state) {
     default:
       return exec::WorkloadPhase::kQueued;
   }
-}
-
-JobState StateOf(exec::WorkloadEnd end) {
-  switch (end) {
-    case exec::WorkloadEnd::kDone:
-      return JobState::kDone;
-    case exec::WorkloadEnd::kFailed:
-      return JobState::kFailed;
-    case exec::WorkloadEnd::kError:
-      return JobState::kError;
-    case exec::WorkloadEnd::kInterrupted:
-      return JobState::kInterrupted;
-    case exec::WorkloadEnd::kTimeout:
-      return JobState::kTimeout;
-  }
-  return JobState::kError;
 }
 
 }  // namespace
@@ -272,7 +259,9 @@ Result<Job> JobFromRow(const base::Statement& st) {
   if (history.ok() && history->is_array()) {
     for (const json& t : *history) {
       auto ts = ParseJobState(t.value("state", ""));
-      if (ts) job.history.push_back({*ts, t.value("at_unix_micros", int64_t{0})});
+      if (ts) {
+        job.history.push_back({*ts, t.value("at_unix_micros", int64_t{0}), t.value("reason", "")});
+      }
     }
   }
   if (!st.ColumnIsNull(7)) job.exit_code = static_cast<int>(st.ColumnInt(7));
@@ -369,8 +358,10 @@ Result<Job> JobService::LoadById(const std::string& id, const std::string* proje
 
 Status JobService::Transition(Job& job, JobState state, std::string reason) {
   job.state = state;
-  job.history.push_back({state, env_.NowUnixMicros()});
-  if (!reason.empty() || IsTerminal(state) || state == JobState::kQueued) {
+  // The history keeps why a job ended and why it was queued again (a restart).
+  const bool noted = IsTerminal(state) || state == JobState::kQueued;
+  job.history.push_back({state, env_.NowUnixMicros(), noted ? reason : ""});
+  if (!reason.empty() || noted) {
     job.reason = std::move(reason);
   }
   return Save(job);
@@ -1003,7 +994,7 @@ exec::WorkloadSpec JobService::WorkloadSpecFor(const Job& job, const Allocation&
   if (auto engine_command = EngineSubcommandOf(job.spec.image)) {
     w.engine_subcommand = std::string(*engine_command);
   }
-  w.command = job.spec.command;
+  w.command = CommandForTry(job.spec, job.retries);
   w.env.assign(job.spec.env.begin(), job.spec.env.end());
   for (const std::string& v : job.spec.volumes) {
     auto spec = exec::ParseVolumeSpec(v);
@@ -1035,6 +1026,9 @@ exec::WorkloadSpec JobService::WorkloadSpecFor(const Job& job, const Allocation&
     w.start_note = "job " + job.id + " admitted: flavor " + job.spec.flavor + " x" +
                    std::to_string(job.spec.units) + ", " + std::to_string(allocation.cpus.size()) +
                    " CPUs, " + std::to_string(allocation.gpus.size()) + " GPUs";
+  }
+  if (std::string note = TryNote(job.spec, job.retries, job.reason); !note.empty()) {
+    w.start_note += (w.start_note.empty() ? "" : "; ") + note;
   }
   w.uid = options_.workload_uid;
   w.gid = options_.workload_gid;
@@ -1129,7 +1123,13 @@ void JobService::Run(Runner& runner) {
     Finish(runner);
     return;
   }
-  Conclude(job, outcome);
+  TryEnd end{outcome, std::nullopt, false};
+  if (runner.recovered_from && local) end.lost_with_server_in = PhaseOf(*runner.recovered_from);
+  {
+    std::lock_guard rl(runner.mu);
+    end.stop_requested = runner.stop_reason.has_value();
+  }
+  Conclude(job, end);
   Finish(runner);
 }
 
@@ -1143,39 +1143,6 @@ void JobService::Finish(Runner& runner) {
   }
   ScheduleLocked();
   cv_.notify_all();
-}
-
-void JobService::Conclude(Job& job, const exec::WorkloadOutcome& outcome) {
-  const JobState state = StateOf(outcome.end);
-  bool retry = state == JobState::kFailed && job.spec.restart == RestartPolicy::kOnFailure &&
-               job.retries < job.spec.max_retries;
-  job.allocation.reset();
-  {
-    std::lock_guard lock(mu_);
-    retry = retry && !shutting_down_;
-  }
-  if (!retry) {
-    (void)Transition(job, state, outcome.reason);
-    return;
-  }
-  std::lock_guard lock(mu_);
-  // The failed try stays in the history, but the job is never seen in a terminal state between
-  // its tries: both transitions are saved at once.
-  job.history.push_back({state, env_.NowUnixMicros()});
-  job.retries += 1;
-  job.slurm_job_id.clear();  // the next try is a new Slurm job
-  job.node.clear();
-  (void)Transition(job, JobState::kQueued,
-                   "restart policy: " + outcome.reason + "; try " +
-                       std::to_string(job.retries + 1) + " of " +
-                       std::to_string(job.spec.max_retries + 1));
-  auto flavor = options_.flavors->Find(job.spec.flavor);
-  if (flavor.ok()) {
-    auto request = RequestFor(**flavor, job.spec.units);
-    // The id is still held by this runner: release first, then queue again.
-    scheduler_.Release(job.id);
-    if (request.ok()) scheduler_.Enqueue({job.id, job.project, job.spec.priority, *request});
-  }
 }
 
 }  // namespace sovai::control

@@ -41,6 +41,7 @@
 #include "base/status.h"
 #include "base/ulid.h"
 #include "control/db.h"
+#include "control/job_restart.h"
 #include "control/job_spec.h"
 #include "control/limits.h"
 #include "control/scheduler.h"
@@ -68,12 +69,15 @@ enum class JobState : uint8_t {
   kTimeout,
 };
 std::string_view JobStateName(JobState state);  // "QUEUED", ...
+JobState StateOf(exec::WorkloadEnd end);        // kDone -> DONE, ...
 std::optional<JobState> ParseJobState(std::string_view name);
 bool IsTerminal(JobState state);
 
 struct JobTransition {
   JobState state = JobState::kQueued;
   int64_t at_unix_micros = 0;
+  // Why, for a terminal state and for QUEUED again after a try (the restart policy); else "".
+  std::string reason = {};
   bool operator==(const JobTransition&) const = default;
 };
 
@@ -295,8 +299,8 @@ class JobService {
   exec::WorkloadSpec WorkloadSpecFor(const Job& job, const Allocation& allocation) const;
   // The registry image of `job` by its recorded digest.
   base::Result<exec::RegistryImage> PinnedImage(const Job& job);
-  // The job's end (a terminal state), or another try (the restart policy); then finish().
-  void Conclude(Job& job, const exec::WorkloadOutcome& outcome);
+  // The job's end (a terminal state), or another try (the restart policy, job_restart.h).
+  void Conclude(Job& job, const TryEnd& end);
   // The runner leaves: its resources go back, the next jobs are scheduled.
   void Finish(Runner& runner);
   base::Result<Job> Load(const std::string& project, const std::string& id);

@@ -4,7 +4,9 @@
 #include "control/jobs.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -57,6 +59,21 @@ class JobsTest : public testing::JobServiceTest {
     auto chunk = service_->ReadLog(kProject, id, 0, 1 << 20);
     SOVAI_CHECK(chunk.ok()) << chunk.status();
     return chunk->data;
+  }
+  // A crash of the server while job `id` runs, then a new server on the same database.
+  // Shutting the old service down would record INTERRUPTED "shutting down"; a crash records
+  // nothing: the row is put back to RUNNING after the shutdown to model it.
+  void CrashAndRestart(const std::string& id) {
+    service_.reset();
+    ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
+                     SOVAI_ASSIGN_OR_RETURN(
+                         base::Statement st,
+                         sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
+                     st.Bind(1, id);
+                     return st.Run();
+                   })
+                    .ok());
+    OpenService();
   }
   static std::vector<JobState> States(const Job& job) {
     std::vector<JobState> states;
@@ -440,18 +457,7 @@ TEST_F(JobsTest, ARestartKeepsTheQueueAndFinalizesJobsThatWereRunning) {
                  })
                   .ok());
   EXPECT_EQ(running_row_state, "RUNNING");
-  // Shutting the old service down would record INTERRUPTED "shutting down"; a crash records
-  // nothing. Put the row back to RUNNING after the shutdown to model the crash.
-  service_.reset();
-  ASSERT_TRUE(db_->Write([&](base::Database& sql) -> base::Status {
-                   SOVAI_ASSIGN_OR_RETURN(
-                       base::Statement st,
-                       sql.Prepare("UPDATE jobs SET state = 'RUNNING' WHERE id = ?"));
-                   st.Bind(1, running.id);
-                   return st.Run();
-                 })
-                  .ok());
-  OpenService();
+  CrashAndRestart(running.id);
 
   Job recovered = WaitFor(running.id);
   EXPECT_EQ(recovered.state, JobState::kInterrupted);
@@ -468,6 +474,67 @@ TEST_F(JobsTest, ARestartKeepsTheQueueAndFinalizesJobsThatWereRunning) {
     return int64_t{0};
   };
   EXPECT_LE(a.history.back().at_unix_micros, started(b)) << "FIFO kept across the restart";
+}
+
+// The restart policy after a crash of the server: the job that was RUNNING is queued again
+// (same id, retries 1), its outputs synced up first, so the next try sees what the first wrote.
+TEST_F(JobsTest, ARestartPolicyRunsAJobLostWithItsServerAgain) {
+  JobSpec spec =
+      Shell("if [ -e /out/first ]; then echo second try; exit 0; fi; echo > /out/first; sleep 60",
+            {"data@EU-WEST-LOCAL/again:/out:rw"});
+  spec.restart = RestartPolicy::kOnFailure;
+  spec.max_retries = 1;
+  Job running = Submit(spec);
+  WaitFor(running.id, JobState::kRunning);
+  std::this_thread::sleep_for(milliseconds(300));
+  CrashAndRestart(running.id);
+
+  Job done = WaitFor(running.id);
+  EXPECT_EQ(done.state, JobState::kDone) << done.reason << "\n" << Log(running.id);
+  EXPECT_EQ(done.retries, 1);
+  EXPECT_NE(Log(running.id).find("stdout second try"), std::string::npos) << Log(running.id);
+  // The history says why: the lost try, then QUEUED by the policy. (The simulated crash's
+  // shutdown recorded an INTERRUPTED of its own before: the lost try's is the one recovery
+  // wrote.)
+  auto lost = std::find_if(done.history.begin(), done.history.end(), [](const JobTransition& t) {
+    return t.state == JobState::kInterrupted &&
+           t.reason == "the server restarted while the job was RUNNING";
+  });
+  ASSERT_NE(lost, done.history.end());
+  ASSERT_NE(lost + 1, done.history.end());
+  EXPECT_EQ((lost + 1)->state, JobState::kQueued);
+  EXPECT_EQ((lost + 1)->reason,
+            "restart policy: the server restarted while the job was RUNNING; try 2 of 2");
+  EXPECT_NE(Log(running.id).find("try 2 of 2"), std::string::npos);
+}
+
+TEST_F(JobsTest, ARestartPolicyRunsAJobKilledFromOutsideAgainButNeverOneAUserStopped) {
+  JobSpec spec =
+      Shell("if [ -e /out/first ]; then echo second try; exit 0; fi; echo > /out/first; sleep 60",
+            {"data@EU-WEST-LOCAL/killed:/out:rw"});
+  spec.restart = RestartPolicy::kOnFailure;
+  spec.max_retries = 2;
+  Job killed = Submit(spec);
+  WaitFor(killed.id, JobState::kRunning);
+  std::this_thread::sleep_for(milliseconds(300));
+  // kill -9 of the sandbox's processes, as an OOM killer or an operator does.
+  auto pids = service_->ProcessIds(killed.id);
+  ASSERT_TRUE(pids.ok()) << pids.status();
+  ASSERT_FALSE(pids->empty());
+  for (pid_t pid : *pids) ::kill(pid, SIGKILL);
+  Job done = WaitFor(killed.id);
+  EXPECT_EQ(done.state, JobState::kDone) << done.reason << "\n" << Log(killed.id);
+  EXPECT_EQ(done.retries, 1);
+  EXPECT_NE(Log(killed.id).find("restart policy: "), std::string::npos) << Log(killed.id);
+
+  spec.volumes = {"data@EU-WEST-LOCAL/stopped-once:/out:rw"};
+  Job stopped = Submit(spec);
+  WaitFor(stopped.id, JobState::kRunning);
+  ASSERT_TRUE(service_->Stop(kProject, stopped.id).ok());
+  Job after = WaitFor(stopped.id);
+  EXPECT_EQ(after.state, JobState::kInterrupted);
+  EXPECT_EQ(after.reason, "stopped by a user");
+  EXPECT_EQ(after.retries, 0);
 }
 
 }  // namespace

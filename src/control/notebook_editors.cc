@@ -102,6 +102,19 @@ JobSpec EditorJobSpec(const std::string& id, const NotebookSpec& spec, uint16_t 
   return NotebookJobSpec(id, spec, port, token, jupyter_command, listen_everywhere);
 }
 
+std::vector<std::string> EditorCommandFor(const NotebookSpec& spec,
+                                          const std::vector<std::string>& host_command) {
+  if (spec.image.empty()) return host_command;
+  return {IsVscode(spec.editor) ? std::string(kCodeServerInImage) : std::string(kJupyterProgram)};
+}
+
+std::string EditorInImageHint(const NotebookSpec& spec) {
+  if (spec.image.empty()) return "";
+  const std::string program = EditorCommandFor(spec, {}).front();
+  return "the image '" + spec.image + "' must have " + program +
+         " on its PATH (docs/api/notebooks.md, \"Images\")";
+}
+
 std::string EditorReadyPath(std::string_view editor, std::string_view id) {
   if (IsVscode(editor)) return "/healthz";
   return "/notebooks/" + std::string(id) + "/api/status?no_track_activity=1";

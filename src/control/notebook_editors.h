@@ -36,6 +36,8 @@ namespace sovai::control {
 // notebook sandbox sees /usr read-only, so the editor runs from there on the host's root.
 inline constexpr std::string_view kCodeServerProgram =
     "/usr/local/lib/sovai/code-server/bin/code-server";
+// code-server's program in a notebook's image, on the image's PATH.
+inline constexpr std::string_view kCodeServerInImage = "code-server";
 // The cookie code-server reads its session from (code-server's default name, no suffix).
 inline constexpr std::string_view kCodeServerSessionCookie = "code-server-session";
 // Bounds what the platform reads of code-server's /healthz answer.
@@ -50,6 +52,16 @@ std::string_view EditorDisplayName(std::string_view editor);
 // `sovai server --code-server`).
 base::Status CheckEditorInstalled(base::Env& env, std::string_view editor,
                                   const std::vector<std::string>& command);
+
+// The command that starts the editor of `spec`: `host_command` (the server's, checked with
+// CheckEditorInstalled) without an image; in an image, the editor's program by name, looked up
+// on the image's PATH ("jupyter-notebook", "code-server"): the image brings its own.
+std::vector<std::string> EditorCommandFor(const NotebookSpec& spec,
+                                          const std::vector<std::string>& host_command);
+
+// What a notebook in an image that ended before its editor answered was missing, for its reason:
+// "the image '...' must have jupyter-notebook on its PATH (...)". "" without an image.
+std::string EditorInImageHint(const NotebookSpec& spec);
 
 // The job that runs notebook `id`'s editor on `port` with `token`: NotebookJobSpec for Jupyter;
 // for VS Code, `vscode_command` (kCodeServerProgram; tests put a stand-in there) with

@@ -135,3 +135,28 @@ TEST(NotebookEditorsTest, AMissingCodeServerSaysHowToInstallIt) {
 
 }  // namespace
 }  // namespace sovai::control
+
+namespace sovai::control {
+namespace {
+
+TEST(NotebookEditorsTest, InAnImageTheEditorIsTheImagesOwn) {
+  const std::vector<std::string> host = {"/opt/jupyter/bin/jupyter-notebook"};
+  NotebookSpec jupyter = Spec("jupyter");
+  EXPECT_EQ(EditorCommandFor(jupyter, host), host);
+  EXPECT_EQ(EditorInImageHint(jupyter), "");
+  jupyter.image = "team/torch-notebook:2.4";
+  EXPECT_EQ(EditorCommandFor(jupyter, host), std::vector<std::string>{"jupyter-notebook"});
+  EXPECT_NE(EditorInImageHint(jupyter).find("'team/torch-notebook:2.4' must have jupyter-notebook"),
+            std::string::npos)
+      << EditorInImageHint(jupyter);
+  NotebookSpec vscode = Spec("vscode");
+  vscode.image = "oci:data@EU-WEST-LOCAL/code.tar";
+  EXPECT_EQ(EditorCommandFor(vscode, {std::string(kCodeServerProgram)}),
+            std::vector<std::string>{"code-server"});
+  JobSpec job = EditorJobSpec("nb_1", vscode, 41234, "t", {}, EditorCommandFor(vscode, {}), false);
+  EXPECT_EQ(job.image, vscode.image);
+  EXPECT_EQ(job.command.front(), "code-server");
+}
+
+}  // namespace
+}  // namespace sovai::control

@@ -28,19 +28,28 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
     errors.Add("(body)", "must be a JSON object");
     return errors.Finish();
   }
-  static const std::set<std::string> kKnown = {"name",    "editor", "flavor", "units",
-                                               "volumes", "labels", "env",    "idle_timeout_s"};
-  // What notebooks share with jobs, validated as the notebook's job: one set of rules.
+  static const std::set<std::string> kKnown = {
+      "name", "editor", "flavor", "units", "volumes", "labels", "env", "idle_timeout_s", "image"};
+  // What notebooks share with jobs, validated as the notebook's job: one set of rules (the
+  // image's included: registry references, oci: archives).
   Json job = {{"image", std::string(kShellImage)}, {"command", {std::string(kJupyterProgram)}}};
   for (const auto& [key, value] : body.items()) {
     if (!kKnown.contains(key)) {
       errors.Add(key, "is not a notebook spec field");
     } else if (key == "flavor" || key == "units" || key == "volumes" || key == "labels" ||
-               key == "env") {
+               key == "env" || (key == "image" && !value.is_null())) {
       job[key] = value;
     }
   }
   NotebookSpec spec;
+  if (auto it = body.find("image"); it != body.end() && it->is_string()) {
+    const std::string& image = it->get_ref<const std::string&>();
+    if (EngineSubcommandOf(image)) {
+      errors.Add("image",
+                 "the engine images run jobs and apps, not notebooks; give an image "
+                 "with Jupyter (or code-server) in it, or none for the host's");
+    }
+  }
   if (auto it = body.find("name"); it != body.end() && !it->is_null()) {
     if (!it->is_string() || !IsNotebookName(it->get_ref<const std::string&>())) {
       errors.Add("name", "must be 1 to 63 characters of a-z, 0-9 and '-', starting with a letter");
@@ -76,6 +85,7 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
     if (error->status.code() == base::StatusCode::kNotFound) code = base::StatusCode::kNotFound;
   } else {
     JobSpec& j = std::get<JobSpec>(parsed);
+    if (j.image != kShellImage) spec.image = std::move(j.image);
     spec.flavor = std::move(j.flavor);
     spec.units = j.units;
     spec.volumes = std::move(j.volumes);
@@ -107,10 +117,19 @@ std::variant<NotebookSpec, SpecError> ParseNotebookSpec(const Json& body, const 
 }
 
 Json NotebookSpecToJson(const NotebookSpec& spec) {
-  return {{"name", spec.name},       {"editor", spec.editor},
-          {"flavor", spec.flavor},   {"units", spec.units},
-          {"volumes", spec.volumes}, {"labels", spec.labels},
-          {"env", spec.env},         {"idle_timeout_s", spec.idle_timeout_s}};
+  return {{"name", spec.name},
+          {"editor", spec.editor},
+          {"image", spec.image.empty() ? Json(nullptr) : Json(spec.image)},
+          {"flavor", spec.flavor},
+          {"units", spec.units},
+          {"volumes", spec.volumes},
+          {"labels", spec.labels},
+          {"env", spec.env},
+          {"idle_timeout_s", spec.idle_timeout_s}};
+}
+
+std::string NotebookImageOf(const NotebookSpec& spec) {
+  return spec.image.empty() ? std::string(kShellImage) : spec.image;
 }
 
 std::string NotebookDirOf(const NotebookSpec& spec) {
@@ -130,7 +149,7 @@ JobSpec NotebookJobSpec(const std::string& id, const NotebookSpec& spec, uint16_
                         bool listen_everywhere) {
   JobSpec job;
   job.name = spec.name.empty() ? id : spec.name;
-  job.image = std::string(kShellImage);
+  job.image = NotebookImageOf(spec);
   const std::string dir = NotebookDirOf(spec);
   job.command = program;
   job.command.insert(

@@ -6,10 +6,14 @@
 //   {"name": "explore", "editor": "jupyter", "flavor": "ai1-1-cpu", "units": 2,
 //    "volumes": ["data@EU-WEST-LOCAL/ds:/workspace/data:ro",
 //                "data@EU-WEST-LOCAL/work:/workspace/work:rw"],
-//    "labels": {"team": "nlp"}, "env": {"HF_HUB_OFFLINE": "1"}, "idle_timeout_s": 3600}
+//    "labels": {"team": "nlp"}, "env": {"HF_HUB_OFFLINE": "1"}, "idle_timeout_s": 3600,
+//    "image": "127.0.0.1:5000/prj_.../torch-notebook:2.4"}
 //
 // Only `flavor` is required. `editor` is "jupyter" (the default) or "vscode" (code-server;
-// whether this server has it is the service's check, notebook_editors.h).
+// whether this server has it is the service's check, notebook_editors.h). `image` takes what a
+// job's does but the engine images (job_spec.h): a registry reference, resolved to a digest when
+// the notebook's job is submitted, or an oci: archive, checked then; the editor must be in it
+// (on its PATH). Without one, the notebook runs on the host's root filesystem (sovai/shell).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -32,6 +36,7 @@ inline constexpr std::string_view kVscodeEditor = "vscode";
 struct NotebookSpec {
   std::string name;                                  // "" = none (the id names it)
   std::string editor = std::string(kJupyterEditor);  // kJupyterEditor or kVscodeEditor
+  std::string image;                                 // "" = the host's root filesystem
   std::string flavor;
   int units = 1;
   std::vector<std::string> volumes;  // as a job's: bucket@REGION/prefix:/mount/path[:ro|rw|...]
@@ -57,8 +62,12 @@ nlohmann::json NotebookSpecToJson(const NotebookSpec& spec);
 // there or under it, else /tmp (the sandbox's private scratch space, gone when it stops).
 std::string NotebookDirOf(const NotebookSpec& spec);
 
-// The program a notebook runs: Debian's jupyter-notebook on the host's root filesystem.
+// The program a notebook runs: Debian's jupyter-notebook on the host's root filesystem, and the
+// one on the PATH of a notebook's image.
 inline constexpr std::string_view kJupyterProgram = "jupyter-notebook";
+
+// The image of the notebook's job: spec.image, or sovai/shell (the host's root) without one.
+std::string NotebookImageOf(const NotebookSpec& spec);
 
 // The job that runs notebook `id` of `spec`: `program` (kJupyterProgram; tests put a stand-in
 // there) with Jupyter's flags, serving on 127.0.0.1:`port` with base URL /notebooks/<id>/, its

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "control/scheduler.h"
+#include "exec/local_executor.h"
+
 namespace sovai::control {
 namespace {
 
@@ -113,7 +116,7 @@ TEST(NotebookSpecTest, BadFieldsAreNamed) {
   EXPECT_TRUE(Has(with("labels", {{"sovai.notebook", "x"}}), "labels.sovai.notebook"));
   EXPECT_TRUE(Has(with("env", {{"JUPYTER_TOKEN", "x"}}), "env.JUPYTER_TOKEN"));
   EXPECT_TRUE(Has(with("env", {{"PORT", "1"}}), "env.PORT"));
-  EXPECT_TRUE(Has(with("image", "sovai/shell"), "image"));  // not a notebook field
+  EXPECT_TRUE(Has(with("image", "sovai/finetune"), "image"));  // an engine image
   EXPECT_TRUE(Has(with("command", Json::array({"sh"})), "command"));
   // Several problems are all reported.
   Json body = {{"flavor", "ai1-1-cpu"}, {"name", "BAD"}, {"editor", "vim"}};
@@ -183,6 +186,80 @@ TEST(NotebookSpecTest, TheJobRunsJupyterWithThePlatformsToken) {
   EXPECT_EQ(fake.command[0], "python3");
   EXPECT_EQ(fake.command[1], "fake.py");
   EXPECT_EQ(fake.command[2], "--no-browser");
+}
+
+}  // namespace
+}  // namespace sovai::control
+
+namespace sovai::control {
+namespace {
+
+TEST(NotebookSpecTest, AnImageIsWhatAJobTakesButTheEngineImages) {
+  for (const char* image :
+       {"127.0.0.1:5000/team/torch-notebook:2.4", "torch-notebook:2.4",
+        "team/nb@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "oci:data@EU-WEST-LOCAL/images/jupyter.tar"}) {
+    NotebookSpec spec = ParseOk({{"name", "boxed"}, {"flavor", "ai1-1-cpu"}, {"image", image}});
+    EXPECT_EQ(spec.image, image);
+    EXPECT_EQ(ParseOk(NotebookSpecToJson(spec)), spec) << image;
+    EXPECT_EQ(NotebookJobSpec("nb_1", spec, 41234, "t").image, image);
+  }
+  // None (or sovai/shell) is the host's root filesystem.
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}}).image, "");
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"image", "sovai/shell"}}).image, "");
+  EXPECT_EQ(ParseOk({{"flavor", "ai1-1-cpu"}, {"image", nullptr}}).image, "");
+  EXPECT_TRUE(NotebookSpecToJson(ParseOk({{"flavor", "ai1-1-cpu"}}))["image"].is_null());
+  for (const char* engine : {"sovai/finetune", "sovai/serve"}) {
+    EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"image", engine}}),
+              std::vector<std::string>{"image"})
+        << engine;
+  }
+  // The job's own rules, messages included.
+  SpecError bad = ParseError({{"flavor", "ai1-1-cpu"}, {"image", "Bad Name!"}});
+  ASSERT_EQ(bad.fields.size(), 1u);
+  EXPECT_EQ(bad.fields[0].field, "image");
+  EXPECT_NE(bad.fields[0].message.find("unknown image"), std::string::npos);
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"image", "oci:nobucket"}}),
+            std::vector<std::string>{"image"});
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"image", "oci:data@MARS/x.tar"}}),
+            std::vector<std::string>{"image"});
+  EXPECT_EQ(BadFields({{"flavor", "ai1-1-cpu"}, {"image", 7}}), std::vector<std::string>{"image"});
+}
+
+// A GPU flavor's notebook is a GPU job: the scheduler gives it GPUs by index, and the sandbox
+// of a workload with GPU ids gets them (the path of every job; docs/api/notebooks.md "Images").
+TEST(NotebookSpecTest, AGpuFlavorMakesAGpuJobWhoseSandboxGetsTheGpus) {
+  NotebookSpec spec = ParseOk({{"flavor", "h100-1-gpu"}, {"units", 2}});
+  JobSpec job = NotebookJobSpec("nb_1", spec, 41234, "t");
+  EXPECT_EQ(job.flavor, "h100-1-gpu");
+  EXPECT_EQ(job.units, 2);
+  auto flavor = FlavorCatalog::Default().Find(job.flavor);
+  ASSERT_TRUE(flavor.ok());
+  auto request = RequestFor(**flavor, job.units);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->gpus, 2);
+
+  Capacity capacity;
+  capacity.cpus = 64;
+  capacity.memory_bytes = uint64_t{512} << 30;
+  for (int i = 0; i < 4; ++i) capacity.gpus.push_back({i, "NVIDIA H100 80GB HBM3"});
+  Scheduler scheduler(capacity);
+  scheduler.Enqueue({"job_1", "prj_1", 0, *request});
+  std::vector<Placement> placed = scheduler.Schedule();
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation.gpus.size(), 2u);
+
+  exec::WorkloadSpec workload;
+  workload.id = "job_1";
+  workload.dir = "/tmp/sovai-notebook-gpu-test";
+  workload.image = job.image;
+  workload.command = job.command;
+  workload.resources.gpus = request->gpus;
+  workload.resources.gpu_ids = placed[0].allocation.gpus;
+  auto sandbox = exec::BuildSandboxSpec(workload, std::nullopt, "");
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  EXPECT_EQ(sandbox->gpus, placed[0].allocation.gpus);
+  EXPECT_EQ(sandbox->argv.front(), "jupyter-notebook");
 }
 
 }  // namespace

@@ -82,6 +82,9 @@ Notebook NotebookFromRow(const base::Statement& st, int64_t* version) {
   if (auto spec = base::ParseJson(st.ColumnText(3)); spec.ok() && spec->is_object()) {
     nb.spec.name = spec->value("name", "");
     nb.spec.editor = spec->value("editor", std::string(kJupyterEditor));
+    if (auto image = spec->find("image"); image != spec->end() && image->is_string()) {
+      nb.spec.image = image->get<std::string>();
+    }
     nb.spec.flavor = spec->value("flavor", "");
     nb.spec.units = spec->value("units", 1);
     nb.spec.volumes = spec->value("volumes", std::vector<std::string>{});
@@ -98,6 +101,7 @@ Notebook NotebookFromRow(const base::Statement& st, int64_t* version) {
         nb.events.push_back({e.value("at_unix_micros", int64_t{0}), e.value("what", "")});
       }
     }
+    nb.image_digest = status->value("image_digest", "");
     nb.started_unix_micros = status->value("started_at", int64_t{0});
     nb.last_activity_unix_micros = status->value("last_activity", int64_t{0});
   }
@@ -112,7 +116,8 @@ Json StatusJson(const Notebook& nb) {
   return {{"recent_jobs", nb.recent_jobs},
           {"events", std::move(events)},
           {"started_at", nb.started_unix_micros},
-          {"last_activity", nb.last_activity_unix_micros}};
+          {"last_activity", nb.last_activity_unix_micros},
+          {"image_digest", nb.image_digest}};
 }
 
 }  // namespace
@@ -138,6 +143,7 @@ Json NotebookToJson(const Notebook& nb, std::string_view api_url) {
           {"url", std::string(api_url) + BasePath(nb.id)},
           {"spec", NotebookSpecToJson(nb.spec)},
           {"job", nb.job.empty() ? Json(nullptr) : Json(nb.job)},
+          {"image_digest", nb.image_digest.empty() ? Json(nullptr) : Json(nb.image_digest)},
           {"recent_jobs", nb.recent_jobs},
           {"workdir", NotebookDirOf(nb.spec)},
           {"events", std::move(events)},
@@ -327,21 +333,24 @@ Result<Notebook*> NotebookService::FindLocked(const std::string& project, const 
 }
 
 Status NotebookService::SubmitJob(Notebook& nb, std::string* bad_field) {
-  const auto& command =
-      nb.spec.editor == kVscodeEditor ? options_.vscode_command : options_.jupyter_command;
-  if (Status installed = CheckEditorInstalled(env_, nb.spec.editor, command); !installed.ok()) {
+  const std::vector<std::string> command =
+      EditorCommandFor(nb.spec, nb.spec.editor == kVscodeEditor ? options_.vscode_command
+                                                                : options_.jupyter_command);
+  // The host's editor is checked here; an image's is on the image's PATH (EditorInImageHint).
+  if (Status installed = CheckEditorInstalled(env_, nb.spec.editor, command);
+      nb.spec.image.empty() && !installed.ok()) {
     if (bad_field != nullptr) *bad_field = "editor";
     return installed;
   }
   SOVAI_ASSIGN_OR_RETURN(uint16_t port, FreeLoopbackPort());
   std::string token = base::RandomToken("", 24);
   SOVAI_ASSIGN_OR_RETURN(
-      Job job,
-      options_.jobs->Submit(nb.project, nb.user,
-                            EditorJobSpec(nb.id, nb.spec, port, token, options_.jupyter_command,
-                                          options_.vscode_command, options_.on_other_hosts),
-                            bad_field));
+      Job job, options_.jobs->Submit(nb.project, nb.user,
+                                     EditorJobSpec(nb.id, nb.spec, port, token, command, command,
+                                                   options_.on_other_hosts),
+                                     bad_field));
   nb.job = job.id;
+  nb.image_digest = job.image_digest;
   nb.port = port;
   nb.jupyter_token = std::move(token);
   nb.started_unix_micros = env_.NowUnixMicros();
@@ -468,6 +477,7 @@ Result<Notebook> NotebookService::StartNotebook(const std::string& project,
   }
   Notebook& nb = it->second;
   nb.job = copy.job;
+  nb.image_digest = copy.image_digest;
   nb.port = copy.port;
   nb.jupyter_token = copy.jupyter_token;
   nb.started_unix_micros = copy.started_unix_micros;
@@ -496,6 +506,23 @@ Result<Notebook> NotebookService::Delete(const std::string& project, const std::
   }
   cv_.notify_all();
   return out;
+}
+
+Status NotebookService::PushData(const std::string& project, const std::string& ref) {
+  std::string job;
+  {
+    std::lock_guard lock(mu_);
+    SOVAI_RETURN_IF_ERROR(SyncLocked());
+    SOVAI_ASSIGN_OR_RETURN(Notebook * nb, FindLocked(project, ref));
+    if (nb->state != NotebookState::kRunning) {
+      return base::FailedPreconditionError(
+          "notebook " + nb->id + " is " + std::string(NotebookStateName(nb->state)) +
+          "; sync now needs a RUNNING notebook (a stop syncs its volumes anyway)");
+    }
+    job = nb->job;
+  }
+  // Outside the lock: the upload takes as long as the changed files do.
+  return options_.jobs->PushData(project, job);
 }
 
 Result<exec::LogChunk> NotebookService::ReadLog(const std::string& project, const std::string& ref,
@@ -658,7 +685,12 @@ void NotebookService::Reconcile(const std::string& id) {
       why = ended;
     } else {
       next = NotebookState::kFailed;
-      why = editor + " exited (" + ended + "); see `sovai notebook logs " + snapshot.id + "`";
+      // In an image, an editor that never answered is most often one the image lacks.
+      const std::string hint = snapshot.state == NotebookState::kStarting
+                                   ? EditorInImageHint(snapshot.spec)
+                                   : std::string();
+      why = editor + " exited (" + ended + ")" + (hint.empty() ? "" : "; " + hint) +
+            "; see `sovai notebook logs " + snapshot.id + "`";
     }
   } else if (snapshot.state == NotebookState::kStopping ||
              snapshot.state == NotebookState::kDeleting) {

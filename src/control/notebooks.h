@@ -97,6 +97,9 @@ struct Notebook {
   NotebookState state = NotebookState::kStarting;
   std::string reason;
   std::string job;  // the current (or last) job; "" before the first submission
+  // The manifest digest its current job's registry image resolved to at submission (jobs.h
+  // Job::image_digest); "" for an oci: archive or the host's root.
+  std::string image_digest;
   uint16_t port = 0;
   // Where Jupyter listens: its job's node (a Slurm node), as the last round saw it; "" =
   // 127.0.0.1.
@@ -187,6 +190,10 @@ class NotebookService {
   base::Result<Notebook> StartNotebook(const std::string& project, const std::string& notebook);
   // DELETING (its job stopped, outputs synced), then DELETED (the name is free again at once).
   base::Result<Notebook> Delete(const std::string& project, const std::string& notebook);
+  // "Sync now": uploads what changed in the rw/rwd volumes of a RUNNING notebook at once
+  // (JobService::PushData on its job). FailedPrecondition in other states, or without a
+  // writable volume.
+  base::Status PushData(const std::string& project, const std::string& notebook);
   // The log of the notebook's current (or last) job, `job` "" = that one, else one of its
   // recent jobs (NotFound otherwise).
   base::Result<exec::LogChunk> ReadLog(const std::string& project, const std::string& notebook,

@@ -339,6 +339,52 @@ TEST_F(NotebooksTest, AMissingBucketIsRefusedAndLeavesNothing) {
   EXPECT_TRUE(jobs->jobs.empty());
 }
 
+// "Sync now": with sync=end nothing goes up by itself while the notebook runs; PushData does.
+TEST_F(NotebooksTest, SyncNowUploadsTheRwVolumeWhileItRuns) {
+  NotebookSpec spec = Spec("sync-now");
+  spec.volumes = {"data@EU-WEST-LOCAL/now:/workspace/out:rw:sync=end"};
+  Notebook nb = Create(spec);
+  EXPECT_EQ(notebooks_->PushData(kProject, nb.id).code(), base::StatusCode::kFailedPrecondition)
+      << "STARTING";
+  nb = WaitFor(nb.id, NotebookState::kRunning);
+  EXPECT_EQ(GetObject("data", "now/hello.txt"), std::nullopt);
+  ASSERT_TRUE(notebooks_->PushData(kProject, "sync-now").ok());
+  EXPECT_EQ(GetObject("data", "now/hello.txt"), "from the notebook\n");
+  EXPECT_EQ(notebooks_->Get(kProject, nb.id)->state, NotebookState::kRunning);
+  EXPECT_EQ(notebooks_->PushData(kOtherProject, nb.id).code(), base::StatusCode::kNotFound);
+  ASSERT_TRUE(notebooks_->Stop(kProject, nb.id).ok());
+  WaitFor(nb.id, NotebookState::kStopped);
+  EXPECT_EQ(notebooks_->PushData(kProject, nb.id).code(), base::StatusCode::kFailedPrecondition);
+
+  // Without a writable volume there is nothing to sync.
+  NotebookSpec ro = Spec("read-only");
+  ro.volumes = {"data@EU-WEST-LOCAL/now:/workspace/in:ro"};
+  Notebook reader = WaitFor(Create(ro).id, NotebookState::kRunning);
+  EXPECT_EQ(notebooks_->PushData(kProject, reader.id).code(),
+            base::StatusCode::kFailedPrecondition);
+}
+
+// An image is checked when the notebook's job is submitted, naming `image`; nothing is left.
+TEST_F(NotebooksTest, AnImageThatIsNotThereIsRefusedNamingIt) {
+  NotebookSpec spec = Spec("boxed");
+  spec.image = "oci:data@EU-WEST-LOCAL/images/missing.tar";
+  std::string bad_field;
+  auto nb = notebooks_->Create(kProject, kUser, spec, &bad_field);
+  EXPECT_EQ(nb.status().code(), base::StatusCode::kNotFound) << nb.status();
+  EXPECT_EQ(bad_field, "image");
+  // A registry image on a server without a registry (this fixture's JobService).
+  spec.image = "torch-notebook:2.4";
+  bad_field.clear();
+  nb = notebooks_->Create(kProject, kUser, spec, &bad_field);
+  EXPECT_EQ(nb.status().code(), base::StatusCode::kFailedPrecondition) << nb.status();
+  EXPECT_EQ(bad_field, "image");
+  EXPECT_NE(nb.status().message().find("torch-notebook:2.4"), std::string::npos);
+  EXPECT_TRUE(notebooks_->List(kProject, {})->empty());
+  auto jobs = service_->List(kProject, {}, 10, "");
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_TRUE(jobs->jobs.empty());
+}
+
 TEST_F(NotebooksTest, LabelsFilterTheList) {
   NotebookSpec a = Spec("a");
   a.labels = {{"team", "nlp"}};

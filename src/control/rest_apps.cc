@@ -134,7 +134,24 @@ class AppApi : public RestHandlers {
   net::Response GetNotebook(net::Request& request, const Principal& p) {
     auto nb = VisibleNotebook(request, p);
     if (!nb.ok()) return Problem(nb.status());
-    return JsonResponse(200, NotebookToJson(*nb, ApiBase(request)));
+    Json body = NotebookToJson(*nb, ApiBase(request));
+    // The live sync of its rw volumes, as a job's (docs/api/jobs.md "Live sync").
+    if (JobService* jobs = control_.jobs(); jobs != nullptr && !nb->job.empty()) {
+      if (auto sync = jobs->SyncProgress(nb->job)) {
+        body["status"]["sync"] = LiveSyncToJson(*sync, control_.env().NowUnixMicros());
+      }
+    }
+    return JsonResponse(200, body);
+  }
+
+  // "Sync now": the rw volumes of a RUNNING notebook go up at once.
+  net::Response PushNotebookData(net::Request& request, const Principal& p) {
+    auto nb = VisibleNotebook(request, p);
+    if (!nb.ok()) return Problem(nb.status());
+    if (Status st = control_.notebooks()->PushData(p.project.id, nb->id); !st.ok()) {
+      return Problem(st);
+    }
+    return JsonResponse(200, {{"pushed", true}});
   }
 
   net::Response StopNotebook(net::Request& request, const Principal& p) {
@@ -314,6 +331,9 @@ std::span<const RestRoute> AppRoutes() {
       {.method = "POST",
        .pattern = "/v1/notebooks/{id}/start",
        .handler = Call<&AppApi::StartNotebook>},
+      {.method = "POST",
+       .pattern = "/v1/notebooks/{id}/push-data",
+       .handler = Call<&AppApi::PushNotebookData>},
       {.method = "GET",
        .pattern = "/v1/notebooks/{id}/logs",
        .handler = Call<&AppApi::NotebookLogs>},

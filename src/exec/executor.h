@@ -57,6 +57,9 @@ struct WorkloadOutcome {
   // Detach() on a workload that outlives this process (Slurm): it goes on, unchanged, and
   // Executor::Resume follows it again.
   bool detached = false;
+  // The node it ran on died under it (Slurm's NODE_FAIL), not its command: a restart policy
+  // runs it again (control/job_restart.h).
+  bool node_lost = false;
 };
 
 struct WorkloadVolume {

@@ -268,8 +268,12 @@ class SlurmWorkload final : public Workload {
     switch (info.phase) {
       case SlurmPhase::kTimeout:
         return Ended(WorkloadEnd::kTimeout, what + ": it reached its --time limit");
-      case SlurmPhase::kNodeFail:
-        return Ended(WorkloadEnd::kError, what + ": a node of the allocation failed");
+      case SlurmPhase::kNodeFail: {
+        WorkloadOutcome lost =
+            Ended(WorkloadEnd::kError, what + ": a node of the allocation failed");
+        lost.node_lost = true;
+        return lost;
+      }
       case SlurmPhase::kOutOfMemory:
         return Ended(WorkloadEnd::kFailed, what + ": out of memory");
       case SlurmPhase::kCancelled:

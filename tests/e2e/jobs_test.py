@@ -12,7 +12,7 @@ import time
 import unittest
 
 from sovai_fixture import JobsMixin, SovaiServer, create_bucket, shell
-from tiny_model import make_tiny_model, write_chat_data
+from tiny_model import upload_tiny_model
 
 
 def shell_image_archive():
@@ -125,14 +125,8 @@ class JobsTest(JobsMixin, unittest.TestCase):
             self.skipTest("SOVAI_ENGINE is not set")
         work = os.path.join(self.server.tmp, "model-work")
         os.makedirs(work)
-        _, pretrained, _ = make_tiny_model(engine, work, steps=5)
         create_bucket(self.s3, "demo")
-        model_dir = os.path.join(pretrained, "model")
-        for name in os.listdir(model_dir):
-            self.s3.upload_file(os.path.join(model_dir, name), "demo", "model/" + name)
-        data = os.path.join(work, "chat.jsonl")
-        write_chat_data(data)
-        self.s3.upload_file(data, "demo", "dataset/chat.jsonl")
+        upload_tiny_model(engine, work, self.s3, "demo", "model", "dataset")
         job = self.submit_job({
             "image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
             "command": ["--model", "/workspace/model", "--data", "/workspace/data",

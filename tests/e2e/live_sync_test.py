@@ -5,7 +5,10 @@ marker last), each appear whole, manifest last, while the job waits for the test
 Then kill -9 of the server in the middle of a job that writes a checkpoint every 0.7 s: the
 bucket, read by a server restarted without jobs (so no final sync-up runs), holds every
 checkpoint completed more than one interval (plus a second for its upload) before the kill, and
-none partially.
+none partially. Last, a `sovai/finetune` job with `--restart on-failure` whose server is killed
+-9 mid-training comes back by itself when the server restarts: it is queued again (its history
+says why), resumes from the newest complete checkpoint and finishes with the losses of a run that
+was never interrupted, bit for bit.
 
 SOVAI_LIVE_SYNC_BIG_MIB sets the large file's size (default 50; the issue's check uses 200)."""
 import hashlib
@@ -16,6 +19,9 @@ import time
 import unittest
 
 from sovai_fixture import JobsMixin, SovaiServer, create_bucket, shell
+from tiny_model import upload_tiny_model
+
+ENGINE = os.environ.get("SOVAI_ENGINE", "")
 
 INTERVAL_S = 2  # the volumes' sync=2s; the settle time is min(5 s, interval) = 2 s
 BIG_MIB = int(os.environ.get("SOVAI_LIVE_SYNC_BIG_MIB", "50"))
@@ -238,6 +244,97 @@ done
         self.assertEqual(lost, [], verdicts)
         self.assertEqual(partial, [], verdicts)
         self.assertFalse([k for k in bucket.objects() if "/.tmp-" in k])
+
+    def test_a_finetune_job_killed_with_its_server_resumes_by_itself_bit_exact(self):
+        if not ENGINE:
+            self.skipTest("SOVAI_ENGINE is not set")
+        work = os.path.join(self.server.tmp, "ft-work")
+        os.makedirs(work)
+        upload_tiny_model(ENGINE, work, self.s3, "ctl", "model", "data")
+        args = ["--method", "lora", "--max-steps", "%d" % FT_STEPS, "--seq-len", "64",
+                "--batch-rows", "2", "--learning-rate", "5e-3", "--dropout", "0.1",
+                "--eval-fraction", "0", "--checkpoint-interval", "%d" % (FT_STEPS // 10),
+                "--threads", "1", "--log-interval", "1"]
+
+        def finetune(output, **extra):
+            return self.submit_job(dict({
+                "image": "sovai/finetune", "flavor": "ai1-1-cpu", "units": 1,
+                "command": ["--model", "/workspace/model", "--data", "/workspace/data",
+                            "--output", "/workspace/output", *args],
+                "volumes": ["ctl@EU-WEST-LOCAL/model:/workspace/model:ro",
+                            "ctl@EU-WEST-LOCAL/data:/workspace/data:ro",
+                            "out@EU-WEST-LOCAL/%s:/workspace/output:rw:sync=1s" % output]},
+                **extra))
+
+        # The reference: the same job on the same flavor (the same sandbox, CPUs and libraries),
+        # never interrupted.
+        whole = self.wait_job(finetune("whole")["id"], timeout_s=PATIENCE_S)
+        self.assertEqual(whole["status"]["state"], "DONE", self.log(whole["id"]))
+        reference = {m["step"]: m["loss"] for m in read_metrics(self.s3.get_object(
+            Bucket="out", Key="whole/metrics.jsonl")["Body"].read().decode())}
+        self.assertEqual(sorted(reference), list(range(1, FT_STEPS + 1)))
+
+        job = finetune("ft", restart={"policy": "on-failure", "max_retries": 1})
+        self.wait_job(job["id"], "RUNNING", timeout_s=PATIENCE_S)
+        # Kill once a checkpoint is written, while the training goes on. The job's log as the
+        # sandbox writes it: polled on disk, the training is quick.
+        log_path = os.path.join(self.server.data_dir, "jobs", job["id"], "log")
+        deadline = time.time() + PATIENCE_S
+        while True:
+            with open(log_path, "rb") as f:
+                before = f.read().decode(errors="replace")
+            if "saved /workspace/output/checkpoints/step-" in before:
+                break
+            self.assertLess(time.time(), deadline, before)
+            time.sleep(0.02)
+        self.server.kill()
+        with open(log_path, "rb") as f:
+            before = f.read().decode(errors="replace")
+        steps_before = [int(n) for n in re.findall(r"step (\d+)/%d" % FT_STEPS, before)]
+        self.assertLess(max(steps_before or [0]), FT_STEPS,
+                        "the training ended before the kill; raise FT_STEPS")
+
+        self.server.start()
+        done = self.wait_job(job["id"], timeout_s=PATIENCE_S)
+        log = self.log(job["id"])
+        self.assertEqual(done["status"]["state"], "DONE", log)
+        self.assertEqual(done["status"]["retries"], 1)
+        history = done["status"]["history"]
+        lost = [i for i, t in enumerate(history) if t["state"] == "INTERRUPTED"]
+        self.assertEqual(len(lost), 1, history)
+        self.assertEqual(history[lost[0]]["reason"],
+                         "the server restarted while the job was RUNNING")
+        self.assertEqual(history[lost[0] + 1]["state"], "QUEUED")
+        self.assertIn("restart policy: the server restarted", history[lost[0] + 1]["reason"])
+        self.assertIn("try 2 of 2", log)
+        resumed = re.search(r"resuming from \S+step-(\d+) at step (\d+)", log)
+        self.assertIsNotNone(resumed, log)
+        print("\nfinetune killed with its server after step %d; resumed from checkpoint step %s"
+              % (max(steps_before or [0]), resumed.group(2)))
+        # The losses of the whole run, the resumed steps' last: an uninterrupted run's, exactly.
+        self.s3 = self.server.boto3_client()  # the restarted server's S3 port
+        body = self.s3.get_object(Bucket="out", Key="ft/metrics.jsonl")["Body"].read().decode()
+        got = {m["step"]: m["loss"] for m in read_metrics(body)}
+        self.assertEqual(sorted(got), list(range(1, FT_STEPS + 1)))
+        for step in range(1, FT_STEPS + 1):
+            self.assertEqual(got[step], reference[step], "step %d differs after resume" % step)
+        self.assertIsNotNone(self.s3.head_object(Bucket="out", Key="ft/adapter/adapter_config.json"))
+
+
+# Long enough that the server is killed after the first checkpoint (a tenth of the way) and
+# before the end: seconds of training on an idle machine.
+FT_STEPS = int(os.environ.get("SOVAI_LIVE_SYNC_FT_STEPS", "400"))
+
+
+def read_metrics(text):
+    """metrics.jsonl's step records, in file order (a resumed run appends after the first's)."""
+    out = []
+    for line in text.splitlines():
+        if line.strip():
+            record = json.loads(line)
+            if "loss" in record and "step" in record:
+                out.append(record)
+    return out
 
 
 if __name__ == "__main__":

@@ -267,6 +267,12 @@ await runScenario(session, "apps-failure", async () => {
   await page.getByRole("button", { name: "Start notebook" }).click();
   await page.locator('[data-field="volumes"] .field-error').waitFor();
   ok(true, "a volume of a missing bucket is refused next to its field");
+  await page.getByLabel("Volumes").fill("");
+  await page.getByLabel("Image (optional)").fill("no-such-notebook-image:1");
+  await page.getByRole("button", { name: "Start notebook" }).click();
+  await page.locator('[data-field="image"] .field-error').waitFor();
+  ok(true, "an image the registry does not have is refused next to its field");
+  await page.getByLabel("Image (optional)").fill("");
   if (process.env.PANEL_NOTEBOOKS === "1") {
     await page.getByLabel("Volumes").fill(`${MODELS_BUCKET}@${REGION}/work:/workspace/work:rw`);
     await page.getByRole("button", { name: "Start notebook" }).click();
@@ -283,6 +289,9 @@ await runScenario(session, "apps-failure", async () => {
     ok(!jupyter.url().includes("sovai_token"), "Open shows Jupyter, and the token left the URL", jupyter.url().replace(/\?.*$/, ""));
     await shot("notebook-jupyter", jupyter);
     await jupyter.close();
+    await page.getByRole("button", { name: "Sync now panel-nb" }).click();
+    await page.getByRole("status").filter({ hasText: "Synced the rw volumes of panel-nb" }).waitFor();
+    ok(true, "Sync now uploads the notebook's rw volumes while it runs");
     await page.getByRole("button", { name: "Stop panel-nb" }).click();
     await row.locator(".badge[data-state=STOPPED]").waitFor({ timeout: 120000 });
     ok(true, "Stop stops it");

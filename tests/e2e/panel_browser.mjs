@@ -123,6 +123,9 @@ await runScenario(session, "failure", async () => {
   ok(visible.length > 0 && visible.every((t) => t.includes("line 1")), "search shows only matching lines", `${visible.length} shown`);
   await page.getByLabel("Search").fill("");
   await page.getByRole("button", { name: "Sync outputs now" }).click();
+  const liveSync = page.locator("[data-live-sync]").filter({ hasText: /files .* pending.*units up/ });
+  await liveSync.waitFor({ timeout: 30000 });
+  ok(true, "the job page shows its live sync", await liveSync.textContent());
   const trainPath = page.locator("#loss-chart path.series[data-series='training loss']");
   await trainPath.waitFor({ timeout: 60000 });
   result.chart_points = Number(await trainPath.getAttribute("data-points"));

@@ -4,7 +4,10 @@ token (`podman push`) and pulled back (`podman pull`); `sovai job run --flavor a
 --volume ...:ro --volume ...:rw HOST:PORT/<project>/trainer:latest` runs it and exits 0 with its
 output in the bucket; the same by digest; the digest is recorded on the job and in the audit
 log; a missing tag is refused at submission with a 404 naming the image; a tag of a repository
-with immutable tags is not moved."""
+with immutable tags is not moved. A notebook runs in an image of the registry (its editor, a
+stand-in for Jupyter served by busybox httpd, from the image's PATH): RUNNING with the digest
+recorded, "sync now" (`sovai notebook sync`) puts what it wrote into the bucket while it runs;
+an image without Jupyter fails the notebook with a reason that says so."""
 import json
 import os
 import shutil
@@ -73,26 +76,29 @@ class RegistryJobsTest(unittest.TestCase):
         return subprocess.run([SOVAI_BINARY] + list(args), capture_output=True, text=True,
                               env=env, timeout=300)
 
-    def build_and_push(self, tag, script):
-        """buildah from scratch + busybox + `script`; podman push with the token. The digest."""
-        ctx = os.path.join(self.work, "ctx-" + tag)
+    def build_and_push(self, tag, script, repository="trainer", files=None):
+        """buildah from scratch + busybox + `script` (the entrypoint; None: no entrypoint) and
+        `files` ({path in the image: executable text}); podman push with the token. The
+        digest."""
+        ctx = os.path.join(self.work, "ctx-%s-%s" % (repository, tag))
         os.makedirs(os.path.join(ctx, "bin"))
         shutil.copy(BUSYBOX, os.path.join(ctx, "bin", "busybox"))
-        os.symlink("busybox", os.path.join(ctx, "bin", "sh"))
-        os.symlink("busybox", os.path.join(ctx, "bin", "cat"))
-        os.symlink("busybox", os.path.join(ctx, "bin", "wc"))
+        for applet in ("sh", "cat", "wc", "mkdir", "httpd"):
+            os.symlink("busybox", os.path.join(ctx, "bin", applet))
         os.makedirs(os.path.join(ctx, "workspace"))
-        with open(os.path.join(ctx, "train.sh"), "w") as f:
-            f.write(script)
-        os.chmod(os.path.join(ctx, "train.sh"), 0o755)
+        for path, text in dict(files or {}, **({"train.sh": script} if script else {})).items():
+            with open(os.path.join(ctx, path), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(ctx, path), 0o755)
         container = self.tool(BUILDAH, "from", "scratch").stdout.strip()
         self.tool(BUILDAH, "copy", container, ctx + "/", "/")
-        self.tool(BUILDAH, "config", "--entrypoint", '["/bin/sh", "/train.sh"]', "--cmd",
-                  "epoch-1", "--workingdir", "/workspace", "--env", "PATH=/bin", container)
-        local = "localhost/trainer:" + tag
+        entrypoint = ["--entrypoint", '["/bin/sh", "/train.sh"]', "--cmd", "epoch-1"] if script else []
+        self.tool(BUILDAH, "config", *entrypoint, "--workingdir", "/workspace", "--env",
+                  "PATH=/bin", container)
+        local = "localhost/%s:%s" % (repository, tag)
         self.tool(BUILDAH, "commit", container, local)
         self.tool(BUILDAH, "rm", container)
-        remote = "%s/%s/trainer:%s" % (self.host, PROJECT, tag)
+        remote = "%s/%s/%s:%s" % (self.host, PROJECT, repository, tag)
         digest_file = os.path.join(self.work, "digest-" + tag)
         self.tool(PODMAN, "push", "--tls-verify=false", "--creds", "sovai:" + self.token,
                   "--digestfile", digest_file, local, "docker://" + remote)
@@ -171,7 +177,7 @@ class RegistryJobsTest(unittest.TestCase):
         self.build_and_push("v1", TRAIN_SH)
         r = self.sovai("image", "immutable", "%s/trainer" % PROJECT, "on")
         self.assertEqual(r.returncode, 0, r.stderr)
-        ctx = os.path.join(self.work, "ctx-v1")
+        ctx = os.path.join(self.work, "ctx-trainer-v1")
         shutil.rmtree(ctx)
         container = self.tool(BUILDAH, "from", "scratch").stdout.strip()
         os.makedirs(ctx)
@@ -186,6 +192,74 @@ class RegistryJobsTest(unittest.TestCase):
         self.assertIn("immutable", r.stderr)
         r = self.sovai("image", "immutable", "%s/trainer" % PROJECT, "off")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def wait_notebook(self, nb_id, states):
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            status, nb = self.server.api("GET", "/v1/notebooks/" + nb_id)
+            self.assertEqual(status, 200, nb)
+            if nb["state"] in states:
+                return nb
+            time.sleep(0.2)
+        self.fail("notebook %s did not reach %s: %s" % (nb_id, states, nb))
+
+    def test_4_a_notebook_runs_in_an_image_and_syncs_now(self):
+        digest = self.build_and_push("1", None, repository="notebook",
+                                     files={"bin/jupyter-notebook": FAKE_JUPYTER})
+        status, nb = self.server.api("POST", "/v1/notebooks", {
+            "name": "boxed", "flavor": "ai1-1-cpu", "image": "notebook:1", "idle_timeout_s": 0,
+            "volumes": ["my-bucket@EU-WEST-LOCAL/nb:/workspace/work:rw:sync=end"]})
+        self.assertEqual(status, 201, nb)
+        self.assertEqual(nb["image_digest"], digest)
+        nb = self.wait_notebook(nb["id"], {"RUNNING", "FAILED", "ERROR"})
+        status, log = self.server.api("GET", "/v1/notebooks/%s/logs" % nb["id"], raw=True)
+        self.assertEqual(nb["state"], "RUNNING", log)
+        self.assertIn("fake jupyter in the image", log)
+        # sync=end: nothing went up by itself; "sync now" puts it in the bucket while it runs.
+        self.assertNotIn("Contents", self.s3.list_objects_v2(Bucket="my-bucket", Prefix="nb/"))
+        r = self.sovai("notebook", "sync", "boxed")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        body = self.s3.get_object(Bucket="my-bucket", Key="nb/hello.txt")["Body"].read()
+        self.assertEqual(body, b"written in the image\n")
+        shown = self.sovai("notebook", "get", "boxed")
+        self.assertIn(digest, shown.stdout)
+        self.assertEqual(self.wait_notebook(nb["id"], {"RUNNING"})["state"], "RUNNING")
+        self.assertEqual(self.sovai("notebook", "stop", "boxed").returncode, 0)
+        self.wait_notebook(nb["id"], {"STOPPED"})
+        r = self.sovai("notebook", "sync", "boxed")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("RUNNING", r.stderr)
+
+        # An image without Jupyter: the notebook fails, and its reason says what is missing.
+        status, nb = self.server.api("POST", "/v1/notebooks", {
+            "name": "no-jupyter", "flavor": "ai1-1-cpu", "image": "trainer:latest"})
+        self.assertEqual(status, 201, nb)
+        nb = self.wait_notebook(nb["id"], {"FAILED", "ERROR"})
+        self.assertEqual(nb["state"], "FAILED", nb)
+        self.assertIn("must have jupyter-notebook on its PATH", nb["reason"])
+        # A missing tag is a 404 naming the image, at creation.
+        status, problem = self.server.api("POST", "/v1/notebooks", {
+            "flavor": "ai1-1-cpu", "image": "notebook:absent"})
+        self.assertEqual(status, 404, problem)
+        self.assertEqual(problem["errors"][0]["field"], "image", problem)
+
+
+# A stand-in for jupyter-notebook in an image: Jupyter's flags in, its api/status out (busybox
+# httpd serves the file), and a file written into the notebook's rw volume.
+FAKE_JUPYTER = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    --port=*) port="${a#--port=}" ;;
+    --NotebookApp.base_url=*) base="${a#--NotebookApp.base_url=}" ;;
+    --NotebookApp.notebook_dir=*) dir="${a#--NotebookApp.notebook_dir=}" ;;
+  esac
+done
+mkdir -p "/tmp/www${base}api"
+echo '{"last_activity": "2026-01-01T00:00:00.000000Z", "kernels": 0}' > "/tmp/www${base}api/status"
+echo "written in the image" > "$dir/work/hello.txt"
+echo "fake jupyter in the image on port $port"
+exec httpd -f -p "127.0.0.1:$port" -h /tmp/www
+"""
 
 
 if __name__ == "__main__":

@@ -66,3 +66,17 @@ def make_tiny_model(binary, workdir, steps=30):
                  "--batch-rows", "4", "--learning-rate", "1e-2", "--eval-fraction", "0.05",
                  "--log-interval", "10")
     return base, pretrained, out.stdout
+
+
+def upload_tiny_model(binary, workdir, s3, bucket, model_prefix, data_prefix, steps=5):
+    """make_tiny_model + write_chat_data, uploaded to s3://bucket/<model_prefix>/ and
+    s3://bucket/<data_prefix>/chat.jsonl (boto3 client `s3`): returns (model_dir, data_path), the
+    local copies."""
+    _, pretrained, _ = make_tiny_model(binary, workdir, steps=steps)
+    model_dir = os.path.join(pretrained, "model")
+    for name in os.listdir(model_dir):
+        s3.upload_file(os.path.join(model_dir, name), bucket, model_prefix + "/" + name)
+    data = os.path.join(workdir, "chat.jsonl")
+    write_chat_data(data)
+    s3.upload_file(data, bucket, data_prefix + "/chat.jsonl")
+    return model_dir, data

@@ -1,5 +1,7 @@
 // Formatting for tables and facts.
 
+import type { LiveSync } from "./types";
+
 export function bytes(n: number): string {
   if (!isFinite(n)) return "";
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -52,4 +54,15 @@ export function amount(text: string): string {
 /** An API amount in euros: "€50.00", "€0.007". */
 export function eur(text: string): string {
   return `€${amount(text)}`;
+}
+
+// A live sync as one line: "2 files (48.0 MiB) pending, oldest 12 s; last round 3 s ago; 7 files,
+// 1.2 GiB, 2 units up" (the CLI's "Live sync" row).
+export function liveSync(sync: LiveSync): string {
+  let text = `${sync.pending_files} files (${bytes(sync.pending_bytes)}) pending`;
+  if (typeof sync.oldest_pending_age_s === "number") text += `, oldest ${Math.floor(sync.oldest_pending_age_s)} s`;
+  if (typeof sync.last_sync_age_s === "number") text += `; last round ${Math.floor(sync.last_sync_age_s)} s ago`;
+  text += `; ${sync.uploaded_files} files, ${bytes(sync.uploaded_bytes)}, ${sync.units} units up`;
+  if (sync.last_error) text += `; last error: ${sync.last_error}`;
+  return text;
 }

@@ -72,11 +72,24 @@ export interface Job {
     state: JobState;
     reason: string;
     retries: number;
-    history: { state: JobState; at_unix_micros: number }[];
+    history: { state: JobState; at_unix_micros: number; reason?: string }[];
     exit_code?: number;
     exit_signal?: number;
+    sync?: LiveSync;
   };
   created_unix_micros: number;
+}
+
+// A job's (or notebook's) status.sync while its rw volumes sync live (docs/api/jobs.md).
+export interface LiveSync {
+  pending_files: number;
+  pending_bytes: number;
+  oldest_pending_age_s: number | null;
+  last_sync_age_s?: number | null;
+  uploaded_files: number;
+  uploaded_bytes: number;
+  units: number;
+  last_error?: string;
 }
 
 export interface Page<T> {
@@ -162,6 +175,7 @@ export type NotebookState = "STARTING" | "RUNNING" | "STOPPING" | "STOPPED" | "F
 export interface NotebookSpec {
   name?: string;
   editor?: string;
+  image?: string | null;
   flavor: string;
   units?: number;
   volumes?: string[];
@@ -177,6 +191,7 @@ export interface Notebook {
   reason: string;
   url: string;
   spec: NotebookSpec;
+  image_digest?: string | null;
   events: { at: string; what: string }[];
   created_at: string;
   started_at?: string;

@@ -148,6 +148,26 @@ int64_t TimeMicros(const Json& object, std::string_view field) {
   return base::ParseRfc3339(text).value_or(0);
 }
 
+std::string LiveSyncText(const Json& sync) {
+  if (!sync.is_object()) return "";
+  std::string text = std::to_string(Int(sync, "pending_files")) + " files (" +
+                     base::HumanBytes(static_cast<uint64_t>(Int(sync, "pending_bytes"))) +
+                     ") pending";
+  if (sync.contains("oldest_pending_age_s") && sync["oldest_pending_age_s"].is_number()) {
+    text += ", oldest " +
+            std::to_string(static_cast<int64_t>(sync["oldest_pending_age_s"].get<double>())) + " s";
+  }
+  if (sync.contains("last_sync_age_s") && sync["last_sync_age_s"].is_number()) {
+    text += "; last round " +
+            std::to_string(static_cast<int64_t>(sync["last_sync_age_s"].get<double>())) + " s ago";
+  }
+  text += "; " + std::to_string(Int(sync, "uploaded_files")) + " files, " +
+          base::HumanBytes(static_cast<uint64_t>(Int(sync, "uploaded_bytes"))) + ", " +
+          std::to_string(Int(sync, "units")) + " units up";
+  if (!Str(sync, "last_error").empty()) text += "\nlast error: " + Str(sync, "last_error");
+  return text;
+}
+
 void LogFlags::Register(base::FlagSet& f, std::string_view follow_help) {
   f.Bool("follow", &follow, std::string(follow_help));
   f.Bool("timestamps", &timestamps,

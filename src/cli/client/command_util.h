@@ -76,6 +76,10 @@ int64_t Int(const nlohmann::json& object, std::string_view field, int64_t fallba
 const nlohmann::json& At(const nlohmann::json& object, std::string_view dotted_path);
 // An RFC 3339 member as micros, 0 when missing or malformed.
 int64_t TimeMicros(const nlohmann::json& object, std::string_view field);
+// A job's or notebook's status.sync (docs/api/jobs.md "Live sync") as one "Live sync" row: "2
+// files (48.0 MiB) pending, oldest 12 s; last round 3 s ago; 7 files, 1.2 GiB, 2 units up";
+// "" when `sync` is not an object.
+std::string LiveSyncText(const nlohmann::json& sync);
 
 // The id of the project or user that a --project / --user flag (or a PROJECT / USER argument)
 // names, by id or by name: one resolver for every command. An id (prj_..., usr_...) is taken as

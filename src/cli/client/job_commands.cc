@@ -242,26 +242,8 @@ int RunJobGet(CommandContext& ctx, const std::vector<std::string>& args) {
       volumes.push_back(v.is_string() ? v.get<std::string>() : v.dump());
     rows.emplace_back("Volumes", base::Join(volumes, "\n"));
   }
-  if (const Json& sync = At(status, "sync"); sync.is_object()) {
-    // "2 files (48.0 MiB) pending, oldest 12 s; last round 3 s ago; 7 files, 1.2 GiB, 2 units up"
-    std::string text = std::to_string(Int(sync, "pending_files")) + " files (" +
-                       base::HumanBytes(static_cast<uint64_t>(Int(sync, "pending_bytes"))) +
-                       ") pending";
-    if (sync.contains("oldest_pending_age_s") && sync["oldest_pending_age_s"].is_number()) {
-      text += ", oldest " +
-              std::to_string(static_cast<int64_t>(sync["oldest_pending_age_s"].get<double>())) +
-              " s";
-    }
-    if (sync.contains("last_sync_age_s") && sync["last_sync_age_s"].is_number()) {
-      text += "; last round " +
-              std::to_string(static_cast<int64_t>(sync["last_sync_age_s"].get<double>())) +
-              " s ago";
-    }
-    text += "; " + std::to_string(Int(sync, "uploaded_files")) + " files, " +
-            base::HumanBytes(static_cast<uint64_t>(Int(sync, "uploaded_bytes"))) + ", " +
-            std::to_string(Int(sync, "units")) + " units up";
-    if (!Str(sync, "last_error").empty()) text += "\nlast error: " + Str(sync, "last_error");
-    rows.emplace_back("Live sync", text);
+  if (std::string sync = LiveSyncText(At(status, "sync")); !sync.empty()) {
+    rows.emplace_back("Live sync", sync);
   }
   if (std::string env = MapText(At(spec, "env"), "\n"); !env.empty()) rows.emplace_back("Env", env);
   if (std::string labels = MapText(At(spec, "labels"), ","); !labels.empty())
@@ -280,7 +262,10 @@ int RunJobGet(CommandContext& ctx, const std::vector<std::string>& args) {
   if (history.is_array() && !history.empty()) {
     std::vector<std::string> lines;
     for (const Json& step : history) {
-      lines.push_back(FormatTime(Int(step, "at_unix_micros")) + "  " + Str(step, "state"));
+      // A restart says why it ended and why it was queued again.
+      const std::string why = Str(step, "reason");
+      lines.push_back(FormatTime(Int(step, "at_unix_micros")) + "  " + Str(step, "state") +
+                      (why.empty() ? "" : ": " + why));
     }
     rows.emplace_back("History", base::Join(lines, "\n"));
   }

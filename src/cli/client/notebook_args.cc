@@ -29,9 +29,16 @@ base::Result<Json> BuildNotebookSpec(const NotebookRunArgs& args, const EnvVars&
   job.volumes = args.volumes;
   job.labels = args.labels;
   job.env = args.env;
-  job.image = "sovai/shell";
-  job.command = {"jupyter-notebook"};
+  // The engine images by name: the client links the spec constants, not the spec's parser.
+  if (args.image == control::kFinetuneImage || args.image == control::kServeImage) {
+    return InvalidArgumentError("--image " + args.image +
+                                " runs jobs and apps, not notebooks; give an image with "
+                                "Jupyter (or code-server) in it, or none for the host's");
+  }
+  job.image = args.image.empty() ? std::string(control::kShellImage) : args.image;
+  job.command = {std::string(control::kJupyterProgram)};
   SOVAI_ASSIGN_OR_RETURN(Json checked, BuildJobSpec(job, local_env));
+  if (!args.image.empty()) spec["image"] = checked["image"];
   for (const char* field : {"flavor", "units", "volumes", "labels", "env"}) {
     if (auto it = checked.find(field); it != checked.end()) spec[field] = *it;
   }

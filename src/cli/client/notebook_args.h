@@ -24,6 +24,7 @@ namespace sovai::cli::client {
 struct NotebookRunArgs {
   std::string name;                  // --name, "" = none
   std::string editor = "jupyter";    // --editor jupyter|vscode
+  std::string image;                 // --image, "" = the host's root filesystem
   std::string flavor;                // "" = kDefaultCpuFlavor (not allowed with --gpu)
   std::optional<int64_t> gpu_units;  // --gpu N
   std::optional<int64_t> cpu_units;  // --cpu N
@@ -34,8 +35,8 @@ struct NotebookRunArgs {
 };
 
 // The POST /v1/notebooks spec. Errors: a malformed --name (the app-name rule); --editor other
-// than jupyter or vscode; the flavor, unit, volume, env and label rules of
-// `job run`; a malformed --idle-timeout.
+// than jupyter or vscode; the flavor, unit, volume, env, label and image rules of
+// `job run` (an engine image is refused); a malformed --idle-timeout.
 base::Result<nlohmann::json> BuildNotebookSpec(const NotebookRunArgs& args,
                                                const EnvVars& local_env);
 

@@ -46,6 +46,19 @@ TEST(BuildNotebookSpecTest, EveryFlagLandsInItsField) {
   EXPECT_EQ((*BuildNotebookSpec(args, {{"LOCAL", "x"}}))["idle_timeout_s"], 0);
 }
 
+TEST(BuildNotebookSpecTest, AnImageIsAJobsImageButTheEngines) {
+  NotebookRunArgs args;
+  args.image = "127.0.0.1:5000/team/torch-notebook:2.4";
+  auto spec = BuildNotebookSpec(args, {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ((*spec)["image"], "127.0.0.1:5000/team/torch-notebook:2.4");
+  args.image = "oci:data@EU-WEST-LOCAL/images/jupyter.tar";
+  EXPECT_EQ((*BuildNotebookSpec(args, {}))["image"], args.image);
+  EXPECT_FALSE(BuildNotebookSpec({}, {})->contains("image"));
+  args.image = "sovai/finetune";
+  EXPECT_NE(RunError(args).find("--image sovai/finetune runs jobs and apps"), std::string::npos);
+}
+
 TEST(BuildNotebookSpecTest, TheEditorIsJupyterOrVscode) {
   NotebookRunArgs args;
   args.editor = "vscode";

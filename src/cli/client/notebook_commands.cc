@@ -84,6 +84,10 @@ int RunNotebookRun(CommandContext& ctx, const std::vector<std::string>& args) {
   f.String("name", &run.name, "a name (a-z 0-9 -), unique in the project; optional", "NAME");
   f.String("editor", &run.editor, "jupyter, or vscode (VS Code in the browser: code-server)",
            "EDITOR");
+  f.String("image", &run.image,
+           "run in this image (registry HOST:PORT/project/name:tag, name:tag, @sha256:..., or "
+           "oci:bucket@REGION/image.tar) with Jupyter on its PATH; default: the host's",
+           "IMAGE");
   f.String("flavor", &run.flavor, "flavor id (sovai flavor list); ai1-1-cpu when not given",
            "FLAVOR");
   f.Int("gpu", &gpu, "GPU flavor units (needs --flavor)");
@@ -178,6 +182,10 @@ int RunNotebookGet(CommandContext& ctx, const std::vector<std::string>& args) {
   if (!Str(*nb, "reason").empty()) rows.emplace_back("Reason", Str(*nb, "reason"));
   rows.emplace_back("URL", Str(*nb, "url"));
   rows.emplace_back("Editor", Str(spec, "editor"));
+  if (!Str(spec, "image").empty()) {
+    const std::string digest = Str(*nb, "image_digest");
+    rows.emplace_back("Image", Str(spec, "image") + (digest.empty() ? "" : " (" + digest + ")"));
+  }
   rows.emplace_back("Flavor", FlavorOf(*nb));
   std::vector<std::string> volumes;
   if (const Json& v = At(spec, "volumes"); v.is_array()) {
@@ -186,6 +194,9 @@ int RunNotebookGet(CommandContext& ctx, const std::vector<std::string>& args) {
     }
   }
   if (!volumes.empty()) rows.emplace_back("Volumes", base::Join(volumes, "\n"));
+  if (std::string sync = LiveSyncText(At(*nb, "status.sync")); !sync.empty()) {
+    rows.emplace_back("Live sync", sync);
+  }
   rows.emplace_back("Workdir", Str(*nb, "workdir"));
   rows.emplace_back("Idle timeout", IdleText(spec));
   std::vector<std::string> labels;
@@ -265,6 +276,22 @@ int RunNotebookAction(CommandContext& ctx, const std::vector<std::string>& args,
                            "NOTEBOOK", &NotebookPath, verb, &PrintIdAndState);
 }
 
+int RunNotebookSync(CommandContext& ctx, const std::vector<std::string>& args) {
+  return RunResourceAction(
+      ctx, args, "sovai notebook sync",
+      "Sync now: uploads what changed in a RUNNING notebook's rw/rwd volumes to their\n"
+      "buckets at once (POST /v1/notebooks/{id}/push-data), without stopping it.",
+      "NOTEBOOK", &NotebookPath, "push-data",
+      [&](CommandLine& cmd, const std::string& ref, Json& answer) {
+        if (cmd.json()) {
+          cmd.PrintJson(answer);
+        } else {
+          ctx.console.Out("Synced the writable volumes of " + ref + " to their buckets.\n");
+        }
+        return kExitOk;
+      });
+}
+
 int RunNotebookStop(CommandContext& ctx, const std::vector<std::string>& args) {
   return RunNotebookAction(ctx, args, "stop",
                            "Stops a notebook: Jupyter ends and its rw volumes are synced back\n"
@@ -288,6 +315,7 @@ int RunNotebookCommand(CommandContext& ctx, const std::vector<std::string>& args
       {"list", "list the project's notebooks", &RunNotebookList},
       {"get", "show a notebook and its events", &RunNotebookGet},
       {"logs", "print (or follow with -f) Jupyter's log", &RunNotebookLogs},
+      {"sync", "sync a running notebook's writable volumes now", &RunNotebookSync},
       {"stop", "stop a notebook (syncs its rw volumes)", &RunNotebookStop},
       {"start", "start a stopped notebook", &RunNotebookStart},
       {"delete", "delete a notebook", &RunNotebookDelete},

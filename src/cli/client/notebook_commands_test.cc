@@ -106,6 +106,29 @@ class FakeApi {
       res.headers.Set("X-Sovai-Log-Offset", std::to_string(sizeof kLogRecord - 1));
       return res;
     }
+    if (req.method() == "POST" && path == "/v1/notebooks/nb_1/push-data") {
+      return net::Response::Json(200, R"({"pushed": true})");
+    }
+    if (req.method() == "POST" && path == "/v1/notebooks/nb_2/push-data") {
+      return net::Response::Json(
+          409,
+          R"({"status":409,"detail":"notebook nb_2 is STOPPED; sync now needs a RUNNING notebook"})");
+    }
+    if (req.method() == "GET" && path == "/v1/notebooks/nb_img") {
+      Json nb = NotebookJson("RUNNING");
+      nb["spec"]["image"] = "team/torch-notebook:2.4";
+      nb["image_digest"] = "sha256:0123abcd";
+      nb["status"]["sync"] = {{"pending_files", 2},
+                              {"pending_bytes", 2048},
+                              {"oldest_pending_age_s", 12.5},
+                              {"last_sync_age_s", 3.0},
+                              {"uploaded_files", 7},
+                              {"uploaded_bytes", 4096},
+                              {"units", 2},
+                              {"retried", 0},
+                              {"errors", 0}};
+      return net::Response::Json(200, nb.dump());
+    }
     if (req.method() == "POST" && path == "/v1/notebooks/nb_1/stop") {
       return net::Response::Json(202, NotebookJson("STOPPING").dump());
     }
@@ -213,6 +236,19 @@ TEST_F(NotebookCommandsTest, ListGetStopStartDeleteAndLogs) {
   EXPECT_EQ(console_.out(), "nb_1  DELETING\n");
   ASSERT_EQ(Run({"logs", "nb_1"}), kExitOk) << console_.err();
   EXPECT_EQ(console_.out(), "[I NotebookApp] running\n");
+  ASSERT_EQ(Run({"sync", "nb_1"}), kExitOk) << console_.err();
+  EXPECT_EQ(api_->requests().back(), "POST /v1/notebooks/nb_1/push-data");
+  EXPECT_NE(console_.out().find("Synced the writable volumes of nb_1"), std::string::npos);
+  EXPECT_EQ(Run({"sync", "nb_2"}), kExitFailure);
+  EXPECT_NE(console_.err().find("needs a RUNNING notebook"), std::string::npos) << console_.err();
+  // The image with its digest, and the live sync, as `job get` shows a job's.
+  ASSERT_EQ(Run({"get", "nb_img"}), kExitOk) << console_.err();
+  EXPECT_NE(console_.out().find("team/torch-notebook:2.4 (sha256:0123abcd)"), std::string::npos)
+      << console_.out();
+  EXPECT_NE(console_.out().find("2 files (2.0 KiB) pending, oldest 12 s; last round 3 s ago; 7 "
+                                "files, 4.0 KiB, 2 units up"),
+            std::string::npos)
+      << console_.out();
   EXPECT_EQ(Run({"get", "nb_missing"}), kExitFailure);
   EXPECT_NE(console_.err().find("no such notebook"), std::string::npos) << console_.err();
 }

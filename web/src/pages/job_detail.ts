@@ -5,7 +5,7 @@ import { stateBadge } from "../components/badge";
 import { lineChart } from "../components/linechart";
 import { errorNotice, StatusLine } from "../components/notice";
 import { every, h, replace, uid } from "../dom";
-import { dateTime, duration, fromMicros } from "../format";
+import { dateTime, duration, fromMicros, liveSync } from "../format";
 import { followLog, LineAssembler, readWholeLog, type LogLine } from "../logs";
 import { lossSeries, metricsLocations, parseMetrics } from "../metrics";
 import { navigate, registerPage } from "../router";
@@ -98,6 +98,8 @@ registerPage({
       if (job.status.exit_signal !== undefined) rows.push(["Signal", String(job.status.exit_signal)]);
       if (job.status.reason) rows.push(["Reason", job.status.reason]);
       if (job.status.retries) rows.push(["Retries", String(job.status.retries)]);
+      // While it runs: what its rw volumes still have to upload, and what went up.
+      if (job.status.sync) rows.push(["Live sync", h("span", { "data-live-sync": "" }, liveSync(job.status.sync))]);
       replace(facts, rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
       if (!changed) return;
       replace(
@@ -105,7 +107,8 @@ registerPage({
         job.status.history.map((t, i) => {
           const next = job.status.history[i + 1];
           const took = next ? ` (${duration((next.at_unix_micros - t.at_unix_micros) / 1e6)})` : "";
-          return h("li", {}, stateBadge(t.state), h("time", { datetime: fromMicros(t.at_unix_micros).toISOString() }, ` ${dateTime(fromMicros(t.at_unix_micros))}`), took);
+          // A restart says why the try ended and why the job was queued again.
+          return h("li", {}, stateBadge(t.state), h("time", { datetime: fromMicros(t.at_unix_micros).toISOString() }, ` ${dateTime(fromMicros(t.at_unix_micros))}`), took, t.reason ? h("span", { class: "help" }, ` ${t.reason}`) : "");
         }),
       );
       metrics.onJob(job);

@@ -1,5 +1,5 @@
-// Notebooks (docs/api/notebooks.md): start one (flavor, editor, volumes), see them with their
-// state (refreshed every 2 s), open, stop, start again, delete. The page is /lab: /notebooks is
+// Notebooks (docs/api/notebooks.md): start one (flavor, editor, image, volumes), see them with
+// their state (refreshed every 2 s), open, sync now, stop, start again, delete. The page is /lab: /notebooks is
 // the gateway's. Opening goes through the gateway's one-time ?sovai_token= exchange, which sets a
 // cookie for that notebook's path and redirects without the token.
 import { api, ApiError, canWrite, currentToken, messageOf, whoami } from "../api";
@@ -28,12 +28,13 @@ registerPage({
     if (writable) ctx.root.append(await startForm(ctx.signal, () => refresh()));
     ctx.root.append(h("section", { "aria-labelledby": "nb-list-h" }, h("h2", { id: "nb-list-h" }, "Your project's notebooks"), holder));
 
-    const act = async (nb: Notebook, what: "stop" | "start" | "delete") => {
+    const done = { stop: "Stopping", start: "Starting", delete: "Deleting", "push-data": "Synced the rw volumes of" };
+    const act = async (nb: Notebook, what: "stop" | "start" | "delete" | "push-data") => {
       if (what === "delete" && !confirm(`Delete notebook ${nb.name || nb.id}? Its rw volumes are synced first; files elsewhere are lost.`)) return;
       try {
         if (what === "delete") await api("DELETE", `/v1/notebooks/${encodeURIComponent(nb.id)}`, undefined, { signal: ctx.signal });
         else await api("POST", `/v1/notebooks/${encodeURIComponent(nb.id)}/${what}`, undefined, { signal: ctx.signal });
-        status.show(`${what === "stop" ? "Stopping" : what === "start" ? "Starting" : "Deleting"} ${nb.name || nb.id}.`, "ok");
+        status.show(`${done[what]} ${nb.name || nb.id}.`, "ok");
         await refresh();
       } catch (error) {
         status.error(error, `The notebook cannot ${what}`);
@@ -62,7 +63,7 @@ registerPage({
             [
               { label: "Notebook", cell: (n) => [h("strong", {}, n.name || n.id), n.name ? h("div", { class: "help" }, n.id) : ""] },
               { label: "State", cell: (n) => [stateBadge(n.state), n.reason ? h("div", { class: "help" }, n.reason) : ""] },
-              { label: "Flavor", cell: (n) => `${n.spec.flavor} × ${n.spec.units ?? 1}` },
+              { label: "Flavor", cell: (n) => [`${n.spec.flavor} × ${n.spec.units ?? 1}`, n.spec.image ? h("div", { class: "help" }, h("code", {}, n.spec.image)) : ""] },
               { label: "Volumes", cell: (n) => (n.spec.volumes?.length ? h("ul", { class: "plain" }, n.spec.volumes.map((v) => h("li", {}, h("code", {}, v)))) : "none") },
               { label: "Last activity", cell: (n) => (n.last_activity_at ? ago(new Date(n.last_activity_at)) : "") },
               {
@@ -72,6 +73,8 @@ registerPage({
                   if (!writable) return "";
                   const out: Node[] = [];
                   if (n.state === "RUNNING") out.push(h("button", { type: "button", class: "link", "aria-label": `Open ${label}`, onclick: () => open(n) }, "Open"));
+                  // Sync now: the rw volumes' changes go up at once (checkpoints, a notebook's outputs).
+                  if (n.state === "RUNNING") out.push(h("button", { type: "button", class: "link", "aria-label": `Sync now ${label}`, onclick: () => void act(n, "push-data") }, "Sync now"));
                   if (n.state === "STARTING" || n.state === "RUNNING") out.push(h("button", { type: "button", class: "link danger", "aria-label": `Stop ${label}`, onclick: () => void act(n, "stop") }, "Stop"));
                   if (["STOPPED", "FAILED", "ERROR"].includes(n.state)) out.push(h("button", { type: "button", class: "link", "aria-label": `Start ${label}`, onclick: () => void act(n, "start") }, "Start"));
                   if (n.state !== "DELETING") out.push(h("button", { type: "button", class: "link danger", "aria-label": `Delete ${label}`, onclick: () => void act(n, "delete") }, "Delete"));
@@ -109,6 +112,7 @@ async function startForm(signal: AbortSignal, done: () => Promise<void>): Promis
   const fields = {
     name: new Field("name", "Name (optional)", input({ maxlength: 63, autocomplete: "off", spellcheck: "false", placeholder: "explore" })),
     editor: new Field("editor", "Editor", editor),
+    image: new Field("image", "Image (optional)", input({ autocomplete: "off", spellcheck: "false", placeholder: "team/torch-notebook:2.4" }), "A registry image (HOST:PORT/project/name:tag, name:tag, …@sha256:…) or oci:bucket@REGION/image.tar with Jupyter (or code-server) on its PATH. Empty: the host's."),
     flavor: new Field("flavor", "Flavor", flavorSelect),
     units: new Field("units", "Units", input({ type: "number", min: 1, value: 1, inputmode: "numeric" })),
     volumes: new Field("volumes", "Volumes", textarea({ rows: 2, placeholder: `data@${info.region}/work:/workspace/work:rw` }), "One per line: bucket@REGION/prefix:/workspace/path:ro|rw. Jupyter opens in /workspace; rw volumes are synced back when it stops."),
@@ -123,6 +127,7 @@ async function startForm(signal: AbortSignal, done: () => Promise<void>): Promis
     { class: "card", "aria-labelledby": "nb-new-h", novalidate: true },
     h("h2", { id: "nb-new-h" }, "Start a notebook"),
     h("div", { class: "grid-2" }, fields.name.el, fields.editor.el, fields.flavor.el, fields.units.el),
+    fields.image.el,
     fields.volumes.el,
     fields.idle_timeout_s.el,
     price,
@@ -139,6 +144,8 @@ async function startForm(signal: AbortSignal, done: () => Promise<void>): Promis
     };
     const name = fields.name.control.value.trim();
     if (name) spec.name = name;
+    const image = fields.image.control.value.trim();
+    if (image) spec.image = image;
     return spec;
   };
   let seq = 0;
